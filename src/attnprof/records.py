@@ -1,0 +1,148 @@
+"""Typed records: what a run produces and what everything downstream reads.
+
+All records are msgspec Structs so they encode to JSON (run.json, the SQLite store, --json)
+and decode back with validation. Keys only grow within one schema version.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = [
+    "RUN_SCHEMA",
+    "Accuracy",
+    "Environment",
+    "MemoryResult",
+    "ProfileSummary",
+    "RunRecord",
+    "RunResult",
+    "Status",
+    "TimingSummary",
+    "WorkloadRecord",
+    "decode_run",
+    "encode_json",
+]
+
+RUN_SCHEMA = "attnprof.run/1"
+
+Status = Literal["ok", "unsupported", "refused", "oom", "error", "skipped", "crashed", "timeout"]
+
+
+class WorkloadRecord(msgspec.Struct, frozen=True, kw_only=True):
+    batch: int
+    heads: int
+    kv_heads: int
+    seq: int
+    kv_seq: int
+    head_dim: int
+    dtype: str
+    device: str
+    causal: bool
+    seed: int = 0
+
+
+class TimingSummary(msgspec.Struct, kw_only=True):
+    """Clean timing of one forward call, without the profiler.
+
+    median_ms and iqr_ms are derived from samples_ms (one sample = one forward call, or the mean
+    of a small batch of calls when one call is shorter than the clock's resolution).
+    """
+
+    median_ms: float
+    iqr_ms: float
+    mean_ms: float
+    min_ms: float
+    n: int
+    threads: int
+    method: str
+    noisy: bool
+    samples_ms: list[float]
+
+
+class Accuracy(msgspec.Struct, kw_only=True):
+    """Output against an fp64 reference computed once per workload."""
+
+    max_abs_err: float
+    max_rel_err: float
+    nan_count: int
+    inf_count: int
+    tolerance: float
+    ok: bool
+
+
+class MemoryResult(msgspec.Struct, kw_only=True):
+    """Peak memory of one forward call above what was allocated before it."""
+
+    peak_bytes: int | None
+    method: str
+    estimate_bytes: int
+
+
+class ProfileSummary(msgspec.Struct, kw_only=True):
+    """What the profiled steps showed, per forward (per attn_fwd instance)."""
+
+    forwards: int
+    cpu_ops_per_forward: float
+    gpu_ops_per_forward: float
+    cpu_time_us_per_forward: float
+    gpu_time_us_per_forward: float
+    top_ops: list[str] = []
+
+
+class RunResult(msgspec.Struct, kw_only=True):
+    variant: str
+    status: Status
+    timing: TimingSummary | None = None
+    mode: Literal["eager", "compile"] = "eager"
+    description: str = ""
+    layout: str = "BHSD"
+    backend: str | None = None
+    reason: str | None = None
+    tag: str | None = None
+    accuracy: Accuracy | None = None
+    memory: MemoryResult | None = None
+    profile: ProfileSummary | None = None
+    trace: str | None = None
+    table: str | None = None
+    flops_useful: float = 0.0
+    flops_executed: float = 0.0
+    bytes_min: float = 0.0
+    tflops_useful: float | None = None
+    warnings: list[str] = []
+
+
+class Environment(msgspec.Struct, kw_only=True):
+    attnprof_version: str
+    torch_version: str
+    python: str
+    platform: str
+    host: str
+    device: str
+    device_name: str
+    cpu_model: str
+    threads: int
+    compute_capability: str | None = None
+    cuda_version: str | None = None
+    cudnn_version: str | None = None
+    gpu_memory_bytes: int | None = None
+
+
+class RunRecord(msgspec.Struct, kw_only=True):
+    schema: str
+    created: str
+    environment: Environment
+    workload: WorkloadRecord
+    results: list[RunResult]
+    causal_alignment: str = "top-left"
+    steps: tuple[int, int, int] = (1, 1, 3)
+
+
+def encode_json(obj: object, *, indent: int = 2) -> bytes:
+    raw = msgspec.json.encode(obj)
+    return msgspec.json.format(raw, indent=indent) if indent else raw
+
+
+def decode_run(data: bytes) -> RunRecord:
+    return msgspec.json.decode(data, type=RunRecord)
