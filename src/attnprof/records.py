@@ -110,7 +110,14 @@ class RunResult(msgspec.Struct, kw_only=True):
     flops_executed: float = 0.0
     bytes_min: float = 0.0
     tflops_useful: float | None = None
+    pct_of_peak: float | None = None
+    label: str = ""
+    estimate_bytes: int = 0
     warnings: list[str] = []
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            self.label = self.variant if self.mode == "eager" else f"{self.variant}:compile"
 
 
 class Environment(msgspec.Struct, kw_only=True):
@@ -127,6 +134,8 @@ class Environment(msgspec.Struct, kw_only=True):
     cuda_version: str | None = None
     cudnn_version: str | None = None
     gpu_memory_bytes: int | None = None
+    peak_tflops: float | None = None
+    peak_source: str | None = None
 
 
 class RunRecord(msgspec.Struct, kw_only=True):

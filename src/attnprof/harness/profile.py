@@ -1,0 +1,138 @@
+"""Profile one forward call the way the blog does.
+
+torch.profiler with schedule(wait, warmup, active, repeat=1), CPU activity plus CUDA on a GPU,
+record_function("attn_fwd") around each forward, under torch.no_grad() (the caller's). When the
+active steps end, the trace is exported as .json.gz (Perfetto and TensorBoard load it) and the
+key_averages table is written (.txt; sorted by device time on GPU, CPU time on CPU). Per-forward
+figures come from the profiler's own event tree: ops under each attn_fwd, kernels they launched.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attnprof.harness.memory import peak_from_trace_events
+from attnprof.records import ProfileSummary
+
+__all__ = ["ANNOTATION", "ProfileOutcome", "profile_call"]
+
+ANNOTATION = "attn_fwd"
+
+
+@dataclass
+class ProfileOutcome:
+    summary: ProfileSummary
+    op_names: set[str] = field(default_factory=set)
+    cpu_peak_bytes: int | None = None
+
+
+def _descendants(event: Any) -> list[Any]:
+    out: list[Any] = []
+    stack = list(event.cpu_children)
+    while stack:
+        e = stack.pop()
+        out.append(e)
+        stack.extend(e.cpu_children)
+    return out
+
+
+def _summarize(events: list[Any], cuda: bool) -> tuple[ProfileSummary, set[str]]:
+    from torch.autograd import DeviceType
+
+    anns = [e for e in events if e.name == ANNOTATION and e.device_type == DeviceType.CPU]
+    names: set[str] = set()
+    cpu_ops = gpu_ops = 0
+    cpu_us = gpu_us = 0.0
+    counts: dict[str, int] = {}
+    for ann in anns:
+        desc = _descendants(ann)
+        cpu_ops += len(desc)
+        cpu_us += ann.cpu_time_total
+        for e in desc:
+            names.add(e.name)
+            counts[e.name] = counts.get(e.name, 0) + 1
+            for k in getattr(e, "kernels", []) or []:
+                gpu_ops += 1
+                gpu_us += float(getattr(k, "duration", 0.0))
+    n = max(1, len(anns))
+    top = sorted(counts, key=lambda k: -counts[k])[:10]
+    summary = ProfileSummary(
+        forwards=len(anns),
+        cpu_ops_per_forward=cpu_ops / n,
+        gpu_ops_per_forward=gpu_ops / n if cuda else 0.0,
+        cpu_time_us_per_forward=cpu_us / n,
+        gpu_time_us_per_forward=gpu_us / n if cuda else 0.0,
+        top_ops=top,
+    )
+    return summary, names
+
+
+def _table(prof: Any, cuda: bool) -> str:
+    averages = prof.key_averages()
+    for key in (("cuda_time_total", "device_time_total") if cuda else ("cpu_time_total",)):
+        try:
+            # wide name column: the default cuts kernel names at 55 characters
+            return str(averages.table(sort_by=key, row_limit=25, max_name_column_width=100))
+        except (AttributeError, KeyError, ValueError):
+            continue
+    return str(averages.table(row_limit=25))
+
+
+def profile_call(
+    call: Callable[[], Any],
+    *,
+    device: str,
+    steps: tuple[int, int, int],
+    trace_path: Path | None,
+    table_path: Path | None,
+) -> ProfileOutcome:
+    """Run `call` for wait + warmup + active profiler steps and return what the active ones showed."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    cuda = device.startswith("cuda")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    wait, warmup, active = steps
+    captured: dict[str, Any] = {}
+
+    def ready(prof: Any) -> None:
+        if trace_path is not None:
+            trace_path.parent.mkdir(parents=True, exist_ok=True)
+            prof.export_chrome_trace(str(trace_path))
+        if table_path is not None:
+            table_path.parent.mkdir(parents=True, exist_ok=True)
+            table_path.write_text(_table(prof, cuda) + "\n")
+        captured["events"] = list(prof.events())
+
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
+        on_trace_ready=ready,
+        record_shapes=True,
+        profile_memory=True,
+    ) as prof:
+        for _ in range(wait + warmup + active):
+            with record_function(ANNOTATION):
+                call()
+            if cuda:
+                # keep each step's GPU work inside its step; the annotation itself stays as in the blog
+                torch.cuda.synchronize(device)
+            prof.step()
+
+    summary, names = _summarize(captured.get("events", []), cuda)
+    outcome = ProfileOutcome(summary=summary, op_names=names)
+    if not cuda and trace_path is not None and trace_path.exists():
+        with gzip.open(trace_path, "rt") as fh:
+            events = json.load(fh).get("traceEvents", [])
+        ranges = [
+            (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+            for e in events
+            if e.get("name") == ANNOTATION and e.get("ph") == "X" and e.get("cat") == "user_annotation"
+        ]
+        outcome.cpu_peak_bytes = peak_from_trace_events(events, ranges)
+    return outcome

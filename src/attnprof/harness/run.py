@@ -1,0 +1,290 @@
+"""Run variants on a workload: check, estimate, profile, time, verify, measure; record it all.
+
+One variant at a time (run_variant) or a whole suite (run), which also writes <out>/run.json.
+A variant that is unsupported, refused for memory, or fails at run time is recorded with its
+reason and the others still run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attnprof.errors import UserError
+from attnprof.harness.memory import available_bytes, format_bytes
+from attnprof.records import RUN_SCHEMA, Environment, MemoryResult, RunRecord, RunResult, encode_json
+
+if TYPE_CHECKING:
+    import torch
+
+    from attnprof.variants.registry import Variant
+    from attnprof.workload import Inputs, Workload
+
+__all__ = ["RunOptions", "default_out_dir", "prepare_out_dir", "run", "run_variant"]
+
+Progress = Callable[[str, str], None]  # (variant label, stage)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    steps: tuple[int, int, int] = (1, 1, 3)
+    profile: bool = True
+    warmup_calls: int = 3
+    time_budget_s: float = 1.0
+    min_samples: int = 10
+    force: bool = False
+    check_accuracy: bool = True
+    compile: bool = False
+    measure_peak: bool = True
+
+
+def default_out_dir() -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path("attnprof-runs") / stamp
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{stamp}-{n}")
+    return path
+
+
+def prepare_out_dir(out: Path) -> Path:
+    """Create `out`, refusing one that already holds a run: an earlier run is never overwritten."""
+    if (out / "run.json").exists() or (out.exists() and any((out / d).exists() for d in ("traces", "tables"))):
+        raise UserError(f"{out} already holds an earlier run; pass a new --out DIR (nothing was overwritten)")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file; pass a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]", "-", name)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, MemoryError) or "out of memory" in text or "can't allocate memory" in text
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def run_variant(
+    workload: Workload,
+    variant: Variant | str,
+    *,
+    out: Path | None = None,
+    options: RunOptions | None = None,
+    inputs: Inputs | None = None,
+    reference: torch.Tensor | None = None,
+    peak_tflops: float | None = None,
+    progress: Progress | None = None,
+) -> RunResult:
+    """Check, estimate, profile, time, verify and measure one variant. Never raises for a
+    variant's own failure: that is recorded in the result's status and reason."""
+    import torch
+
+    from attnprof.harness import accuracy, profile, timing
+    from attnprof.harness.memory import cuda_peak_bytes
+    from attnprof.variants.registry import check, get_variant
+
+    opts = options or RunOptions()
+    v = get_variant(variant) if isinstance(variant, str) else variant
+    tag = f"{workload.tag}_{_safe(v.name)}_{v.mode}"
+    estimate = v.estimate_bytes(workload)
+    result = RunResult(
+        variant=v.name,
+        mode=v.mode,
+        status="ok",
+        description=v.description,
+        layout=v.layout,
+        tag=tag,
+        flops_useful=workload.flops_useful(),
+        flops_executed=workload.flops_executed(v.materialises),
+        bytes_min=workload.bytes_min(),
+        estimate_bytes=estimate,
+    )
+    note = progress or (lambda label, stage: None)
+
+    decision = check(v, workload)
+    if not decision.accepted:
+        result.status, result.reason = "unsupported", decision.reason
+        return result
+    free = available_bytes(workload.device)
+    need = estimate + (0 if inputs is not None else workload.io_bytes())
+    if need > free and not opts.force:
+        result.status = "refused"
+        result.reason = (
+            f"{v.label}: needs an estimated {format_bytes(need)} "
+            f"({'materialises ' + str(v.score_tensors) + ' score tensors of ' + format_bytes(workload.score_bytes(4 if v.score_fp32 else None)) if v.materialises else 'fused, no score tensor'}) "
+            f"but only {format_bytes(free)} is free on {workload.device}; shrink the shape or pass --force"
+        )
+        return result
+
+    stage = "build"
+    try:
+        with torch.no_grad():
+            if inputs is None:
+                inputs = workload.make_inputs()
+            note(v.label, "warm-up" if not v.compiled else "compiling")
+            built = v.build(workload, inputs)
+            stage = "warm-up"
+            for _ in range(max(1, opts.warmup_calls)):
+                output = built.call()
+            _sync(workload.device)
+
+            if opts.profile:
+                stage = "profile"
+                note(v.label, "profiling")
+                with tempfile.TemporaryDirectory() as tmp:
+                    base = out if out is not None else Path(tmp)
+                    trace_path = base / "traces" / f"{tag}.json.gz"
+                    table_path = base / "tables" / f"{tag}.txt"
+                    prof = profile.profile_call(
+                        built.call, device=workload.device, steps=opts.steps, trace_path=trace_path, table_path=table_path
+                    )
+                if out is not None:
+                    result.trace = str(trace_path.relative_to(out))
+                    result.table = str(table_path.relative_to(out))
+                result.profile = prof.summary
+                result.backend = _backend(v, prof.op_names)
+            else:
+                prof = None
+                result.backend = _backend(v, set())
+
+            stage = "timing"
+            note(v.label, "timing")
+            result.timing = timing.time_call(
+                built.call, device=workload.device, budget_s=opts.time_budget_s, min_samples=opts.min_samples
+            )
+            if result.timing.noisy:
+                result.warnings.append(
+                    f"noisy timing: IQR is {result.timing.iqr_ms / result.timing.median_ms:.0%} of the median"
+                )
+            seconds = result.timing.median_ms / 1e3
+            if seconds > 0:
+                result.tflops_useful = result.flops_useful / seconds / 1e12
+                if peak_tflops:
+                    result.pct_of_peak = 100.0 * result.tflops_useful / peak_tflops
+                    if result.pct_of_peak > 100.0:
+                        result.warnings.append(
+                            f"{result.pct_of_peak:.0f}% of peak: above 100% means the peak or the timing is wrong"
+                        )
+
+            if opts.check_accuracy:
+                stage = "accuracy"
+                from attnprof.harness.accuracy import reference as make_reference
+
+                ref = reference if reference is not None else make_reference(workload, inputs)
+                result.accuracy = accuracy.compare(built.to_bhsd(output), ref, workload.dtype)
+
+            if opts.measure_peak:
+                stage = "memory"
+                if workload.device.startswith("cuda"):
+                    result.memory = MemoryResult(
+                        peak_bytes=cuda_peak_bytes(built.call, workload.device),
+                        method="torch.cuda.max_memory_allocated above the allocation before the call",
+                        estimate_bytes=estimate,
+                    )
+                else:
+                    result.memory = MemoryResult(
+                        peak_bytes=prof.cpu_peak_bytes if prof else None,
+                        method="profiler [memory] events: rise of Total Allocated inside attn_fwd"
+                        if prof and prof.cpu_peak_bytes is not None
+                        else "not measured (profiling off)",
+                        estimate_bytes=estimate,
+                    )
+    except Exception as exc:
+        result.status = "oom" if _is_oom(exc) else "error"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        result.reason = f"{v.label} failed during {stage}: {type(exc).__name__}: {first[:300]}"
+        if workload.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    return result
+
+
+def _backend(v: Variant, op_names: set[str]) -> str | None:
+    from attnprof.variants.sdpa import backend_from_ops
+
+    if v.name.startswith("sdpa"):
+        seen = backend_from_ops(op_names)
+        if seen is None and op_names:
+            seen = "math"  # the math path runs plain aten ops only
+        return seen or v.backend
+    if v.backend:
+        return v.backend
+    return "unfused (aten)" if v.family == "builtin" else "user"
+
+
+def run(
+    workload: Workload,
+    variants: Sequence[str] | None = None,
+    *,
+    out: Path | None = None,
+    options: RunOptions | None = None,
+    progress: Progress | None = None,
+    environment: Environment | None = None,
+) -> RunRecord:
+    """Run `variants` (default: every built-in, plus compiled twins with options.compile) on
+    `workload`; write <out>/run.json, traces/ and tables/ when `out` is given."""
+    import torch
+
+    from attnprof.harness.accuracy import reference as make_reference
+    from attnprof.harness.env import environment as get_env
+    from attnprof.harness.env import peak_for
+    from attnprof.variants.registry import resolve_variants
+
+    opts = options or RunOptions()
+    chosen = resolve_variants(list(variants) if variants else None, compile=opts.compile)
+    if out is not None:
+        out = prepare_out_dir(out)
+    env = environment or get_env(workload.device)
+    peak, source = peak_for(env, workload.dtype)
+    env.peak_tflops, env.peak_source = peak, source
+
+    results: list[RunResult] = []
+    inputs: Any = None
+    ref = None
+    for v in chosen:
+        if inputs is None and v.capability(workload).accepted:
+            fits = workload.io_bytes() <= available_bytes(workload.device) or opts.force
+            if fits:
+                with torch.no_grad():
+                    inputs = workload.make_inputs()
+                    ref = make_reference(workload, inputs) if opts.check_accuracy else None
+        results.append(
+            run_variant(
+                workload,
+                v,
+                out=out,
+                options=opts,
+                inputs=inputs,
+                reference=ref,
+                peak_tflops=peak,
+                progress=progress,
+            )
+        )
+        if progress:
+            progress(v.label, "done")
+    record = RunRecord(
+        schema=RUN_SCHEMA,
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        environment=env,
+        workload=workload.to_record(),
+        results=results,
+        causal_alignment=workload.causal_alignment,
+        steps=opts.steps,
+    )
+    if out is not None:
+        (out / "run.json").write_bytes(encode_json(record))
+    return record

@@ -1,0 +1,110 @@
+"""Clean timing, without the profiler (DOMAIN.md section 7).
+
+CPU: time.perf_counter around each call after a warm-up by time; when one call is shorter than
+1 ms, each sample is the mean of enough back-to-back calls to last 1 ms. GPU: CUDA events around
+each call, with the L2 cache flushed (a 256 MB buffer zeroed) before every call so that no call
+finds its inputs in cache from the previous one. Both report the median and the interquartile
+range of the samples, the number of samples and the thread count, keep the raw samples, and flag
+the measurement as noisy when IQR / median exceeds 10%.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from attnprof.records import TimingSummary
+
+__all__ = ["NOISE_THRESHOLD", "summarize", "time_call"]
+
+NOISE_THRESHOLD = 0.10
+
+
+def summarize(samples_ms: list[float], *, threads: int, method: str) -> TimingSummary:
+    s = sorted(samples_ms)
+    n = len(s)
+    if n >= 4:
+        q = statistics.quantiles(s, n=4, method="inclusive")
+        iqr = q[2] - q[0]
+    else:
+        iqr = (s[-1] - s[0]) if n > 1 else 0.0
+    med = statistics.median(s)
+    return TimingSummary(
+        median_ms=med,
+        iqr_ms=iqr,
+        mean_ms=statistics.fmean(s),
+        min_ms=s[0],
+        n=n,
+        threads=threads,
+        method=method,
+        noisy=med > 0 and iqr / med > NOISE_THRESHOLD,
+        samples_ms=samples_ms,
+    )
+
+
+def _time_cpu(call: Callable[[], Any], budget_s: float, min_samples: int, max_samples: int, warmup_s: float) -> list[float]:
+    t_end = time.perf_counter() + warmup_s
+    calls, t0 = 0, time.perf_counter()
+    while True:
+        call()
+        calls += 1
+        if time.perf_counter() >= t_end and calls >= 2:
+            break
+    per_call = (time.perf_counter() - t0) / calls
+    inner = max(1, int(1e-3 / per_call)) if per_call > 0 else 1
+    samples: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(samples) < max_samples and (len(samples) < min_samples or time.perf_counter() < deadline):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            call()
+        samples.append((time.perf_counter() - t0) * 1e3 / inner)
+    return samples
+
+
+def _time_cuda(
+    call: Callable[[], Any], device: str, budget_s: float, min_samples: int, max_samples: int, warmup_s: float
+) -> list[float]:
+    import torch
+
+    flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=device)
+    t_end = time.perf_counter() + warmup_s
+    while time.perf_counter() < t_end:
+        call()
+    torch.cuda.synchronize(device)
+    samples: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(samples) < max_samples and (len(samples) < min_samples or time.perf_counter() < deadline):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        call()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end))
+    del flush
+    return samples
+
+
+def time_call(
+    call: Callable[[], Any],
+    *,
+    device: str,
+    budget_s: float = 1.0,
+    min_samples: int = 10,
+    max_samples: int = 500,
+    warmup_s: float = 0.1,
+) -> TimingSummary:
+    """Median/IQR of one forward call, measured for about `budget_s` seconds (at least
+    `min_samples`, at most `max_samples` samples) after `warmup_s` seconds of warm-up."""
+    import torch
+
+    if device.startswith("cuda"):
+        samples = _time_cuda(call, device, budget_s, min_samples, max_samples, warmup_s)
+        method = "cuda events, L2 flushed between calls"
+    else:
+        samples = _time_cpu(call, budget_s, min_samples, max_samples, warmup_s)
+        method = "perf_counter"
+    return summarize(samples, threads=torch.get_num_threads(), method=method)

@@ -1,0 +1,115 @@
+"""FlashAttention from the Hugging Face kernels hub (blog 04_d), layout [B, S, H, D].
+
+Needs the `kernels` package (extra `hub`) and a CUDA GPU. It works offline from a local kernel:
+LOCAL_KERNELS="kernels-community/flash-attn2=/path/to/kernel" (the kernels package's own
+override) or ATTNPROF_HUB_KERNEL=/path/to/kernel (loaded with get_local_kernel). Without either,
+the hub is only tried when it answers within a second: the kernels package otherwise retries an
+unreachable hub for tens of seconds before failing with a bare ConnectError.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attnprof.errors import MissingExtra
+from attnprof.variants.registry import Built, Decision, Variant
+
+if TYPE_CHECKING:
+    from attnprof.workload import Inputs, Workload
+
+__all__ = ["HUB_REPO", "HUB_VERSION", "VARIANTS", "load_flash_kernel"]
+
+HUB_REPO = "kernels-community/flash-attn2"
+HUB_VERSION = 3
+_HUB_HOST = "huggingface.co"
+
+
+def _local_path() -> Path | None:
+    explicit = os.environ.get("ATTNPROF_HUB_KERNEL")
+    if explicit:
+        return Path(explicit)
+    for item in os.environ.get("LOCAL_KERNELS", "").split(":"):
+        repo, _, path = item.partition("=")
+        if repo.strip() == HUB_REPO and path:
+            return Path(path)
+    return None
+
+
+def _hub_reachable(timeout: float = 1.0) -> bool:
+    if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True"):
+        return False
+    try:
+        with socket.create_connection((_HUB_HOST, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _missing_reason() -> str | None:
+    """What stops the hub kernel from loading, or None when it can be tried."""
+    try:
+        import kernels  # noqa: F401
+    except ImportError:
+        return "needs the kernels package: pip install 'attnprof[hub]'"
+    local = _local_path()
+    if local is not None:
+        return None if local.exists() else f"local kernel path {local} does not exist"
+    if not _hub_reachable():
+        return (
+            f"no local kernel and {_HUB_HOST} is unreachable: set "
+            f"LOCAL_KERNELS='{HUB_REPO}=/path/to/kernel' or ATTNPROF_HUB_KERNEL=/path/to/kernel"
+        )
+    return None
+
+
+@functools.cache
+def load_flash_kernel() -> Any:
+    """The hub's flash-attn module (local path first, then the hub)."""
+    try:
+        import kernels
+    except ImportError as exc:
+        raise MissingExtra("kernels", "hub", "hub-flash") from exc
+    local = _local_path()
+    if local is not None and os.environ.get("ATTNPROF_HUB_KERNEL"):
+        return kernels.get_local_kernel(local)  # type: ignore[attr-defined]
+    # LOCAL_KERNELS is honoured by get_kernel itself
+    return kernels.get_kernel(HUB_REPO, version=HUB_VERSION)
+
+
+def _capability(workload: Workload) -> Decision:
+    if not workload.device.startswith("cuda"):
+        return Decision.no(f"hub-flash: FlashAttention kernels run on CUDA only; this run is on {workload.device}")
+    if workload.dtype == "fp32":
+        return Decision.no("hub-flash needs fp16 or bf16; got fp32 (use --dtype bf16)")
+    reason = _missing_reason()
+    return Decision.no(f"hub-flash: {reason}") if reason else Decision.ok()
+
+
+def _build(workload: Workload, inputs: Inputs) -> Built:
+    mod = load_flash_kernel()
+    # [B, H, S, D] -> [B, S, H, D], done once outside the timed call
+    q, k, v = (t.transpose(1, 2).contiguous() for t in (inputs.q, inputs.k, inputs.v))
+    causal, scale = workload.causal, inputs.scale
+
+    def call() -> Any:
+        out = mod.flash_attn_func(q, k, v, causal=causal, softmax_scale=scale)
+        return out[0] if isinstance(out, tuple) else out
+
+    return Built(call=call, to_bhsd=lambda t: t.transpose(1, 2))
+
+
+VARIANTS = [
+    Variant(
+        name="hub-flash",
+        description="FlashAttention-2 from the Hugging Face kernels hub, layout [B, S, H, D] (blog 04_d)",
+        build=_build,
+        capability=_capability,
+        layout="BSHD",
+        backend="hub-flash",
+        can_compile=False,
+    )
+]

@@ -1,0 +1,188 @@
+"""The variant registry: a closed, discoverable set of attention implementations.
+
+A variant is a small frozen record (STYLE.md 3): a name, a one-line description, the tensor
+layout it wants, a capability check returning accepted or rejected-with-a-specific-reason for
+a workload, and a builder that turns the workload's inputs into a zero-argument forward call.
+Built-ins live in one module per family (naive.py, sdpa.py, flex.py, hub.py); user variants are
+loaded from `module:function` or `path/to/file.py:function` (user.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal
+
+from attnprof.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
+
+    from attnprof.workload import Inputs, Workload
+
+__all__ = [
+    "Built",
+    "Decision",
+    "Variant",
+    "builtin_variants",
+    "check",
+    "get_variant",
+    "list_variants",
+    "resolve_variants",
+    "variant_names",
+]
+
+Layout = Literal["BHSD", "BSHD"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """accepted, or rejected with a reason specific enough to act on."""
+
+    accepted: bool
+    reason: str | None = None
+
+    @classmethod
+    def ok(cls) -> Decision:
+        return cls(True, None)
+
+    @classmethod
+    def no(cls, reason: str) -> Decision:
+        return cls(False, reason)
+
+
+@dataclass(frozen=True)
+class Built:
+    """A ready-to-call forward. `call` is what is timed and profiled; `to_bhsd` converts its
+    output back to [B, H, S, D] for the accuracy check, outside the timed region."""
+
+    call: Callable[[], torch.Tensor]
+    to_bhsd: Callable[[torch.Tensor], torch.Tensor] = field(default=lambda t: t)
+
+
+Builder = Callable[["Workload", "Inputs"], Built]
+Capability = Callable[["Workload"], Decision]
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str
+    build: Builder
+    capability: Capability
+    layout: Layout = "BHSD"
+    # how many B*H*Sq*Skv score tensors (of score_dtype size) a call keeps alive at its peak;
+    # 0 for fused kernels that never materialise the scores
+    score_tensors: float = 0.0
+    score_fp32: bool = False  # scores held in fp32 whatever the input dtype (math backend upcast)
+    backend: str | None = None  # the backend this variant pins, if any
+    compiled: bool = False
+    can_compile: bool = True  # whether a torch.compile twin makes sense
+    family: str = "builtin"
+
+    @property
+    def mode(self) -> Literal["eager", "compile"]:
+        return "compile" if self.compiled else "eager"
+
+    @property
+    def label(self) -> str:
+        """Unique name in a run: the compiled twin of `naive` is `naive:compile`."""
+        return f"{self.name}:compile" if self.compiled else self.name
+
+    @property
+    def materialises(self) -> bool:
+        return self.score_tensors > 0
+
+    def estimate_bytes(self, workload: Workload) -> int:
+        """Memory one call needs beyond its inputs: the score tensors it materialises plus a
+        fused kernel's small workspace (output, log-sum-exp, transposed copies)."""
+        e = 4 if self.score_fp32 else workload.element_size
+        scores = int(self.score_tensors * workload.score_bytes(e))
+        if self.score_fp32 and workload.element_size != 4:
+            # the math backend upcasts q, k, v and the output to fp32 first
+            scores += int(workload.bytes_min() * 4 / workload.element_size)
+        out_like = workload.batch * workload.heads * workload.seq * workload.head_dim
+        workspace = 2 * out_like * workload.element_size + workload.batch * workload.heads * workload.seq * 4
+        return scores + workspace
+
+    def compiled_twin(self) -> Variant:
+        return replace(self, compiled=True, build=_compiled_builder(self.build))
+
+
+def _compiled_builder(build: Builder) -> Builder:
+    def compiled(workload: Workload, inputs: Inputs) -> Built:
+        import torch
+
+        built = build(workload, inputs)
+        fn = torch.compile(built.call, dynamic=False)
+        return Built(call=fn, to_bhsd=built.to_bhsd)
+
+    return compiled
+
+
+def builtin_variants() -> list[Variant]:
+    from attnprof.variants import flex, hub, naive, sdpa
+
+    return [*naive.VARIANTS, *sdpa.VARIANTS, *flex.VARIANTS, *hub.VARIANTS]
+
+
+def variant_names() -> list[str]:
+    return [v.name for v in builtin_variants()]
+
+
+def get_variant(name: str) -> Variant:
+    """A built-in by name, or a user variant given as `module:function` / `file.py:function`."""
+    if ":" in name and name.rsplit(":", 1)[1] != "compile":
+        from attnprof.variants.user import load_user_variant
+
+        return load_user_variant(name)
+    compiled = name.endswith(":compile")
+    base = name.removesuffix(":compile")
+    for v in builtin_variants():
+        if v.name == base:
+            if compiled:
+                if not v.can_compile:
+                    raise UserError(f"variant {base!r} has no torch.compile twin")
+                return v.compiled_twin()
+            return v
+    raise UserError(
+        f"unknown variant {name!r}: choose from {', '.join(variant_names())} "
+        "(or module:function / file.py:function for your own)"
+    )
+
+
+def check(variant: Variant, workload: Workload) -> Decision:
+    """The variant's own capability check, plus what torch.compile needs for a compiled twin."""
+    decision = variant.capability(workload)
+    if decision.accepted and variant.compiled:
+        from attnprof.variants.flex import compiler_problem
+
+        problem = compiler_problem(workload)
+        if problem:
+            return Decision.no(f"{variant.label}: {problem}")
+    return decision
+
+
+def resolve_variants(names: list[str] | None, *, compile: bool = False) -> list[Variant]:
+    """Variants to run: the named ones (in order, duplicates dropped) or every built-in, plus
+    compiled twins of those where a twin makes sense when `compile` is set."""
+    chosen = [get_variant(n) for n in names] if names else builtin_variants()
+    seen: set[str] = set()
+    out: list[Variant] = []
+    for v in chosen:
+        if v.label not in seen:
+            seen.add(v.label)
+            out.append(v)
+    if compile:
+        for v in list(out):
+            if not v.compiled and v.can_compile and v.family == "builtin":
+                twin = v.compiled_twin()
+                if twin.label not in seen:
+                    seen.add(twin.label)
+                    out.append(twin)
+    return out
+
+
+def list_variants(workload: Workload) -> list[tuple[Variant, Decision]]:
+    """Every built-in variant with its availability for `workload` (device, dtype, shape)."""
+    return [(v, check(v, workload)) for v in builtin_variants()]

@@ -1,0 +1,183 @@
+"""F.scaled_dot_product_attention: PyTorch's own dispatch, and each backend pinned (blog 04_c).
+
+On CPU only MATH and FLASH exist (aten::_scaled_dot_product_flash_attention_for_cpu); asking
+for EFFICIENT or CUDNN there fails with PyTorch's generic "No viable backend", so the capability
+checks here say why instead. On CUDA, PyTorch's own torch.backends.cuda.can_use_*(debug=True)
+explains a rejection through warnings; we capture them and pass the reason on.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING
+
+from attnprof.variants.registry import Built, Decision, Variant
+
+if TYPE_CHECKING:
+    import torch
+
+    from attnprof.workload import Inputs, Workload
+
+__all__ = ["BACKEND_OPS", "VARIANTS", "backend_from_ops", "pytorch_choice"]
+
+# aten op name (as it appears in a trace) -> backend
+BACKEND_OPS: dict[str, str] = {
+    "aten::_scaled_dot_product_flash_attention_for_cpu": "flash",
+    "aten::_scaled_dot_product_flash_attention": "flash",
+    "aten::_flash_attention_forward": "flash",
+    "aten::_scaled_dot_product_efficient_attention": "efficient",
+    "aten::_efficient_attention_forward": "efficient",
+    "aten::_scaled_dot_product_cudnn_attention": "cudnn",
+    "aten::_scaled_dot_product_fused_attention_overrideable": "overrideable",
+    "aten::_scaled_dot_product_attention_math": "math",
+    "aten::_scaled_dot_product_attention_math_for_mps": "math",
+}
+
+_ENUM = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION"}
+
+
+def backend_from_ops(op_names: list[str] | set[str]) -> str | None:
+    """The SDPA backend that ran, from the aten ops seen under the forward."""
+    found = [BACKEND_OPS[n] for n in op_names if n in BACKEND_OPS]
+    # the math fallback calls no fused op; a fused op wins when both appear
+    for b in ("flash", "efficient", "cudnn", "overrideable", "math"):
+        if b in found:
+            return b
+    return None
+
+
+def _is_cuda(workload: Workload) -> bool:
+    return workload.device.startswith("cuda")
+
+
+def _cuda_reason(backend: str, workload: Workload) -> str | None:
+    """Ask PyTorch itself whether `backend` can run this workload; None when it can."""
+    import torch
+
+    inputs = workload.replace(batch=1).make_inputs()  # tiny probe tensors, same layout/dtype
+    q, k, v = inputs.q, inputs.k, inputs.v
+    gqa = workload.kv_heads != workload.heads
+    try:
+        params = torch.backends.cuda.SDPAParams(q, k, v, None, 0.0, workload.causal, gqa)
+    except TypeError:  # older torch without the enable_gqa argument
+        params = torch.backends.cuda.SDPAParams(q, k, v, None, 0.0, workload.causal)  # type: ignore[call-arg]
+    fn = {
+        "flash": torch.backends.cuda.can_use_flash_attention,
+        "efficient": torch.backends.cuda.can_use_efficient_attention,
+        "cudnn": getattr(torch.backends.cuda, "can_use_cudnn_attention", None),
+    }[backend]
+    if fn is None:
+        return f"this torch ({torch.__version__}) has no {backend} backend check"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ok = fn(params, debug=True)
+    if ok:
+        return None
+    msgs = [str(w.message).strip() for w in caught if str(w.message).strip()]
+    return "; ".join(msgs) if msgs else "PyTorch's own check rejects this shape/dtype"
+
+
+def _capability(backend: str):  # type: ignore[no-untyped-def]
+    name = "sdpa" if backend == "auto" else f"sdpa-{backend}"
+
+    def check(workload: Workload) -> Decision:
+        import torch
+
+        if backend in ("auto", "math"):
+            return Decision.ok()
+        if not _is_cuda(workload):
+            if backend == "flash":
+                return Decision.ok()  # aten::_scaled_dot_product_flash_attention_for_cpu
+            what = "memory-efficient attention (xformers/cutlass)" if backend == "efficient" else "cuDNN attention"
+            return Decision.no(f"{name}: PyTorch implements {what} for CUDA only; this run is on {workload.device}")
+        idx = torch.device(workload.device).index or 0
+        major, minor = torch.cuda.get_device_capability(idx)
+        if backend == "flash":
+            if workload.dtype == "fp32":
+                return Decision.no(f"{name} on CUDA needs fp16 or bf16; got fp32 (use --dtype bf16)")
+            if major < 8:
+                return Decision.no(f"{name} needs compute capability >= 8.0; this GPU is {major}.{minor}")
+            if workload.head_dim > 256:
+                return Decision.no(f"{name} supports head_dim <= 256; got {workload.head_dim}")
+        if backend == "cudnn":
+            if major < 8:
+                return Decision.no(f"{name} needs compute capability >= 8.0; this GPU is {major}.{minor}")
+            if not torch.backends.cudnn.is_available():
+                return Decision.no(f"{name} needs cuDNN, which this torch build cannot load")
+        if backend == "efficient" and workload.dtype == "bf16" and major < 8:
+            return Decision.no(f"{name} in bf16 needs compute capability >= 8.0; this GPU is {major}.{minor}")
+        reason = _cuda_reason(backend, workload)
+        return Decision.no(f"{name}: {reason}") if reason else Decision.ok()
+
+    return check
+
+
+def _builder(backend: str):  # type: ignore[no-untyped-def]
+    def build(workload: Workload, inputs: Inputs) -> Built:
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        q, k, v, scale, causal = inputs.q, inputs.k, inputs.v, inputs.scale, workload.causal
+        gqa = workload.kv_heads != workload.heads
+        kwargs = {"enable_gqa": True} if gqa else {}
+
+        if backend == "auto":
+
+            def call() -> torch.Tensor:
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, **kwargs)
+
+        else:
+            pinned = getattr(SDPBackend, _ENUM[backend])
+
+            def call() -> torch.Tensor:
+                with sdpa_kernel([pinned]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, **kwargs)
+
+        return Built(call=call)
+
+    return build
+
+
+def pytorch_choice(workload: Workload) -> str:
+    """The backend PyTorch's own dispatch picks for this workload (torch._fused_sdp_choice)."""
+    import torch
+    from torch.nn.attention import SDPBackend
+
+    inputs = workload.replace(batch=1).make_inputs()
+    gqa = workload.kv_heads != workload.heads
+    try:
+        choice = torch._fused_sdp_choice(  # type: ignore[attr-defined]
+            inputs.q, inputs.k, inputs.v, None, 0.0, workload.causal, scale=inputs.scale, enable_gqa=gqa
+        )
+    except TypeError:
+        choice = torch._fused_sdp_choice(inputs.q, inputs.k, inputs.v, None, 0.0, workload.causal)  # type: ignore[attr-defined]
+    names = {
+        SDPBackend.MATH: "math",
+        SDPBackend.FLASH_ATTENTION: "flash",
+        SDPBackend.EFFICIENT_ATTENTION: "efficient",
+        SDPBackend.CUDNN_ATTENTION: "cudnn",
+    }
+    return names.get(SDPBackend(choice), str(SDPBackend(choice)).split(".")[-1].lower())
+
+
+def _variant(backend: str, description: str, score_tensors: float = 0.0, fp32: bool = False) -> Variant:
+    return Variant(
+        name="sdpa" if backend == "auto" else f"sdpa-{backend}",
+        description=description,
+        build=_builder(backend),
+        capability=_capability(backend),
+        score_tensors=score_tensors,
+        score_fp32=fp32,
+        backend=None if backend == "auto" else backend,
+    )
+
+
+VARIANTS = [
+    _variant("auto", "F.scaled_dot_product_attention with PyTorch's own backend choice", 0.0),
+    # math: fp32 upcast in half precision, the causal mask rebuilt, scores + _safe_softmax copies
+    _variant("math", "SDPA pinned to MATH: unfused, upcasts half precision to fp32 (blog 04_c)", 4.0, True),
+    _variant("flash", "SDPA pinned to FLASH_ATTENTION (FA2 on CUDA; a fused C++ kernel on CPU)"),
+    _variant("efficient", "SDPA pinned to EFFICIENT_ATTENTION (xformers-derived cutlass kernel)"),
+    _variant("cudnn", "SDPA pinned to CUDNN_ATTENTION (cuDNN fused flash fprop)"),
+]

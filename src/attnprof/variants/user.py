@@ -1,0 +1,69 @@
+"""User variants: `--variant my_module:my_attention` or `--variant path/to/file.py:my_attention`.
+
+The callable takes q, k, v ([B, H, S, D]) and keywords is_causal and scale, and returns the
+output in the same layout. The first line of its docstring becomes the description.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attnprof.errors import UserError
+from attnprof.variants.registry import Built, Decision, Variant
+
+if TYPE_CHECKING:
+    from attnprof.workload import Inputs, Workload
+
+__all__ = ["load_user_variant"]
+
+
+def _load_module(ref: str) -> Any:
+    path = Path(ref)
+    if ref.endswith(".py") or path.exists():
+        if not path.is_file():
+            raise UserError(f"user variant file {ref} does not exist: give an existing .py file")
+        name = f"attnprof_user_{abs(hash(str(path.resolve())))}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise UserError(f"cannot import {ref} as a Python module: give a .py file")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # so pickling and torch.compile can find it
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise UserError(f"importing {ref} failed: {type(exc).__name__}: {exc}") from exc
+        return module
+    try:
+        return importlib.import_module(ref)
+    except ImportError as exc:
+        raise UserError(f"cannot import module {ref!r} ({exc}): give module:function or file.py:function") from exc
+
+
+def load_user_variant(spec: str) -> Variant:
+    ref, _, func_name = spec.rpartition(":")
+    if not ref or not func_name:
+        raise UserError(f"user variant {spec!r} must look like module:function or file.py:function")
+    module = _load_module(ref)
+    fn = getattr(module, func_name, None)
+    if not callable(fn):
+        raise UserError(f"{ref} has no callable named {func_name!r}")
+    doc = (fn.__doc__ or "").strip().splitlines()
+    description = doc[0] if doc else f"user variant {func_name} from {ref}"
+
+    def build(workload: Workload, inputs: Inputs) -> Built:
+        q, k, v, scale, causal = inputs.q, inputs.k, inputs.v, inputs.scale, workload.causal
+        return Built(call=lambda: fn(q, k, v, is_causal=causal, scale=scale))
+
+    return Variant(
+        name=func_name if func_name not in ("forward", "attention") else f"{Path(ref).stem}.{func_name}",
+        description=description,
+        build=build,
+        capability=lambda w: Decision.ok(),
+        family="user",
+        # unknown implementation: assume it may materialise the scores like a naive one
+        score_tensors=2,
+    )
