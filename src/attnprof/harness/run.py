@@ -223,20 +223,21 @@ def _backend(v: Variant, op_names: set[str]) -> str | None:
         return seen or v.backend
     if v.backend:
         return v.backend
-    return "unfused (aten)" if v.family == "builtin" else "user"
+    return "aten" if v.family == "builtin" else "user"
 
 
 def run(
     workload: Workload,
-    variants: Sequence[str] | None = None,
+    variants: Sequence[str | Variant] | None = None,
     *,
     out: Path | None = None,
     options: RunOptions | None = None,
     progress: Progress | None = None,
     environment: Environment | None = None,
 ) -> RunRecord:
-    """Run `variants` (default: every built-in, plus compiled twins with options.compile) on
-    `workload`; write <out>/run.json, traces/ and tables/ when `out` is given."""
+    """Run `variants` (names, or Variant records used as given; default: every built-in, plus
+    compiled twins with options.compile) on `workload`; write <out>/run.json, traces/ and
+    tables/ when `out` is given."""
     import torch
 
     from attnprof.harness.accuracy import reference as make_reference
@@ -245,7 +246,10 @@ def run(
     from attnprof.variants.registry import resolve_variants
 
     opts = options or RunOptions()
-    chosen = resolve_variants(list(variants) if variants else None, compile=opts.compile)
+    if variants and not any(isinstance(x, str) for x in variants):
+        chosen = [x for x in variants if not isinstance(x, str)]
+    else:
+        chosen = resolve_variants([str(x) for x in variants] if variants else None, compile=opts.compile)
     if out is not None:
         out = prepare_out_dir(out)
     env = environment or get_env(workload.device)

@@ -1,0 +1,120 @@
+"""Workload options shared by `run` and other commands, and their translation to a Workload."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from attnprof.errors import UserError
+from attnprof.workload import Workload, parse_shape
+
+__all__ = [
+    "CPU_DEFAULT_SHAPE",
+    "CUDA_DEFAULT_SHAPE",
+    "Batch",
+    "Causal",
+    "Device",
+    "Dtype",
+    "HeadDim",
+    "Heads",
+    "KvHeads",
+    "KvSeq",
+    "Seed",
+    "Seq",
+    "Shape",
+    "build_workload",
+    "resolve_device",
+    "split_list",
+]
+
+# The blog's shape on a GPU; on a 2-core CPU a shape whose default suite runs in well under 60 s
+CUDA_DEFAULT_SHAPE = (8, 16, 1024, 64)
+CPU_DEFAULT_SHAPE = (1, 8, 512, 64)
+
+Batch = Annotated[int | None, typer.Option("-b", "--batch", help="Batch size.")]
+Heads = Annotated[int | None, typer.Option("-H", "--heads", help="Query heads.")]
+Seq = Annotated[int | None, typer.Option("-s", "--seq", help="Query length.")]
+HeadDim = Annotated[int | None, typer.Option("-d", "--head-dim", help="Head dimension.")]
+Shape = Annotated[str | None, typer.Option("--shape", help="B,H,S,D in one go, e.g. 8,16,1024,64.")]
+KvHeads = Annotated[int | None, typer.Option("--kv-heads", help="Key/value heads (GQA); default = heads.")]
+KvSeq = Annotated[int | None, typer.Option("--kv-seq", help="Key/value length; default = seq.")]
+Dtype = Annotated[str | None, typer.Option("--dtype", help="fp32, fp16 or bf16 (default: bf16 on CUDA, fp32 on CPU).")]
+Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
+Causal = Annotated[bool, typer.Option("--causal/--no-causal", help="Causal mask (default on).")]
+Seed = Annotated[int, typer.Option("--seed", help="Seed for the inputs.")]
+
+
+def split_list(values: list[str] | None) -> list[str]:
+    """Accept both --variants a,b and --variants a --variants b."""
+    out: list[str] = []
+    for v in values or []:
+        out.extend(p.strip() for p in v.split(",") if p.strip())
+    return out
+
+
+def resolve_device(device: str) -> str:
+    dev = device.strip().lower()
+    if dev == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if dev == "cpu":
+        return "cpu"
+    if dev == "cuda" or dev.startswith("cuda:"):
+        import torch
+
+        if not torch.cuda.is_available():
+            build = "a CPU-only build" if "+cpu" in torch.__version__ or not torch.version.cuda else "a CUDA build"
+            raise UserError(
+                f"--device {device}: no CUDA GPU is visible to torch {torch.__version__} ({build}); use --device cpu"
+            )
+        if ":" in dev:
+            idx = dev.split(":", 1)[1]
+            if not idx.isdigit() or int(idx) >= torch.cuda.device_count():
+                raise UserError(
+                    f"--device {device}: this machine has {torch.cuda.device_count()} GPU(s), cuda:0 to "
+                    f"cuda:{torch.cuda.device_count() - 1}"
+                )
+        return dev
+    raise UserError(f"unknown --device {device!r}: use auto, cpu, cuda or cuda:N")
+
+
+def build_workload(
+    *,
+    batch: int | None,
+    heads: int | None,
+    seq: int | None,
+    head_dim: int | None,
+    shape: str | None,
+    kv_heads: int | None,
+    kv_seq: int | None,
+    dtype: str | None,
+    device: str,
+    causal: bool,
+    seed: int,
+) -> Workload:
+    """A Workload from CLI values: explicit flags win over --shape, which wins over the device's
+    default shape. Validation (one clear line per problem) happens in Workload itself."""
+    for name, value in (("--kv-heads", kv_heads), ("--kv-seq", kv_seq)):
+        if value is not None and value <= 0:
+            raise UserError(f"{name} must be a positive integer, got {value}")
+    dev = resolve_device(device)
+    cuda = dev.startswith("cuda")
+    b, h, s, d = parse_shape(shape) if shape else (CUDA_DEFAULT_SHAPE if cuda else CPU_DEFAULT_SHAPE)
+    b = batch if batch is not None else b
+    h = heads if heads is not None else h
+    s = seq if seq is not None else s
+    d = head_dim if head_dim is not None else d
+    return Workload(
+        batch=b,
+        heads=h,
+        seq=s,
+        head_dim=d,
+        kv_heads=kv_heads or 0,
+        kv_seq=kv_seq or 0,
+        dtype=dtype or ("bf16" if cuda else "fp32"),
+        device=dev,
+        causal=causal,
+        seed=seed,
+    )

@@ -1,0 +1,122 @@
+"""`attnprof run` and `attnprof list`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from attnprof.cli import app
+from attnprof.cli.options import (
+    Batch,
+    Causal,
+    Device,
+    Dtype,
+    HeadDim,
+    Heads,
+    KvHeads,
+    KvSeq,
+    Seed,
+    Seq,
+    Shape,
+    build_workload,
+    split_list,
+)
+from attnprof.errors import UserError
+
+__all__: list[str] = []
+
+
+def _parse_steps(text: str) -> tuple[int, int, int]:
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+        raise UserError(f"--steps {text!r} is not WAIT,WARMUP,ACTIVE: give three integers, e.g. --steps 1,1,3")
+    w, wu, a = (int(p) for p in parts)
+    if a < 1:
+        raise UserError("--steps needs at least one active step, e.g. --steps 1,1,3")
+    return w, wu, a
+
+
+@app.command("run")
+def run_command(
+    variants: Annotated[
+        list[str] | None,
+        typer.Option("--variants", "--variant", "-v", help="Variants (comma-separated or repeated); module:func or file.py:func for your own."),
+    ] = None,
+    batch: Batch = None,
+    heads: Heads = None,
+    seq: Seq = None,
+    head_dim: HeadDim = None,
+    shape: Shape = None,
+    kv_heads: KvHeads = None,
+    kv_seq: KvSeq = None,
+    dtype: Dtype = None,
+    device: Device = "auto",
+    causal: Causal = True,
+    seed: Seed = 0,
+    compile: Annotated[bool, typer.Option("--compile", help="Add a torch.compile twin of each eager variant.")] = False,
+    steps: Annotated[str, typer.Option("--steps", help="Profiler schedule WAIT,WARMUP,ACTIVE.")] = "1,1,3",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory (default ./attnprof-runs/<timestamp>).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Run variants even when their memory estimate exceeds what is free.")] = False,
+    budget: Annotated[float | None, typer.Option("--time-budget", help="Seconds of clean timing per variant.")] = None,
+    no_profile: Annotated[bool, typer.Option("--no-profile", help="Time only; no traces.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the run record as JSON instead of a table.")] = False,
+    expect: Annotated[str | None, typer.Option("--expect", help="Expectations TOML (or a built-in name) to check the run against.")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="With --expect: exit 3 on any mismatch.")] = False,
+    no_color: Annotated[bool, typer.Option("--no-color", help="No colours in the output.")] = False,
+) -> None:
+    """Run attention variants: profile (traces + key_averages tables), time, check, measure."""
+    from attnprof.harness.run import RunOptions, default_out_dir, prepare_out_dir, run
+    from attnprof.report.run_view import ProgressReporter, render_run
+    from attnprof.variants.registry import resolve_variants
+
+    workload = build_workload(
+        batch=batch, heads=heads, seq=seq, head_dim=head_dim, shape=shape, kv_heads=kv_heads,
+        kv_seq=kv_seq, dtype=dtype, device=device, causal=causal, seed=seed,
+    )
+    names = split_list(variants)
+    opts = RunOptions(
+        steps=_parse_steps(steps),
+        profile=not no_profile,
+        force=force,
+        compile=compile,
+        time_budget_s=budget if budget is not None else (1.0 if workload.device.startswith("cuda") else 0.5),
+    )
+    if opts.time_budget_s <= 0:
+        raise UserError("--time-budget must be positive, e.g. --time-budget 0.5")
+    chosen = resolve_variants(names or None, compile=compile)  # fails early on unknown names
+    out_dir = prepare_out_dir(out if out is not None else default_out_dir())
+    reporter = ProgressReporter(total=len(chosen), workload=workload, quiet=json_out, no_color=no_color)
+    with reporter:
+        record = run(workload, chosen, out=out_dir, options=opts, progress=reporter)
+    if json_out:
+        from attnprof.records import encode_json
+
+        sys.stdout.write(encode_json(record).decode() + "\n")
+    else:
+        render_run(record, out_dir, no_color=no_color)
+    if expect:
+        from attnprof.report.run_view import check_run_expectations
+
+        check_run_expectations(out_dir, expect, strict=strict, no_color=no_color)
+
+
+@app.command("list")
+def list_command(
+    dtype: Dtype = None,
+    device: Device = "auto",
+    shape: Shape = None,
+    json_out: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
+    no_color: Annotated[bool, typer.Option("--no-color", help="No colours in the output.")] = False,
+) -> None:
+    """Every variant, whether it can run here, and why not when it cannot."""
+    from attnprof.report.run_view import render_list
+    from attnprof.variants.registry import list_variants
+
+    workload = build_workload(
+        batch=None, heads=None, seq=None, head_dim=None, shape=shape, kv_heads=None, kv_seq=None,
+        dtype=dtype, device=device, causal=True, seed=0,
+    )
+    render_list(workload, list_variants(workload), json_out=json_out, no_color=no_color)

@@ -1,0 +1,162 @@
+"""Terminal rendering for `attnprof run` and `attnprof list` (rich)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from attnprof.harness.memory import format_bytes
+
+if TYPE_CHECKING:
+    from attnprof.records import RunRecord
+    from attnprof.variants.registry import Decision, Variant
+    from attnprof.workload import Workload
+
+__all__ = ["ProgressReporter", "check_run_expectations", "format_ms", "render_list", "render_run"]
+
+
+def _console(no_color: bool, stderr: bool = False) -> Console:
+    return Console(stderr=stderr, no_color=no_color, highlight=False, width=None if sys.stdout.isatty() else 100)
+
+
+def format_ms(ms: float) -> str:
+    if ms >= 1000:
+        return f"{ms / 1000:.2f} s"
+    if ms >= 1:
+        return f"{ms:.3g} ms"
+    return f"{ms * 1000:.3g} µs"
+
+
+class ProgressReporter:
+    """A progress bar on stderr while variants run; callable as the harness's progress hook."""
+
+    def __init__(self, *, total: int, workload: Workload, quiet: bool, no_color: bool) -> None:
+        self.console = _console(no_color, stderr=True)
+        self.quiet = quiet
+        self.workload = workload
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+            disable=quiet,
+        )
+        self.task = self.progress.add_task("starting", total=total)
+
+    def __enter__(self) -> ProgressReporter:
+        if not self.quiet:
+            self.console.print(f"[bold]attnprof run[/]: {self.workload.describe()}")
+        self.progress.start()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.progress.stop()
+
+    def __call__(self, label: str, stage: str) -> None:
+        if stage == "done":
+            self.progress.advance(self.task)
+        else:
+            self.progress.update(self.task, description=f"{label}: {stage}")
+
+
+def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
+    console = _console(no_color)
+    ok = [r for r in record.results if r.status == "ok" and r.timing]
+    fastest = min((r.timing.median_ms for r in ok if r.timing), default=None)
+    wide = console.width >= 130
+    table = Table(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
+    columns = [
+        ("variant", "left"), ("backend", "left"), ("median ± IQR", "right"), ("vs fastest", "right"),
+        ("peak mem", "right"), ("max err", "right"),
+    ] + ([("trace", "left")] if wide else [])
+    for col, justify in columns:
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    traces: list[str] = []
+    for r in record.results:
+        if r.status != "ok" or r.timing is None:
+            continue
+        ratio = r.timing.median_ms / fastest if fastest else 1.0
+        colour = "green" if ratio < 1.05 else ("yellow" if ratio < 2 else "red")
+        err = "-"
+        if r.accuracy:
+            err = f"{r.accuracy.max_abs_err:.1e}" + ("" if r.accuracy.ok else " [red]✗[/]")
+        mem = format_bytes(r.memory.peak_bytes) if r.memory and r.memory.peak_bytes is not None else "-"
+        row = [
+            r.label + (" [yellow]~[/]" if r.timing.noisy else ""),
+            r.backend or "-",
+            f"{format_ms(r.timing.median_ms)} ± {format_ms(r.timing.iqr_ms)}",
+            f"[{colour}]{ratio:.2f}x[/]",
+            mem,
+            err,
+        ]
+        if wide:
+            row.append(Path(r.trace).name if r.trace else "-")
+        elif r.trace:
+            traces.append(r.trace)
+        table.add_row(*row)
+    console.print(table)
+    for r in record.results:
+        if r.status == "unsupported":
+            console.print(f"[dim]not available: {r.reason}[/]")
+        elif r.status != "ok":
+            console.print(f"[yellow]{r.label}: {r.status}: {r.reason}[/]")
+    if traces:
+        console.print(f"[dim]traces: {out}/traces/ ({', '.join(Path(t).name.split('_', 4)[-1].removesuffix('.json.gz') for t in traces)})[/]")
+    env = record.environment
+    threads = ok[0].timing.threads if ok and ok[0].timing else env.threads
+    console.print(
+        f"[dim]{record.workload.batch}x{record.workload.heads}x{record.workload.seq}x{record.workload.head_dim} "
+        f"{record.workload.dtype} on {env.device_name} ({env.device}, {threads} threads), torch {env.torch_version}; "
+        f"~ marks noisy timings (IQR > 10% of median)[/]"
+    )
+    console.print(f"run directory: {out}  (run.json, traces/, tables/; open a trace in https://ui.perfetto.dev)")
+
+
+def render_list(workload: Workload, rows: list[tuple[Variant, Decision]], *, json_out: bool, no_color: bool) -> None:
+    if json_out:
+        import json
+
+        data: list[dict[str, Any]] = [
+            {"variant": v.name, "available": d.accepted, "reason": d.reason, "layout": v.layout, "description": v.description}
+            for v, d in rows
+        ]
+        sys.stdout.write(json.dumps({"device": workload.device, "dtype": workload.dtype, "variants": data}, indent=2) + "\n")
+        return
+    console = _console(no_color)
+    table = Table(header_style="bold", pad_edge=False)
+    table.add_column("variant")
+    table.add_column("here", justify="center")
+    table.add_column("what it is / why not", overflow="fold")
+    for v, d in rows:
+        mark = "[green]yes[/]" if d.accepted else "[red]no[/]"
+        table.add_row(v.name, mark, v.description if d.accepted else (d.reason or "unavailable"))
+    console.print(f"variants on {workload.device} ({workload.dtype}):")
+    console.print(table)
+    console.print("[dim]your own: --variants path/to/file.py:function (takes q, k, v, is_causal=, scale=)[/]")
+
+
+def check_run_expectations(out: Path, expect: str, *, strict: bool, no_color: bool) -> None:
+    """Check a finished run against an expectations file (the compare/expectations module)."""
+    try:
+        from attnprof.analysis import expect as expect_mod
+    except ImportError as exc:  # pragma: no cover - the module ships with the package
+        raise RuntimeError("expectations support is not available in this build") from exc
+    fn = getattr(expect_mod, "check_run_dir", None) or getattr(expect_mod, "check_expectations")
+    results = fn(out, expect)
+    render = getattr(expect_mod, "render_results", None)
+    if render is not None:
+        render(results, no_color=no_color)
+    if strict and any(not getattr(r, "met", True) for r in results):
+        from attnprof.errors import ExpectationMismatch
+
+        raise ExpectationMismatch("expectations not met (see the table above)")
