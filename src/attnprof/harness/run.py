@@ -86,7 +86,7 @@ def run_variant(
     out: Path | None = None,
     options: RunOptions | None = None,
     inputs: Inputs | None = None,
-    reference: torch.Tensor | None = None,
+    reference: torch.Tensor | Callable[[], torch.Tensor] | None = None,
     peak_tflops: float | None = None,
     progress: Progress | None = None,
 ) -> RunResult:
@@ -185,7 +185,12 @@ def run_variant(
                 stage = "accuracy"
                 from attnprof.harness.accuracy import reference as make_reference
 
-                ref = reference if reference is not None else make_reference(workload, inputs)
+                if callable(reference):
+                    ref = reference()
+                elif reference is not None:
+                    ref = reference
+                else:
+                    ref = make_reference(workload, inputs)
                 result.accuracy = accuracy.compare(built.to_bhsd(output), ref, workload.dtype)
 
             if opts.measure_peak:
@@ -258,14 +263,21 @@ def run(
 
     results: list[RunResult] = []
     inputs: Any = None
-    ref = None
+    cache: dict[str, Any] = {}
+
+    def shared_reference() -> torch.Tensor:
+        # computed once per workload, and only once some variant actually runs
+        if "ref" not in cache:
+            with torch.no_grad():
+                cache["ref"] = make_reference(workload, inputs)
+        return cache["ref"]
+
     for v in chosen:
         if inputs is None and v.capability(workload).accepted:
             fits = workload.io_bytes() <= available_bytes(workload.device) or opts.force
             if fits:
                 with torch.no_grad():
                     inputs = workload.make_inputs()
-                    ref = make_reference(workload, inputs) if opts.check_accuracy else None
         results.append(
             run_variant(
                 workload,
@@ -273,7 +285,7 @@ def run(
                 out=out,
                 options=opts,
                 inputs=inputs,
-                reference=ref,
+                reference=shared_reference if inputs is not None else None,
                 peak_tflops=peak,
                 progress=progress,
             )

@@ -1,0 +1,5 @@
+"""python -m attnprof"""
+
+from attnprof.cli import main
+
+main()

@@ -1,0 +1,40 @@
+"""Shared pytest setup: GPU-only tests skip themselves on machines without CUDA."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+
+@functools.cache
+def _has_cuda() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU; this machine has none")
+    for item in items:
+        if "gpu" in item.keywords and not _has_cuda():
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def cpu_run(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """One real run of every CPU-available variant at a tiny shape (B1 H2 S64 D16, fp32),
+    shared by the tests that read its run.json, traces and tables."""
+    from attnprof.harness.run import RunOptions, run
+    from attnprof.workload import Workload
+
+    out = tmp_path_factory.mktemp("run") / "r"
+    record = run(
+        Workload(batch=1, heads=2, seq=64, head_dim=16),
+        out=out,
+        options=RunOptions(time_budget_s=0.05, min_samples=5),
+    )
+    return out, record

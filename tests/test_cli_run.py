@@ -1,0 +1,90 @@
+"""`attnprof run` and `attnprof list` as a user types them: exit codes, one-line errors, output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def attnprof(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "attnprof", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--seq", "0"], "seq must be a positive integer"),
+        (["--variants", "nope"], "naive-inplace"),
+        (["--device", "cuda"], "--device cpu"),
+        (["--dtype", "fp8"], "fp32, fp16, bf16"),
+        (["-H", "8", "--kv-heads", "3"], "multiple of kv heads"),
+        (["--shape", "1,2"], "B,H,S,D"),
+        (["--steps", "1,1"], "WAIT,WARMUP,ACTIVE"),
+        (["--seq", "abc"], "--seq"),
+        (["--variants", "no_such_file.py:f"], "does not exist"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
+    p = attnprof("run", *args, "--out", str(tmp_path / "out"))
+    assert p.returncode == 2, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip() and not ln.startswith("USDT")]
+    assert len(lines) == 1, p.stderr
+    assert needle in lines[0] and "Traceback" not in p.stderr
+    assert not (tmp_path / "out").exists()  # nothing written for bad input
+
+
+def test_list_gives_a_reason_for_every_unavailable_variant() -> None:
+    p = attnprof("list", "--json")
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert data["device"] == "cpu"
+    for v in data["variants"]:
+        assert v["available"] or v["reason"], v
+    text = attnprof("list", "--no-color").stdout
+    assert "sdpa-efficient" in text and "CUDA" in text
+
+
+def test_run_json_and_refusal(tmp_path: Path) -> None:
+    p = attnprof(
+        "run", "--variants", "naive,naive-inplace", "--shape", "1,2,64,16", "--time-budget", "0.05",
+        "--out", str(tmp_path / "r"), "--json",
+    )
+    assert p.returncode == 0, p.stderr
+    record = json.loads(p.stdout)
+    assert record["schema"] == "attnprof.run/1"
+    assert [r["variant"] for r in record["results"]] == ["naive", "naive-inplace"]
+    assert (tmp_path / "r" / "run.json").exists()
+    assert len(list((tmp_path / "r" / "traces").glob("1_2_64_16_*_eager.json.gz"))) == 2
+    assert len(list((tmp_path / "r" / "tables").glob("*.txt"))) == 2
+
+    big = attnprof("run", "--variants", "naive", "--seq", "65536", "--out", str(tmp_path / "big"), timeout=60)
+    assert big.returncode == 0
+    assert "refused" in big.stdout and "GiB" in big.stdout and "--force" in big.stdout
+    rec = json.loads((tmp_path / "big" / "run.json").read_text())
+    assert rec["results"][0]["status"] == "refused"
+
+
+def test_run_table_and_existing_out_dir(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    p = attnprof("run", "-v", "sdpa-math", "-v", "sdpa-flash", "-b", "1", "-H", "2", "-s", "64", "-d", "16",
+                 "--time-budget", "0.05", "--out", str(out), "--no-color")
+    assert p.returncode == 0, p.stderr
+    assert "sdpa-math" in p.stdout and "math" in p.stdout and "vs fastest" in p.stdout
+    assert "B=1 H=2 S=64 D=16" in p.stderr  # the shape used is printed
+    again = attnprof("run", "-v", "naive", "--out", str(out))
+    assert again.returncode == 2 and "already holds an earlier run" in again.stderr
+
+
+def test_internal_error_is_short_without_debug(tmp_path: Path) -> None:
+    # a directory where run.json must go cannot be written: an internal error, exit 1, short message
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "run.json").mkdir()  # a directory named run.json: refused as an earlier run (exit 2)
+    p = attnprof("run", "-v", "naive", "--out", str(out))
+    assert p.returncode == 2 and "Traceback" not in p.stderr

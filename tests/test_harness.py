@@ -1,0 +1,159 @@
+"""Live runs of the harness on CPU at tiny shapes: traces, timing, accuracy, memory, refusals."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from attnprof.errors import UserError
+from attnprof.harness.run import RunOptions, run, run_variant
+from attnprof.harness.timing import summarize
+from attnprof.records import decode_run
+from attnprof.workload import Workload
+
+TINY = Workload(batch=1, heads=2, seq=64, head_dim=16)
+FAST = RunOptions(time_budget_s=0.05, min_samples=5)
+
+
+def _events(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    with gzip.open(path, "rt") as fh:
+        data = json.load(fh)
+    return data["traceEvents"] if isinstance(data, dict) else data
+
+
+def _ops_inside_attn_fwd(events: list[dict]) -> tuple[int, list[str]]:  # type: ignore[type-arg]
+    ann = [e for e in events if e.get("name") == "attn_fwd" and e.get("ph") == "X" and e.get("cat") == "user_annotation"]
+    inside = [
+        e["name"]
+        for e in events
+        if e.get("cat") == "cpu_op" and any(a["ts"] <= e["ts"] <= a["ts"] + a["dur"] for a in ann)
+    ]
+    return len(ann), inside
+
+
+def test_every_cpu_variant_runs_and_is_recorded(cpu_run) -> None:  # type: ignore[no-untyped-def]
+    out, record = cpu_run
+    status = {r.label: r.status for r in record.results}
+    assert status == {
+        "naive": "ok", "naive-inplace": "ok", "sdpa": "ok", "sdpa-math": "ok", "sdpa-flash": "ok",
+        "sdpa-efficient": "unsupported", "sdpa-cudnn": "unsupported", "flex": "ok", "hub-flash": "unsupported",
+    }
+    on_disk = decode_run((out / "run.json").read_bytes())
+    assert on_disk.schema == "attnprof.run/1"
+    assert [r.label for r in on_disk.results] == [r.label for r in record.results]
+    assert on_disk.environment.torch_version.startswith("2.")
+    assert on_disk.environment.peak_tflops and on_disk.environment.peak_tflops > 0
+    for r in on_disk.results:
+        if r.status != "ok":
+            continue
+        assert r.timing is not None and r.timing.n >= 5 and len(r.timing.samples_ms) == r.timing.n
+        assert r.timing.median_ms > 0 and r.timing.threads >= 1
+        assert r.accuracy is not None and r.accuracy.ok, (r.label, r.accuracy)
+        assert r.tflops_useful and r.tflops_useful > 0
+        assert r.trace and (out / r.trace).exists() and r.table and (out / r.table).exists()
+
+
+def test_traces_hold_attn_fwd_for_active_steps_and_the_naive_copy(cpu_run) -> None:  # type: ignore[no-untyped-def]
+    out, _ = cpu_run
+    n, naive = _ops_inside_attn_fwd(_events(out / "traces" / "1_2_64_16_naive_eager.json.gz"))
+    assert n == 3
+    assert "aten::clone" in naive
+    n, inplace = _ops_inside_attn_fwd(_events(out / "traces" / "1_2_64_16_naive-inplace_eager.json.gz"))
+    assert n == 3
+    assert "aten::clone" not in inplace and "aten::masked_fill_" in inplace
+
+
+def test_backend_that_ran_is_recorded(cpu_run) -> None:  # type: ignore[no-untyped-def]
+    _, record = cpu_run
+    backend = {r.label: r.backend for r in record.results}
+    assert backend["sdpa-math"] == "math"
+    assert backend["sdpa-flash"] == "flash"
+    assert backend["sdpa"] == "flash"  # PyTorch's own CPU choice for fp32 (DOMAIN.md section 2)
+    flash_ops = {r.label: r.profile.top_ops for r in record.results if r.profile}["sdpa-flash"]
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in flash_ops
+
+
+def test_tables_are_sorted_key_averages(cpu_run) -> None:  # type: ignore[no-untyped-def]
+    out, _ = cpu_run
+    text = (out / "tables" / "1_2_64_16_sdpa-math_eager.txt").read_text()
+    assert "Self CPU" in text and "aten::_safe_softmax" in text
+
+
+def test_cpu_peak_memory_separates_materialising_from_fused(tmp_path: Path) -> None:
+    w = Workload(batch=1, heads=4, seq=512, head_dim=32)
+    rec = run(w, ["naive", "sdpa-flash"], out=tmp_path / "r", options=FAST)
+    peak = {r.label: r.memory.peak_bytes for r in rec.results if r.memory}
+    score = w.score_bytes()  # 4 MiB
+    assert peak["naive"] is not None and peak["naive"] >= 2 * score
+    assert peak["sdpa-flash"] is not None and peak["sdpa-flash"] < score
+    assert "profiler" in rec.results[0].memory.method  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_accuracy_bounds_per_dtype(dtype: str) -> None:
+    w = TINY.replace(dtype=dtype)
+    res = run_variant(w, "sdpa-math", options=RunOptions(profile=False, time_budget_s=0.02, min_samples=3))
+    assert res.status == "ok" and res.accuracy is not None
+    bound = {"fp32": 1e-5, "bf16": 5e-2, "fp16": 1e-2}[dtype]
+    assert res.accuracy.max_abs_err <= bound
+    assert res.accuracy.nan_count == 0 and res.accuracy.ok
+
+
+def test_memory_refusal_names_the_estimate() -> None:
+    huge = Workload(batch=1, heads=8, seq=65536, head_dim=64)
+    res = run_variant(huge, "naive", options=FAST)
+    assert res.status == "refused"
+    assert "GiB" in (res.reason or "") and "--force" in (res.reason or "")
+    assert res.estimate_bytes >= 3 * huge.score_bytes()
+
+
+def test_failing_variant_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+    f = tmp_path / "broken.py"
+    f.write_text("def broken(q, k, v, *, is_causal, scale):\n    raise RuntimeError('shape mismatch in my kernel')\n")
+    rec = run(TINY, [f"{f}:broken", "naive-inplace"], out=tmp_path / "r", options=FAST)
+    broken, ok = rec.results
+    assert broken.status == "error" and "shape mismatch in my kernel" in (broken.reason or "")
+    assert ok.status == "ok"
+
+
+def test_user_variant_from_file_is_profiled(tmp_path: Path) -> None:
+    f = tmp_path / "mine.py"
+    f.write_text(
+        "import torch\n"
+        "def mine(q, k, v, *, is_causal, scale):\n"
+        "    s = (q @ k.transpose(-2, -1)) * scale\n"
+        "    if is_causal:\n"
+        "        s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), float('-inf'))\n"
+        "    return s.softmax(-1) @ v\n"
+    )
+    rec = run(TINY, [f"{f}:mine"], out=tmp_path / "r", options=FAST)
+    (res,) = rec.results
+    assert res.status == "ok" and res.accuracy and res.accuracy.ok
+    assert (tmp_path / "r" / "traces" / "1_2_64_16_mine_eager.json.gz").exists()
+
+
+def test_earlier_run_directory_is_left_intact(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    run(TINY, ["naive-inplace"], out=out, options=FAST)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(UserError, match="already holds an earlier run"):
+        run(TINY, ["naive"], out=out, options=FAST)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_gqa_and_unequal_lengths_run_correctly() -> None:
+    w = Workload(batch=1, heads=4, kv_heads=2, seq=32, kv_seq=48, head_dim=16)
+    for name in ("naive-inplace", "sdpa-math", "sdpa-flash"):
+        res = run_variant(w, name, options=RunOptions(profile=False, time_budget_s=0.02, min_samples=3))
+        assert res.status == "ok" and res.accuracy and res.accuracy.ok, (name, res.reason, res.accuracy)
+
+
+def test_timing_summary_statistics() -> None:
+    s = summarize([1.0, 2.0, 3.0, 4.0, 100.0], threads=2, method="perf_counter")
+    assert s.median_ms == 3.0 and s.iqr_ms == 2.0 and s.n == 5 and s.min_ms == 1.0
+    assert s.noisy  # IQR is 67% of the median
+    quiet = summarize([10.0, 10.1, 10.0, 9.9, 10.0], threads=1, method="perf_counter")
+    assert not quiet.noisy and quiet.samples_ms == [10.0, 10.1, 10.0, 9.9, 10.0]

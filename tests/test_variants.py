@@ -1,0 +1,89 @@
+"""The variant registry: names, capability reasons, user variants, compiled twins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from attnprof.errors import UserError
+from attnprof.variants.registry import check, get_variant, list_variants, resolve_variants, variant_names
+from attnprof.workload import Workload
+
+CPU = Workload(batch=1, heads=2, seq=32, head_dim=16)
+
+
+def test_unknown_name_lists_valid_ones() -> None:
+    with pytest.raises(UserError) as info:
+        get_variant("nope")
+    for name in ("naive", "naive-inplace", "sdpa-math", "sdpa-flash", "flex", "hub-flash"):
+        assert name in str(info.value)
+
+
+def test_cuda_only_variants_give_specific_reasons_on_cpu() -> None:
+    reasons = {v.name: d.reason for v, d in list_variants(CPU) if not d.accepted}
+    assert set(reasons) == {"sdpa-efficient", "sdpa-cudnn", "hub-flash"}
+    assert "CUDA only" in (reasons["sdpa-efficient"] or "")
+    assert "cuDNN" in (reasons["sdpa-cudnn"] or "")
+    assert "CUDA" in (reasons["hub-flash"] or "")
+    for reason in reasons.values():
+        assert "No viable backend" not in (reason or "")
+
+
+def test_cpu_runs_math_flash_naive() -> None:
+    ok = {v.name for v, d in list_variants(CPU) if d.accepted}
+    assert {"naive", "naive-inplace", "sdpa", "sdpa-math", "sdpa-flash"} <= ok
+
+
+def test_memory_estimates_separate_materialising_from_fused() -> None:
+    big = Workload(batch=1, heads=8, seq=4096, head_dim=64)
+    naive = get_variant("naive").estimate_bytes(big)
+    inplace = get_variant("naive-inplace").estimate_bytes(big)
+    flash = get_variant("sdpa-flash").estimate_bytes(big)
+    score = big.score_bytes()  # 512 MiB in fp32
+    assert naive >= 3 * score > inplace >= 2 * score
+    assert flash < score / 10
+    # the math backend holds fp32 scores even for bf16 inputs
+    bf = big.replace(dtype="bf16")
+    assert get_variant("sdpa-math").estimate_bytes(bf) >= 4 * bf.score_bytes(4)
+
+
+def test_compile_twins(tmp_path: Path) -> None:
+    chosen = resolve_variants(["naive", "sdpa-flash", "flex"], compile=True)
+    labels = [v.label for v in chosen]
+    assert labels == ["naive", "sdpa-flash", "flex", "naive:compile", "sdpa-flash:compile"]
+    assert get_variant("naive:compile").mode == "compile"
+    with pytest.raises(UserError):
+        get_variant("flex:compile")
+
+
+def test_user_variant_from_file(tmp_path: Path) -> None:
+    f = tmp_path / "mine.py"
+    f.write_text(
+        "import torch.nn.functional as F\n"
+        "def my_attention(q, k, v, *, is_causal, scale):\n"
+        "    '''SDPA through my own wrapper.'''\n"
+        "    return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)\n"
+    )
+    v = get_variant(f"{f}:my_attention")
+    assert v.name == "my_attention" and v.description == "SDPA through my own wrapper."
+    assert check(v, CPU).accepted
+    with pytest.raises(UserError, match="no callable"):
+        get_variant(f"{f}:missing")
+    with pytest.raises(UserError, match="does not exist"):
+        get_variant(f"{tmp_path / 'absent.py'}:f")
+
+
+def test_names_are_a_closed_set() -> None:
+    assert variant_names() == [
+        "naive", "naive-inplace", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "flex", "hub-flash",
+    ]
+
+
+@pytest.mark.gpu
+def test_cuda_reasons_come_from_pytorch() -> None:
+    fp32 = Workload(batch=1, heads=2, seq=64, head_dim=64, dtype="fp32", device="cuda")
+    d = check(get_variant("sdpa-flash"), fp32)
+    assert not d.accepted and "fp16 or bf16" in (d.reason or "")
+    ok = check(get_variant("sdpa-flash"), fp32.replace(dtype="bf16"))
+    assert ok.accepted or "compute capability" in (ok.reason or "")
