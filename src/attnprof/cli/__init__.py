@@ -16,7 +16,7 @@ import typer
 try:  # typer >= 0.20 vendors click as typer._click; older ones depend on click
     from typer._click import exceptions as _cx  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover
-    from click import exceptions as _cx
+    from click import exceptions as _cx  # type: ignore[no-redef]
 
 from attnprof.errors import AttnprofError
 

@@ -17,12 +17,20 @@ from typing import TYPE_CHECKING, Any
 
 from attnprof.errors import UserError
 from attnprof.harness.memory import available_bytes, format_bytes
-from attnprof.records import RUN_SCHEMA, Environment, MemoryResult, RunRecord, RunResult, encode_json
+from attnprof.records import (
+    RUN_SCHEMA,
+    Environment,
+    MemoryResult,
+    RunRecord,
+    RunResult,
+    TimingSummary,
+    encode_json,
+)
 
 if TYPE_CHECKING:
     import torch
 
-    from attnprof.variants.registry import Variant
+    from attnprof.variants.registry import Built, Variant
     from attnprof.workload import Inputs, Workload
 
 __all__ = ["RunOptions", "default_out_dir", "prepare_out_dir", "run", "run_variant"]
@@ -92,13 +100,64 @@ def run_variant(
 ) -> RunResult:
     """Check, estimate, profile, time, verify and measure one variant. Never raises for a
     variant's own failure: that is recorded in the result's status and reason."""
+    from attnprof.harness.timing import time_call
+
+    opts = options or RunOptions()
+    result, built = _prepare(workload, variant, out, opts, inputs, reference, progress)
+    if built is not None:
+        if progress:
+            progress(result.label, "timing")
+        try:
+            summary = time_call(built.call, device=workload.device, budget_s=opts.time_budget_s, min_samples=opts.min_samples)
+        except Exception as exc:
+            _record_failure(result, "timing", exc, workload.device)
+        else:
+            _apply_timing(result, summary, peak_tflops)
+    return result
+
+
+def _record_failure(result: RunResult, stage: str, exc: BaseException, device: str) -> None:
+    result.status = "oom" if _is_oom(exc) else "error"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    result.reason = f"{result.label} failed during {stage}: {type(exc).__name__}: {first[:300]}"
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def _apply_timing(result: RunResult, summary: TimingSummary, peak_tflops: float | None) -> None:
+    result.timing = summary
+    if summary.noisy:
+        result.warnings.append(f"noisy timing: IQR is {summary.iqr_ms / summary.median_ms:.0%} of the median")
+    seconds = summary.median_ms / 1e3
+    if seconds > 0:
+        result.tflops_useful = result.flops_useful / seconds / 1e12
+        if peak_tflops:
+            result.pct_of_peak = 100.0 * result.tflops_useful / peak_tflops
+            if result.pct_of_peak > 100.0:
+                result.warnings.append(
+                    f"{result.pct_of_peak:.0f}% of peak: above 100% means the peak or the timing is wrong"
+                )
+
+
+def _prepare(
+    workload: Workload,
+    variant: Variant | str,
+    out: Path | None,
+    opts: RunOptions,
+    inputs: Inputs | None,
+    reference: torch.Tensor | Callable[[], torch.Tensor] | None,
+    progress: Progress | None,
+) -> tuple[RunResult, Built | None]:
+    """Everything but the clean timing: check, estimate, build, warm up, profile, verify,
+    measure memory. Returns the built call for timing, or None when the variant did not run."""
     import torch
 
-    from attnprof.harness import accuracy, profile, timing
+    from attnprof.harness import accuracy, profile
     from attnprof.harness.memory import cuda_peak_bytes
     from attnprof.variants.registry import check, get_variant
 
-    opts = options or RunOptions()
     v = get_variant(variant) if isinstance(variant, str) else variant
     tag = f"{workload.tag}_{_safe(v.name)}_{v.mode}"
     estimate = v.estimate_bytes(workload)
@@ -119,17 +178,22 @@ def run_variant(
     decision = check(v, workload)
     if not decision.accepted:
         result.status, result.reason = "unsupported", decision.reason
-        return result
+        return result, None
     free = available_bytes(workload.device)
     need = estimate + (0 if inputs is not None else workload.io_bytes())
     if need > free and not opts.force:
+        what = (
+            f"materialises {v.score_tensors:g} score tensors of "
+            f"{format_bytes(workload.score_bytes(4 if v.score_fp32 else None))}"
+            if v.materialises
+            else "fused, no score tensor"
+        )
         result.status = "refused"
         result.reason = (
-            f"{v.label}: needs an estimated {format_bytes(need)} "
-            f"({'materialises ' + str(v.score_tensors) + ' score tensors of ' + format_bytes(workload.score_bytes(4 if v.score_fp32 else None)) if v.materialises else 'fused, no score tensor'}) "
-            f"but only {format_bytes(free)} is free on {workload.device}; shrink the shape or pass --force"
+            f"{v.label}: needs an estimated {format_bytes(need)} ({what}) but only {format_bytes(free)} "
+            f"is free on {workload.device}; shrink the shape or pass --force"
         )
-        return result
+        return result, None
 
     stage = "build"
     try:
@@ -143,6 +207,7 @@ def run_variant(
                 output = built.call()
             _sync(workload.device)
 
+            prof = None
             if opts.profile:
                 stage = "profile"
                 note(v.label, "profiling")
@@ -157,41 +222,18 @@ def run_variant(
                     result.trace = str(trace_path.relative_to(out))
                     result.table = str(table_path.relative_to(out))
                 result.profile = prof.summary
-                result.backend = _backend(v, prof.op_names)
-            else:
-                prof = None
-                result.backend = _backend(v, set())
-
-            stage = "timing"
-            note(v.label, "timing")
-            result.timing = timing.time_call(
-                built.call, device=workload.device, budget_s=opts.time_budget_s, min_samples=opts.min_samples
-            )
-            if result.timing.noisy:
-                result.warnings.append(
-                    f"noisy timing: IQR is {result.timing.iqr_ms / result.timing.median_ms:.0%} of the median"
-                )
-            seconds = result.timing.median_ms / 1e3
-            if seconds > 0:
-                result.tflops_useful = result.flops_useful / seconds / 1e12
-                if peak_tflops:
-                    result.pct_of_peak = 100.0 * result.tflops_useful / peak_tflops
-                    if result.pct_of_peak > 100.0:
-                        result.warnings.append(
-                            f"{result.pct_of_peak:.0f}% of peak: above 100% means the peak or the timing is wrong"
-                        )
+            result.backend = _backend(v, prof.op_names if prof else set())
 
             if opts.check_accuracy:
                 stage = "accuracy"
-                from attnprof.harness.accuracy import reference as make_reference
-
                 if callable(reference):
                     ref = reference()
                 elif reference is not None:
                     ref = reference
                 else:
-                    ref = make_reference(workload, inputs)
+                    ref = accuracy.reference(workload, inputs)
                 result.accuracy = accuracy.compare(built.to_bhsd(output), ref, workload.dtype)
+            del output
 
             if opts.measure_peak:
                 stage = "memory"
@@ -202,20 +244,18 @@ def run_variant(
                         estimate_bytes=estimate,
                     )
                 else:
+                    measured = prof is not None and prof.cpu_peak_bytes is not None
                     result.memory = MemoryResult(
-                        peak_bytes=prof.cpu_peak_bytes if prof else None,
+                        peak_bytes=prof.cpu_peak_bytes if prof is not None else None,
                         method="profiler [memory] events: rise of Total Allocated inside attn_fwd"
-                        if prof and prof.cpu_peak_bytes is not None
+                        if measured
                         else "not measured (profiling off)",
                         estimate_bytes=estimate,
                     )
     except Exception as exc:
-        result.status = "oom" if _is_oom(exc) else "error"
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        result.reason = f"{v.label} failed during {stage}: {type(exc).__name__}: {first[:300]}"
-        if workload.device.startswith("cuda"):
-            torch.cuda.empty_cache()
-    return result
+        _record_failure(result, stage, exc, workload.device)
+        return result, None
+    return result, built
 
 
 def _backend(v: Variant, op_names: set[str]) -> str | None:
@@ -248,6 +288,7 @@ def run(
     from attnprof.harness.accuracy import reference as make_reference
     from attnprof.harness.env import environment as get_env
     from attnprof.harness.env import peak_for
+    from attnprof.harness.timing import time_call, time_interleaved
     from attnprof.variants.registry import resolve_variants
 
     opts = options or RunOptions()
@@ -261,7 +302,6 @@ def run(
     peak, source = peak_for(env, workload.dtype)
     env.peak_tflops, env.peak_source = peak, source
 
-    results: list[RunResult] = []
     inputs: Any = None
     cache: dict[str, Any] = {}
 
@@ -272,26 +312,54 @@ def run(
                 cache["ref"] = make_reference(workload, inputs)
         return cache["ref"]
 
+    prepared: list[tuple[RunResult, Built | None]] = []
     for v in chosen:
         if inputs is None and v.capability(workload).accepted:
             fits = workload.io_bytes() <= available_bytes(workload.device) or opts.force
             if fits:
                 with torch.no_grad():
                     inputs = workload.make_inputs()
-        results.append(
-            run_variant(
-                workload,
-                v,
-                out=out,
-                options=opts,
-                inputs=inputs,
-                reference=shared_reference if inputs is not None else None,
-                peak_tflops=peak,
-                progress=progress,
+        prepared.append(
+            _prepare(
+                workload, v, out, opts, inputs, shared_reference if inputs is not None else None, progress
             )
         )
-        if progress:
+        if progress and prepared[-1][1] is None:
             progress(v.label, "done")
+
+    # Clean timing last, interleaved: one sample of each variant per round, so that background
+    # load on a shared machine hits every variant alike instead of skewing their ratios.
+    ready = {r.label: b for r, b in prepared if b is not None}
+    if ready:
+        if progress:
+            progress(", ".join(ready), "timing (interleaved)")
+        try:
+            with torch.no_grad():
+                summaries = time_interleaved(
+                    {label: b.call for label, b in ready.items()},
+                    device=workload.device,
+                    budget_s=opts.time_budget_s * len(ready),
+                    min_samples=opts.min_samples,
+                )
+        except Exception:
+            # one variant failing only in timing: time them one by one to find and record it
+            summaries = {}
+            for r, b in prepared:
+                if b is None:
+                    continue
+                try:
+                    with torch.no_grad():
+                        summaries[r.label] = time_call(
+                            b.call, device=workload.device, budget_s=opts.time_budget_s, min_samples=opts.min_samples
+                        )
+                except Exception as exc:
+                    _record_failure(r, "timing", exc, workload.device)
+        for r, b in prepared:
+            if b is not None and r.label in summaries:
+                _apply_timing(r, summaries[r.label], peak)
+            if progress and b is not None:
+                progress(r.label, "done")
+    results = [r for r, _ in prepared]
     record = RunRecord(
         schema=RUN_SCHEMA,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -17,7 +17,7 @@ from typing import Any
 
 from attnprof.records import TimingSummary
 
-__all__ = ["NOISE_THRESHOLD", "summarize", "time_call"]
+__all__ = ["NOISE_THRESHOLD", "summarize", "time_call", "time_interleaved"]
 
 NOISE_THRESHOLD = 0.10
 
@@ -108,3 +108,65 @@ def time_call(
         samples = _time_cpu(call, budget_s, min_samples, max_samples, warmup_s)
         method = "perf_counter"
     return summarize(samples, threads=torch.get_num_threads(), method=method)
+
+
+def time_interleaved(
+    calls: dict[str, Callable[[], Any]],
+    *,
+    device: str,
+    budget_s: float,
+    min_samples: int = 10,
+    max_samples: int = 500,
+    warmup_s: float = 0.05,
+) -> dict[str, TimingSummary]:
+    """Time several calls in rounds, one sample of each per round (rotating the order), for
+    about `budget_s` seconds in all. On a shared machine a burst of background load then lands
+    on every variant alike, so their ratios hold even when absolute times wander. Samples are
+    taken as in time_call: perf_counter batches of >= 1 ms on CPU, CUDA events with an L2
+    flush on GPU."""
+    import torch
+
+    labels = list(calls)
+    cuda = device.startswith("cuda")
+    flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=device) if cuda else None
+    inner: dict[str, int] = {}
+    for label in labels:  # warm-up, and the batch size that makes a CPU sample last >= 1 ms
+        t_end = time.perf_counter() + warmup_s
+        n, t0 = 0, time.perf_counter()
+        while True:
+            calls[label]()
+            n += 1
+            if time.perf_counter() >= t_end and n >= 2:
+                break
+        if cuda:
+            torch.cuda.synchronize(device)
+        per_call = (time.perf_counter() - t0) / n
+        inner[label] = 1 if cuda or per_call <= 0 else max(1, int(1e-3 / per_call))
+    samples: dict[str, list[float]] = {label: [] for label in labels}
+    deadline = time.perf_counter() + budget_s
+    rnd = 0
+    while True:
+        done = min(len(v) for v in samples.values())
+        if done >= max_samples or (done >= min_samples and time.perf_counter() >= deadline):
+            break
+        order = labels[rnd % len(labels) :] + labels[: rnd % len(labels)]
+        rnd += 1
+        for label in order:
+            call, k = calls[label], inner[label]
+            if cuda:
+                assert flush is not None
+                flush.zero_()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                call()
+                end.record()
+                end.synchronize()
+                samples[label].append(start.elapsed_time(end))
+            else:
+                t0 = time.perf_counter()
+                for _ in range(k):
+                    call()
+                samples[label].append((time.perf_counter() - t0) * 1e3 / k)
+    method = "cuda events, L2 flushed between calls, interleaved" if cuda else "perf_counter, interleaved"
+    threads = torch.get_num_threads()
+    return {label: summarize(s, threads=threads, method=method) for label, s in samples.items()}

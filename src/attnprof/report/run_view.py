@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from attnprof.harness.memory import format_bytes
@@ -139,7 +146,8 @@ def render_list(workload: Workload, rows: list[tuple[Variant, Decision]], *, jso
     table.add_column("what it is / why not", overflow="fold")
     for v, d in rows:
         mark = "[green]yes[/]" if d.accepted else "[red]no[/]"
-        table.add_row(v.name, mark, v.description if d.accepted else (d.reason or "unavailable"))
+        why = (d.reason or "unavailable").removeprefix(f"{v.name}: ")
+        table.add_row(v.name, mark, v.description if d.accepted else why)
     console.print(f"variants on {workload.device} ({workload.dtype}):")
     console.print(table)
     console.print("[dim]your own: --variants path/to/file.py:function (takes q, k, v, is_causal=, scale=)[/]")
@@ -151,7 +159,7 @@ def check_run_expectations(out: Path, expect: str, *, strict: bool, no_color: bo
         from attnprof.analysis import expect as expect_mod
     except ImportError as exc:  # pragma: no cover - the module ships with the package
         raise RuntimeError("expectations support is not available in this build") from exc
-    fn = getattr(expect_mod, "check_run_dir", None) or getattr(expect_mod, "check_expectations")
+    fn = getattr(expect_mod, "check_run_dir", None) or expect_mod.check_expectations
     results = fn(out, expect)
     render = getattr(expect_mod, "render_results", None)
     if render is not None:

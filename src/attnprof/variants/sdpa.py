@@ -88,8 +88,7 @@ def _capability(backend: str):  # type: ignore[no-untyped-def]
         if not _is_cuda(workload):
             if backend == "flash":
                 return Decision.ok()  # aten::_scaled_dot_product_flash_attention_for_cpu
-            what = "memory-efficient attention (xformers/cutlass)" if backend == "efficient" else "cuDNN attention"
-            return Decision.no(f"{name}: PyTorch implements {what} for CUDA only; this run is on {workload.device}")
+            return Decision.no(f"{name}: PyTorch implements it for CUDA only; this run is on {workload.device}")
         idx = torch.device(workload.device).index or 0
         major, minor = torch.cuda.get_device_capability(idx)
         if backend == "flash":
@@ -114,25 +113,23 @@ def _capability(backend: str):  # type: ignore[no-untyped-def]
 
 def _builder(backend: str):  # type: ignore[no-untyped-def]
     def build(workload: Workload, inputs: Inputs) -> Built:
-        import torch
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         q, k, v, scale, causal = inputs.q, inputs.k, inputs.v, inputs.scale, workload.causal
         gqa = workload.kv_heads != workload.heads
-        kwargs = {"enable_gqa": True} if gqa else {}
 
         if backend == "auto":
 
             def call() -> torch.Tensor:
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, **kwargs)
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa)
 
         else:
             pinned = getattr(SDPBackend, _ENUM[backend])
 
             def call() -> torch.Tensor:
                 with sdpa_kernel([pinned]):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, **kwargs)
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa)
 
         return Built(call=call)
 
