@@ -157,3 +157,21 @@ def test_timing_summary_statistics() -> None:
     assert s.noisy  # IQR is 67% of the median
     quiet = summarize([10.0, 10.1, 10.0, 9.9, 10.0], threads=1, method="perf_counter")
     assert not quiet.noisy and quiet.samples_ms == [10.0, 10.1, 10.0, 9.9, 10.0]
+
+
+@pytest.mark.gpu
+def test_blog_kernel_counts_on_cuda(tmp_path: Path) -> None:
+    """The blog's table (DOMAIN.md section 1): 6, 5, 20 GPU ops per forward for naive, in-place
+    and math; one fused kernel for each fused backend that this GPU supports."""
+    w = Workload(batch=2, heads=4, seq=256, head_dim=64, dtype="bf16", device="cuda")
+    rec = run(w, ["naive", "naive-inplace", "sdpa-math", "sdpa-flash", "sdpa-efficient"], out=tmp_path / "r", options=FAST)
+    ops = {r.label: r.profile.gpu_ops_per_forward for r in rec.results if r.profile}
+    assert ops["naive"] == ops["naive-inplace"] + 1  # the Memcpy of the out-of-place masked_fill
+    assert ops["sdpa-math"] > ops["naive"]
+    for fused in ("sdpa-flash", "sdpa-efficient"):
+        if fused in ops:
+            assert ops[fused] == 1
+    for r in rec.results:
+        if r.status == "ok":
+            assert r.memory and r.memory.peak_bytes is not None and "cuda" in r.memory.method
+            assert r.timing and "cuda events" in r.timing.method
