@@ -24,7 +24,7 @@ def test_cuda_only_variants_give_specific_reasons_on_cpu() -> None:
     reasons = {v.name: d.reason for v, d in list_variants(CPU) if not d.accepted}
     assert set(reasons) == {"sdpa-efficient", "sdpa-cudnn", "hub-flash"}
     assert "CUDA only" in (reasons["sdpa-efficient"] or "")
-    assert "cuDNN" in (reasons["sdpa-cudnn"] or "")
+    assert "CUDA only" in (reasons["sdpa-cudnn"] or "")
     assert "CUDA" in (reasons["hub-flash"] or "")
     for reason in reasons.values():
         assert "No viable backend" not in (reason or "")
@@ -87,3 +87,21 @@ def test_cuda_reasons_come_from_pytorch() -> None:
     assert not d.accepted and "fp16 or bf16" in (d.reason or "")
     ok = check(get_variant("sdpa-flash"), fp32.replace(dtype="bf16"))
     assert ok.accepted or "compute capability" in (ok.reason or "")
+
+
+def test_hub_flash_says_what_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import importlib.util
+
+    from attnprof.variants import hub
+
+    if importlib.util.find_spec("kernels") is None:
+        assert "pip install 'attnprof[hub]'" in (hub._missing_reason() or "")
+    else:
+        monkeypatch.setenv("ATTNPROF_HUB_KERNEL", str(tmp_path / "absent"))
+        assert "does not exist" in (hub._missing_reason() or "")
+        monkeypatch.delenv("ATTNPROF_HUB_KERNEL")
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+        assert "LOCAL_KERNELS" in (hub._missing_reason() or "")
+    # on CPU the device comes first, whatever is installed
+    assert "CUDA only" in (check(get_variant("hub-flash"), CPU).reason or "")

@@ -44,50 +44,6 @@ def summarize(samples_ms: list[float], *, threads: int, method: str) -> TimingSu
     )
 
 
-def _time_cpu(call: Callable[[], Any], budget_s: float, min_samples: int, max_samples: int, warmup_s: float) -> list[float]:
-    t_end = time.perf_counter() + warmup_s
-    calls, t0 = 0, time.perf_counter()
-    while True:
-        call()
-        calls += 1
-        if time.perf_counter() >= t_end and calls >= 2:
-            break
-    per_call = (time.perf_counter() - t0) / calls
-    inner = max(1, int(1e-3 / per_call)) if per_call > 0 else 1
-    samples: list[float] = []
-    deadline = time.perf_counter() + budget_s
-    while len(samples) < max_samples and (len(samples) < min_samples or time.perf_counter() < deadline):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            call()
-        samples.append((time.perf_counter() - t0) * 1e3 / inner)
-    return samples
-
-
-def _time_cuda(
-    call: Callable[[], Any], device: str, budget_s: float, min_samples: int, max_samples: int, warmup_s: float
-) -> list[float]:
-    import torch
-
-    flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=device)
-    t_end = time.perf_counter() + warmup_s
-    while time.perf_counter() < t_end:
-        call()
-    torch.cuda.synchronize(device)
-    samples: list[float] = []
-    deadline = time.perf_counter() + budget_s
-    while len(samples) < max_samples and (len(samples) < min_samples or time.perf_counter() < deadline):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end))
-    del flush
-    return samples
-
-
 def time_call(
     call: Callable[[], Any],
     *,
@@ -99,15 +55,15 @@ def time_call(
 ) -> TimingSummary:
     """Median/IQR of one forward call, measured for about `budget_s` seconds (at least
     `min_samples`, at most `max_samples` samples) after `warmup_s` seconds of warm-up."""
-    import torch
-
-    if device.startswith("cuda"):
-        samples = _time_cuda(call, device, budget_s, min_samples, max_samples, warmup_s)
-        method = "cuda events, L2 flushed between calls"
-    else:
-        samples = _time_cpu(call, budget_s, min_samples, max_samples, warmup_s)
-        method = "perf_counter"
-    return summarize(samples, threads=torch.get_num_threads(), method=method)
+    summaries = time_interleaved(
+        {"call": call},
+        device=device,
+        budget_s=budget_s,
+        min_samples=min_samples,
+        max_samples=max_samples,
+        warmup_s=warmup_s,
+    )
+    return summaries["call"]
 
 
 def time_interleaved(
@@ -167,6 +123,8 @@ def time_interleaved(
                 for _ in range(k):
                     call()
                 samples[label].append((time.perf_counter() - t0) * 1e3 / k)
-    method = "cuda events, L2 flushed between calls, interleaved" if cuda else "perf_counter, interleaved"
+    method = "cuda events, L2 flushed between calls" if cuda else "perf_counter"
+    if len(labels) > 1:
+        method += ", interleaved"
     threads = torch.get_num_threads()
     return {label: summarize(s, threads=threads, method=method) for label, s in samples.items()}
