@@ -154,17 +154,9 @@ def render_list(workload: Workload, rows: list[tuple[Variant, Decision]], *, jso
 
 
 def check_run_expectations(out: Path, expect: str, *, strict: bool, no_color: bool) -> None:
-    """Check a finished run against an expectations file (the compare/expectations module)."""
-    try:
-        from attnprof.analysis import expect as expect_mod
-    except ImportError as exc:  # pragma: no cover - the module ships with the package
-        raise RuntimeError("expectations support is not available in this build") from exc
-    fn = getattr(expect_mod, "check_run_dir", None) or expect_mod.check_expectations
-    results = fn(out, expect)
-    render = getattr(expect_mod, "render_results", None)
-    if render is not None:
-        render(results, no_color=no_color)
-    if strict and any(not getattr(r, "met", True) for r in results):
-        from attnprof.errors import ExpectationMismatch
+    """Check a finished run against an expectations file or built-in name (cpu, blog-cuda)."""
+    from attnprof.analysis.expect import check_expectations, enforce, render_results
 
-        raise ExpectationMismatch("expectations not met (see the table above)")
+    results = check_expectations(out, expect)
+    render_results(results, no_color=no_color)
+    enforce(results, strict=strict)

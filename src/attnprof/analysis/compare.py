@@ -1,0 +1,768 @@
+"""Side-by-side comparison of variants and traces, and a kernel-level diff of two of them.
+
+Inputs are run directories (every variant in their run.json) and trace files, mixed. Each becomes
+one Row that joins what the harness measured (clean timing, memory, accuracy) with what the
+trace analysis found (ops per forward, categories, families, occupancy, findings).
+
+The analysis is consumed only through its JSON contract (`attnprof.analysis/1`, DESIGN.md): this
+module reads `analyze(...).to_dict()` and never the analyser's internals, so either side can
+change its implementation freely. Every number in a Row states where it came from:
+
+- median_ms / iqr_ms: the harness's clean timing (no profiler), median and interquartile range of
+  its raw samples (one sample = one forward call); None for a bare trace, which has no clean timing.
+- speedup: baseline median / this median (> 1 means faster than the baseline).
+- *_per_forward: trace-derived, per instance of the analysed region (attn_fwd in a run's traces;
+  ProfilerStep or the whole trace for foreign traces). Profiler overhead is included in these times.
+- tensor_core_share: tensor-core GEMM time / all GEMM time whose tensor-core use is known.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from attnprof.errors import UserError
+from attnprof.records import RunRecord, RunResult, decode_run
+
+__all__ = [
+    "COMPARE_SCHEMA",
+    "DEFAULT_BASELINE",
+    "Comparison",
+    "Diff",
+    "FamilyDiff",
+    "FindingRef",
+    "KernelChange",
+    "Row",
+    "Source",
+    "TimelineOp",
+    "compare",
+    "diff_rows",
+    "diffs_for",
+    "load_sources",
+]
+
+COMPARE_SCHEMA = "attnprof.compare/1"
+DEFAULT_BASELINE = "naive-inplace"
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+class TimelineOp(msgspec.Struct, frozen=True):
+    """One op of one forward, relative to the forward's first op."""
+
+    name: str
+    category: str
+    start_us: float
+    dur_us: float
+
+
+class FindingRef(msgspec.Struct, kw_only=True):
+    code: str
+    severity: str = "info"
+    message: str = ""
+    evidence: Any = None
+
+
+class OpStat(msgspec.Struct, kw_only=True):
+    """One kernel (GPU) or op name (CPU) per forward: what the diff compares."""
+
+    name: str
+    category: str
+    family: str
+    count: float
+    time_us: float
+    short: str = ""  # the analyser's shortened kernel name, for display
+
+
+class Row(msgspec.Struct, kw_only=True):
+    label: str
+    kind: Literal["run", "trace"]
+    source: str
+    input: int = 0  # position of its run directory or trace among the inputs
+    variant: str | None = None
+    mode: str | None = None
+    status: str = "ok"
+    reason: str | None = None
+    backend: str | None = None
+    device: str | None = None
+    device_name: str | None = None
+    dtype: str | None = None
+    shape: str | None = None
+    median_ms: float | None = None
+    iqr_ms: float | None = None
+    samples_ms: list[float] = []
+    noisy: bool | None = None
+    threads: int | None = None
+    speedup: float | None = None
+    forwards: int | None = None
+    gpu_time_us_per_forward: float | None = None
+    cpu_time_us_per_forward: float | None = None
+    gpu_ops_per_forward: float | None = None
+    cpu_ops_per_forward: float | None = None
+    memcpy_per_forward: float | None = None
+    tensor_core_share: float | None = None
+    families: list[str] = []
+    fused_families: list[str] = []
+    occupancy_kernel: str | None = None
+    occupancy_achieved: float | None = None
+    occupancy_theoretical: float | None = None
+    occupancy_limiter: str | None = None
+    peak_bytes: int | None = None
+    peak_method: str | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    accuracy_ok: bool | None = None
+    tflops_useful: float | None = None
+    pct_of_peak: float | None = None
+    findings: list[FindingRef] = []
+    category_sequence: list[str] = []
+    gpu_category_time_us: dict[str, float] = {}
+    cpu_category_time_us: dict[str, float] = {}
+    timeline: list[TimelineOp] = []
+    timeline_lane: str | None = None
+    ops: list[OpStat] = []
+    ops_lane: str | None = None
+    trace: str | None = None
+    analysis_error: str | None = None
+
+    @property
+    def finding_codes(self) -> list[str]:
+        """Distinct codes in the analyser's order (one code can fire for several kernels)."""
+        return list(dict.fromkeys(f.code for f in self.findings))
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class KernelChange(msgspec.Struct, kw_only=True):
+    name: str
+    short: str = ""
+    change: Literal["added", "removed", "changed", "same"]
+    count_a: float
+    count_b: float
+    time_a_us: float
+    time_b_us: float
+
+    @property
+    def delta_us(self) -> float:
+        return self.time_b_us - self.time_a_us
+
+
+class FamilyDiff(msgspec.Struct, kw_only=True):
+    family: str
+    category: str
+    count_a: float
+    count_b: float
+    time_a_us: float
+    time_b_us: float
+    kernels: list[KernelChange]
+
+    @property
+    def delta_us(self) -> float:
+        return self.time_b_us - self.time_a_us
+
+
+class Diff(msgspec.Struct, kw_only=True):
+    """B against A, per forward. lane is "gpu" (kernels, memcpy, memset) or "cpu" (aten ops, used
+    when neither side has GPU ops, as on a CPU run)."""
+
+    a: str
+    b: str
+    lane: str
+    ops_a: float
+    ops_b: float
+    time_a_us: float
+    time_b_us: float
+    added: int
+    removed: int
+    changed: int
+    families: list[FamilyDiff]
+
+
+class Comparison(msgspec.Struct, kw_only=True):
+    schema: str = COMPARE_SCHEMA
+    baseline: str | None
+    rows: list[Row]
+    sources: list[str]
+    notes: list[str] = []
+    diffs: list[Diff] = []
+
+    def row(self, label: str) -> Row:
+        for r in self.rows:
+            if r.label == label:
+                return r
+        raise KeyError(label)
+
+    @property
+    def baseline_row(self) -> Row | None:
+        return next((r for r in self.rows if r.label == self.baseline), None)
+
+
+class Source(msgspec.Struct, kw_only=True):
+    """One input path: a run directory (with its record) or a trace file."""
+
+    path: str
+    kind: Literal["run", "trace"]
+    record: RunRecord | None = None
+
+
+# -- loading ---------------------------------------------------------------------------------------
+
+
+def _is_trace(p: Path) -> bool:
+    return p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.name != "run.json"
+
+
+def load_sources(paths: Iterable[str | Path]) -> list[Source]:
+    """Resolve each path to a run directory (holding run.json) or a trace file."""
+    out: list[Source] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir() or p.name == "run.json":
+            run_json = p / "run.json" if p.is_dir() else p
+            if not run_json.is_file():
+                raise UserError(f"{p}: not a run directory (no run.json); give a run directory or a trace file")
+            try:
+                record = decode_run(run_json.read_bytes())
+            except msgspec.DecodeError as exc:
+                raise UserError(f"{run_json}: not a valid attnprof run record ({exc})") from None
+            out.append(Source(path=str(run_json.parent), kind="run", record=record))
+        elif _is_trace(p):
+            out.append(Source(path=str(p), kind="trace"))
+        elif not p.exists():
+            raise UserError(f"{p}: no such file or directory")
+        else:
+            raise UserError(f"{p}: neither a run directory nor a trace file (.json or .json.gz)")
+    if not out:
+        raise UserError("nothing to compare: give at least one run directory or trace file")
+    return out
+
+
+def trace_label(path: str | Path) -> str:
+    name = Path(path).name
+    for suffix in (".json.gz", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return name.removesuffix(".pt.trace")
+
+
+# -- analysis (consumed through the JSON contract only) --------------------------------------------
+
+
+def analyze_trace(path: Path, workload: Any = None) -> dict[str, Any]:
+    """The `attnprof.analysis/1` dict of one trace, every kernel listed (top=0) so that diffs see
+    them all. Imported lazily: comparing run records alone works without the analyser."""
+    from attnprof.analysis import analyze
+
+    return dict(analyze(path, region=None, workload=workload, top=0).to_dict())
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or x is None:
+        return None
+    if isinstance(x, (int, float)) and math.isfinite(float(x)):
+        return float(x)
+    return None
+
+
+def _pick_region(a: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    regions = a.get("regions") or []
+    for r in regions:
+        if r.get("name") == "attn_fwd":
+            return dict(r)
+    return dict(regions[0]) if regions else None
+
+
+def _instances(region: Mapping[str, Any] | None) -> int:
+    n = (region or {}).get("instances")
+    return max(1, int(n)) if isinstance(n, (int, float)) else 1
+
+
+def _kernel_family(k: Mapping[str, Any]) -> str:
+    return str(k.get("family") or k.get("category") or "other")
+
+
+def _tensor_core_share(kernels: Sequence[Mapping[str, Any]]) -> float | None:
+    tc = known = 0.0
+    for k in kernels:
+        if k.get("category") != "gemm" or k.get("tensor_cores") is None:
+            continue
+        t = _num(k.get("time_us")) or 0.0
+        known += t
+        if k.get("tensor_cores"):
+            tc += t
+    return tc / known if known > 0 else None
+
+
+def _occupancy(k: Mapping[str, Any]) -> tuple[float | None, float | None, str | None]:
+    """(achieved, theoretical, limiter) of one kernel entry, as fractions. Achieved is None when
+    the profiler did not measure it (driver-API launches report 0: a gap, not a value)."""
+    occ = k.get("occupancy")
+    if not isinstance(occ, Mapping):
+        return None, None, None
+    ach = _num(occ.get("achieved_pct"))
+    if occ.get("measured") is False:
+        ach = None
+    theo = _num(occ.get("theoretical_pct"))
+    lim = occ.get("limiter")
+    return (ach / 100 if ach is not None else None), (theo / 100 if theo is not None else None), (
+        str(lim) if lim else None
+    )
+
+
+def _timeline(ops: Sequence[Mapping[str, Any]], cat: Callable[[str], str] | None = None) -> list[TimelineOp]:
+    """Ops in order; with no start times (the contract's gpu_ops list) they are laid end to end,
+    so the strip shows order and duration, not idle gaps."""
+    out: list[TimelineOp] = []
+    cursor = 0.0
+    for o in ops:
+        name = str(o.get("name", "?"))
+        dur = _num(o.get("dur_us", o.get("time_us"))) or 0.0
+        start = _num(o.get("start_us"))
+        start = cursor if start is None else start
+        cursor = start + dur
+        category = str(o.get("category") or (cat(name) if cat else "other"))
+        out.append(TimelineOp(name=name, category=category, start_us=start, dur_us=dur))
+    return out
+
+
+def _gpu_ops(a: Mapping[str, Any], per: int) -> list[OpStat]:
+    """Kernels and memory ops (memcpy, memset) per forward: what a GPU diff compares."""
+    out = []
+    for k in list(a.get("kernels") or []) + list(a.get("memory_ops") or []):
+        if not isinstance(k, Mapping):
+            continue
+        out.append(
+            OpStat(
+                name=str(k.get("name", "?")),
+                category=str(k.get("category") or "other"),
+                family=_kernel_family(k),
+                count=(_num(k.get("count")) or 0.0) / per,
+                time_us=(_num(k.get("time_us")) or 0.0) / per,
+                short=str(k.get("short_name") or ""),
+            )
+        )
+    return out
+
+
+# The CPU side has no kernel families; these coarse groups (by aten op name, checked in order) let
+# the report stack CPU op time the way it stacks GPU time by category.
+_CPU_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("attention", ("scaled_dot_product", "flash_attention", "efficient_attention", "flex_attention")),
+    ("gemm", ("bmm", "matmul", "::mm", "addmm", "linear")),
+    ("softmax", ("softmax",)),
+    ("mask", ("masked_fill", "tril", "triu", "::ones", "where", "scalar_tensor", "fill_", "isneginf",
+              "logical_not")),
+    ("copy", ("clone", "copy_", "::to", "_to_copy", "contiguous", "empty_like")),
+    ("layout", ("transpose", "permute", "::view", "reshape", "expand", "as_strided", "unsqueeze",
+                "::t", "select", "slice", "_unsafe_view", "::empty", "resolve_")),
+    ("elementwise", ("::mul", "::div", "::add", "::sub", "::exp", "::neg")),
+    ("reduction", ("::sum", "::max", "::amax", "::all", "::any", "::mean")),
+)
+
+
+def cpu_category(name: str) -> str:
+    """Group an aten op name: "aten::bmm" -> gemm, "aten::masked_fill_" -> mask, ..."""
+    low = name.lower()
+    base = low.split("::")[-1]
+    for cat, keys in _CPU_GROUPS:
+        for key in keys:
+            if key.startswith("::"):
+                if base == key[2:] or base.rstrip("_") == key[2:]:
+                    return cat
+            elif key in low:
+                return cat
+    return "other"
+
+
+def _cpu_ops_from_region(region: Mapping[str, Any] | None) -> list[OpStat]:
+    """CPU op counts per forward by name (the region's top_cpu_ops; no times in the contract)."""
+    out = []
+    for o in (region or {}).get("top_cpu_ops") or []:
+        if isinstance(o, Mapping) and o.get("name"):
+            name = str(o["name"])
+            cat = cpu_category(name)
+            out.append(OpStat(name=name, category=cat, family=cat, count=_num(o.get("per_instance")) or 0.0,
+                              time_us=0.0))
+    return out
+
+
+def _self_segments(ev: dict[str, Any], kids: list[dict[str, Any]], t0: float) -> list[dict[str, Any]]:
+    """The parts of an op's interval that none of its direct children cover: when it, and not an
+    op inside it, was running."""
+    out, cursor, end = [], float(ev["ts"]), float(ev["ts"] + ev["dur"])
+    for k in kids:
+        if k["ts"] > cursor:
+            out.append({"name": ev["name"], "start_us": cursor - t0, "dur_us": k["ts"] - cursor})
+        cursor = max(cursor, float(k["ts"] + k["dur"]))
+    if end > cursor:
+        out.append({"name": ev["name"], "start_us": cursor - t0, "dur_us": end - cursor})
+    return out
+
+
+def _cpu_forward(path: Path, region: str) -> tuple[list[dict[str, Any]], dict[str, tuple[float, float]]] | None:
+    """CPU ops of a CPU-only trace inside its `region` annotations: for the first instance, what
+    ran when (each op's self-time segments, in time order), and per op name (count, self time in
+    µs) per instance.
+
+    The analysis contract gives CPU op counts but neither CPU op times nor their order, which a
+    CPU run's timeline strip and category plot need; until it does, this reads them from the
+    trace (a run's CPU trace is small). Self time = duration minus that of the ops directly inside."""
+    import gzip
+
+    import orjson
+
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        doc = orjson.loads(raw)
+    except (OSError, EOFError, orjson.JSONDecodeError, gzip.BadGzipFile):
+        return None
+    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+    spans = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))]
+    annots = sorted((e for e in spans if e.get("name") == region and e.get("cat") == "user_annotation"),
+                    key=lambda e: e["ts"])
+    ops = sorted((e for e in spans if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
+    if not annots or not ops:
+        return None
+    stats: dict[str, list[float]] = {}
+    segments: list[dict[str, Any]] = []
+    for n, ann in enumerate(annots):
+        t0, t1 = ann["ts"], ann["ts"] + ann["dur"]
+        inside = [e for e in ops if e.get("tid") == ann.get("tid") and t0 <= e["ts"] and e["ts"] + e["dur"] <= t1]
+        stack: list[dict[str, Any]] = []
+        kids: dict[int, list[dict[str, Any]]] = {id(e): [] for e in inside}
+        for e in inside:
+            while stack and e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]:
+                stack.pop()
+            if stack:
+                kids[id(stack[-1])].append(e)
+            stack.append(e)
+        for e in inside:
+            st = stats.setdefault(e["name"], [0.0, 0.0])
+            st[0] += 1
+            st[1] += max(0.0, e["dur"] - sum(k["dur"] for k in kids[id(e)]))
+            if n == 0:
+                segments += _self_segments(e, kids[id(e)], t0)
+    segments.sort(key=lambda seg: seg["start_us"])
+    k = len(annots)
+    return segments, {name: (c / k, t / k) for name, (c, t) in stats.items()}
+
+
+def _apply_analysis(row: Row, a: Mapping[str, Any]) -> None:
+    region = _pick_region(a)
+    per = _instances(region)
+    row.forwards = per if region is not None else None
+    kernels = [dict(k) for k in (a.get("kernels") or []) if isinstance(k, Mapping)]
+    totals = a.get("totals") or {}
+    if region is not None:
+        row.gpu_ops_per_forward = _num(region.get("gpu_ops_per_instance"))
+        row.cpu_ops_per_forward = _num(region.get("cpu_ops_per_instance"))
+        row.gpu_time_us_per_forward = _num(region.get("gpu_time_us_per_instance"))
+        row.cpu_time_us_per_forward = _num(region.get("cpu_time_us_per_instance"))
+        cats = region.get("categories_per_instance") or {}
+        row.memcpy_per_forward = _num(cats.get("memcpy")) or 0.0
+    else:
+        row.memcpy_per_forward = _num(totals.get("memcpy"))
+    row.tensor_core_share = _tensor_core_share(kernels)
+    row.families = sorted({_kernel_family(k) for k in kernels if k.get("family")})
+    attn = [k for k in kernels if k.get("category") == "attention"]
+    row.fused_families = sorted({_kernel_family(k) for k in attn})
+    # occupancy of the fused attention kernel if any, else of the longest kernel: the one that matters
+    focus = max(attn or kernels, key=lambda k: _num(k.get("time_us")) or 0.0, default=None)
+    if focus is not None:
+        ach, theo, lim = _occupancy(focus)
+        if ach is not None or theo is not None:
+            row.occupancy_kernel = str(focus.get("name"))
+            row.occupancy_achieved, row.occupancy_theoretical, row.occupancy_limiter = ach, theo, lim
+    row.findings = [
+        FindingRef(
+            code=str(f.get("code")),
+            severity=str(f.get("severity", "info")),
+            message=str(f.get("message", "")),
+            evidence=f.get("evidence"),
+        )
+        for f in (a.get("findings") or [])
+        if isinstance(f, Mapping) and f.get("code")
+    ]
+    roof = a.get("roofline")
+    if isinstance(roof, Mapping):
+        pct = _num(roof.get("pct_of_peak_flops"))
+        row.pct_of_peak = pct / 100 if pct is not None else None
+        if row.tflops_useful is None:
+            row.tflops_useful = _num(roof.get("achieved_tflops"))
+    dev = a.get("device")
+    if row.device_name is None and isinstance(dev, Mapping) and dev.get("name"):
+        row.device_name = str(dev["name"])
+    # per forward: the region's share of each category is not in the contract, so the trace's
+    # category totals are divided by the instances (a run's trace holds only attn_fwd steps)
+    row.gpu_category_time_us = {
+        str(c.get("category")): (_num(c.get("time_us")) or 0.0) / per
+        for c in (a.get("categories") or [])
+        if isinstance(c, Mapping) and (_num(c.get("time_us")) or 0.0) > 0
+    }
+    gpu_seq = [o for o in (region or {}).get("gpu_ops") or [] if isinstance(o, Mapping)]
+    row.category_sequence = [str(o.get("category") or "other") for o in gpu_seq]
+    if gpu_seq:
+        row.timeline, row.timeline_lane = _timeline(gpu_seq), "gpu"
+    gpu_ops = _gpu_ops(a, per)
+    if gpu_ops:
+        row.ops, row.ops_lane = gpu_ops, "gpu"
+    else:
+        row.ops, row.ops_lane = _cpu_ops_from_region(region), "cpu"
+    cpu_seq = [o for o in (region or {}).get("cpu_ops") or [] if isinstance(o, Mapping)]
+    if cpu_seq and not gpu_seq:  # a later analyser may list CPU ops in order; prefer it
+        row.timeline, row.timeline_lane = _timeline(cpu_seq, cpu_category), "cpu"
+    if not gpu_ops and not cpu_seq and region is not None and row.trace:
+        found = _cpu_forward(Path(row.trace), str(region.get("name")))
+        if found is not None:
+            seq, by_name = found
+            row.timeline, row.timeline_lane = _timeline(seq, cpu_category), "cpu"
+            row.ops = [OpStat(name=n, category=cpu_category(n), family=cpu_category(n), count=c, time_us=t)
+                       for n, (c, t) in sorted(by_name.items(), key=lambda kv: -kv[1][1])]
+            agg: dict[str, float] = {}
+            for o in row.ops:
+                agg[o.category] = agg.get(o.category, 0.0) + o.time_us
+            row.cpu_category_time_us = {c: v for c, v in sorted(agg.items(), key=lambda kv: -kv[1]) if v > 0}
+
+
+def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
+    w = record.workload
+    run_dir = Path(src.path)
+    t = res.timing
+    row = Row(
+        label=res.variant if res.mode == "eager" or res.variant.endswith("_compile") else f"{res.variant}_compile",
+        kind="run",
+        source=src.path,
+        variant=res.variant,
+        mode=res.mode,
+        status=res.status,
+        reason=res.reason,
+        backend=res.backend,
+        device=w.device,
+        device_name=record.environment.device_name,
+        dtype=w.dtype,
+        shape=f"{w.batch}_{w.heads}_{w.seq}_{w.head_dim}",
+        median_ms=t.median_ms if t else None,
+        iqr_ms=t.iqr_ms if t else None,
+        samples_ms=list(t.samples_ms) if t else [],
+        noisy=t.noisy if t else None,
+        threads=t.threads if t else None,
+        peak_bytes=res.memory.peak_bytes if res.memory else None,
+        peak_method=res.memory.method if res.memory else None,
+        max_abs_err=res.accuracy.max_abs_err if res.accuracy else None,
+        max_rel_err=res.accuracy.max_rel_err if res.accuracy else None,
+        accuracy_ok=res.accuracy.ok if res.accuracy else None,
+        tflops_useful=res.tflops_useful,
+        trace=str(run_dir / res.trace) if res.trace else None,
+    )
+    if res.profile is not None:  # the harness's own per-forward counts; the analysis refines them
+        row.gpu_ops_per_forward = res.profile.gpu_ops_per_forward
+        row.cpu_ops_per_forward = res.profile.cpu_ops_per_forward
+        row.gpu_time_us_per_forward = res.profile.gpu_time_us_per_forward
+        row.cpu_time_us_per_forward = res.profile.cpu_time_us_per_forward
+        row.forwards = res.profile.forwards
+    return row
+
+
+def _analyse_into(row: Row, path: Path, workload: Any, notes: list[str]) -> None:
+    try:
+        a = analyze_trace(path, workload)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("attnprof"):
+            row.analysis_error = "trace analysis unavailable in this installation"
+            if row.analysis_error not in notes:
+                notes.append(row.analysis_error)
+            return
+        raise
+    except UserError as exc:
+        row.analysis_error = str(exc)
+        notes.append(f"{row.label}: {exc}")
+        return
+    # the harness's per-forward figures stay when the analysis has no region for them
+    saved = (row.gpu_ops_per_forward, row.cpu_ops_per_forward, row.gpu_time_us_per_forward,
+             row.cpu_time_us_per_forward, row.forwards)
+    _apply_analysis(row, a)
+    fields = ("gpu_ops_per_forward", "cpu_ops_per_forward", "gpu_time_us_per_forward",
+              "cpu_time_us_per_forward", "forwards")
+    for name, old in zip(fields, saved, strict=True):
+        if getattr(row, name) is None:
+            setattr(row, name, old)
+
+
+def _dedupe_labels(rows: list[Row]) -> None:
+    """Variant names repeat across run directories: prefix the directory's name, and its
+    position among the inputs when two inputs share a name."""
+    seen = Counter(r.label for r in rows)
+    dirs = Counter(Path(src).name for src in {r.input: r.source for r in rows}.values())
+    for r in rows:
+        if seen[r.label] > 1:
+            d = Path(r.source).name
+            r.label = f"{d}/{r.label}" if dirs[d] == 1 else f"{d}#{r.input + 1}/{r.label}"
+
+
+def choose_baseline(rows: Sequence[Row], name: str | None) -> str | None:
+    """--baseline NAME matches a label, a variant or a trace name; default naive-inplace, else
+    the first row with a timing, else the first row."""
+    if name:
+        for key in ("label", "variant"):
+            for r in rows:
+                if getattr(r, key) == name:
+                    return r.label
+        valid = ", ".join(r.label for r in rows)
+        raise UserError(f"--baseline {name!r} is not among the compared rows: {valid}")
+    timed = [r for r in rows if r.median_ms is not None]
+    for r in timed or rows:
+        if r.variant == DEFAULT_BASELINE and r.mode != "compile":
+            return r.label
+    pool = timed or list(rows)
+    return pool[0].label if pool else None
+
+
+def compare(
+    paths: Iterable[str | Path],
+    *,
+    baseline: str | None = None,
+    analyse: bool = True,
+    diff: bool = False,
+) -> Comparison:
+    """Build one Row per variant (run directories) or per trace file, then speedups against the
+    baseline; with diff=True also the kernel-level diffs (see diffs_for)."""
+    sources = load_sources(paths)
+    rows: list[Row] = []
+    notes: list[str] = []
+    for i, src in enumerate(sources):
+        if src.kind == "run":
+            assert src.record is not None
+            workload = None
+            if analyse:
+                from attnprof.workload import Workload
+
+                workload = Workload.from_record(src.record.workload)
+            for res in src.record.results:
+                row = _row_from_result(src, res, src.record)
+                if not analyse:
+                    row.analysis_error = "trace analysis not requested"
+                elif row.trace:
+                    if Path(row.trace).is_file():
+                        _analyse_into(row, Path(row.trace), workload, notes)
+                    else:
+                        row.analysis_error = f"trace {row.trace} is missing"
+                        notes.append(f"{row.label}: {row.analysis_error}")
+                row.input = i
+                rows.append(row)
+        else:
+            row = Row(label=trace_label(src.path), kind="trace", source=src.path, trace=src.path)
+            if analyse:
+                _analyse_into(row, Path(src.path), None, notes)
+            else:
+                row.analysis_error = "trace analysis not requested"
+            row.input = i
+            rows.append(row)
+    _dedupe_labels(rows)
+    base = choose_baseline(rows, baseline)
+    base_row = next((r for r in rows if r.label == base), None)
+    ref = base_row.median_ms if base_row else None
+    for r in rows:
+        if ref and r.median_ms:
+            r.speedup = ref / r.median_ms
+    result = Comparison(baseline=base, rows=rows, sources=[s.path for s in sources], notes=notes)
+    if diff:
+        result.diffs = diffs_for(result, [s.kind for s in sources])
+    return result
+
+
+# -- kernel-level diff -----------------------------------------------------------------------------
+
+
+def diff_rows(a: Row, b: Row) -> Diff:
+    """GPU ops of B against A per forward, grouped by family, with time deltas.
+
+    A kernel name in B only is "added", in A only "removed", in both with a different count per
+    forward (or, for GPU ops, a time that moved by more than half) "changed". CPU op times at
+    small shapes are mostly noise, so on the CPU lane only counts decide; the time delta is
+    shown either way. When neither side ran GPU ops (CPU
+    runs), the same is done for the CPU ops by name."""
+    lane = "gpu"
+    ops_a = [o for o in a.ops if a.ops_lane == "gpu"]
+    ops_b = [o for o in b.ops if b.ops_lane == "gpu"]
+    if not ops_a and not ops_b:
+        lane = "cpu"
+        ops_a = [o for o in a.ops if a.ops_lane == "cpu"]
+        ops_b = [o for o in b.ops if b.ops_lane == "cpu"]
+    by_a = {o.name: o for o in ops_a}
+    by_b = {o.name: o for o in ops_b}
+    groups: dict[str, list[KernelChange]] = {}
+    cat_of: dict[str, str] = {}
+    counts = {"added": 0, "removed": 0, "changed": 0, "same": 0}
+    for name in list(by_a) + [n for n in by_b if n not in by_a]:
+        oa, ob = by_a.get(name), by_b.get(name)
+        ref = oa or ob
+        assert ref is not None
+        ca, cb = (oa.count if oa else 0.0), (ob.count if ob else 0.0)
+        ta, tb = (oa.time_us if oa else 0.0), (ob.time_us if ob else 0.0)
+        if oa is None:
+            change: Literal["added", "removed", "changed", "same"] = "added"
+        elif ob is None:
+            change = "removed"
+        elif abs(ca - cb) > 1e-9 or (lane == "gpu" and abs(tb - ta) > 0.5 * max(ta, tb)):
+            change = "changed"
+        else:
+            change = "same"
+        counts[change] += 1
+        fam = (ob.family if ob else None) or ref.family
+        cat_of.setdefault(fam, ref.category)
+        groups.setdefault(fam, []).append(
+            KernelChange(name=name, short=ref.short, change=change, count_a=ca, count_b=cb, time_a_us=ta,
+                         time_b_us=tb)
+        )
+    fams = [
+        FamilyDiff(
+            family=fam,
+            category=cat_of[fam],
+            count_a=sum(k.count_a for k in ks),
+            count_b=sum(k.count_b for k in ks),
+            time_a_us=sum(k.time_a_us for k in ks),
+            time_b_us=sum(k.time_b_us for k in ks),
+            kernels=sorted(ks, key=lambda k: -abs(k.delta_us)),
+        )
+        for fam, ks in groups.items()
+    ]
+    # attention first (the point of the diff: did it fuse?), then by the size of the time change
+    fams.sort(key=lambda f: (f.category != "attention", -abs(f.delta_us)))
+    return Diff(
+        a=a.label,
+        b=b.label,
+        lane=lane,
+        ops_a=sum(o.count for o in ops_a),
+        ops_b=sum(o.count for o in ops_b),
+        time_a_us=sum(o.time_us for o in ops_a),
+        time_b_us=sum(o.time_us for o in ops_b),
+        added=counts["added"],
+        removed=counts["removed"],
+        changed=counts["changed"],
+        families=fams,
+    )
+
+
+def diffs_for(comp: Comparison, kinds: Sequence[str]) -> list[Diff]:
+    """Which pairs to diff: two traces -> that pair; two runs -> each variant present in both;
+    otherwise (one run, or a mix) every row against the baseline."""
+    rows = [r for r in comp.rows if r.ok or r.kind == "trace"]
+    if len(comp.sources) == 2 and list(kinds) == ["trace", "trace"] and len(rows) == 2:
+        return [diff_rows(rows[0], rows[1])]
+    if len(comp.sources) == 2 and list(kinds) == ["run", "run"]:
+        first = [r for r in rows if r.input == 0]
+        second = {(r.variant, r.mode): r for r in rows if r.input == 1}
+        return [diff_rows(r, second[(r.variant, r.mode)]) for r in first if (r.variant, r.mode) in second]
+    base = comp.baseline_row
+    if base is None:
+        return []
+    return [diff_rows(base, r) for r in rows if r.label != base.label]

@@ -1,0 +1,103 @@
+"""`attnprof compare` and `attnprof report`: thin commands over attnprof.analysis.compare,
+attnprof.analysis.expect and attnprof.report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from attnprof.cli import app
+
+__all__ = ["compare_cmd", "report_cmd"]
+
+
+@app.command("compare")
+def compare_cmd(
+    paths: list[Path] = typer.Argument(..., help="Run directories and/or trace files (.json, .json.gz), mixed."),
+    baseline: str | None = typer.Option(
+        None, "--baseline", help="Variant or trace to compare against (default: naive-inplace, else the first)."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON (attnprof.compare/1)."),
+    expect: str | None = typer.Option(
+        None, "--expect", help="Expectations to check: a TOML file, or a built-in name: cpu, blog-cuda."
+    ),
+    strict: bool = typer.Option(False, "--strict", help="Exit 3 when any expectation is not met."),
+    diff: bool = typer.Option(
+        False, "--diff", help="Kernel-level diff: two traces, two runs (per variant), or each variant vs the baseline."
+    ),
+    no_color: bool = typer.Option(False, "--no-color", help="Plain text, no colours."),
+) -> None:
+    """Compare variants and traces side by side; optionally diff kernels and check expectations."""
+    import msgspec
+
+    from attnprof.analysis.compare import compare
+    from attnprof.analysis.expect import check_comparison, enforce, load_expectations
+
+    spec = load_expectations(expect) if expect else None  # a bad file fails before any work
+    comp = compare(paths, baseline=baseline, diff=diff)
+    results = check_comparison(comp, spec) if spec is not None else []
+    if json_out:
+        payload = msgspec.to_builtins(comp)
+        if spec is not None:  # same top level either way; scripts find the results beside the rows
+            payload["expectations"] = msgspec.to_builtins(results)
+            payload["expectation_file"] = spec.path
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(payload), indent=2).decode() + "\n")
+    else:
+        from attnprof.report.terminal import make_console, render_comparison, render_diff, render_expectations
+
+        console = make_console(no_color=no_color)
+        render_comparison(console, comp)
+        for d in comp.diffs:
+            render_diff(console, d)
+        if spec is not None:
+            render_expectations(console, results, title=f"Expectations: {spec.title or Path(spec.path).name}")
+    enforce(results, strict=strict)
+
+
+@app.command("report")
+def report_cmd(
+    run_dir: Path = typer.Argument(..., help="A run directory (or a folder of run directories, for scaling)."),
+    fmt: str = typer.Option("html", "--format", help="html (default) or md."),
+    lang: str = typer.Option("en", "--lang", help="Language: en, id (Indonesian) or th (Thai)."),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="Output file ('-' for stdout). Default: RUN_DIR/report.<lang>.html; md goes to stdout."
+    ),
+    summary_only: bool = typer.Option(False, "--summary-only", help="Only the bullet summary (Markdown)."),
+    expect: str = typer.Option(
+        "auto", "--expect", help="Expectations to show: a TOML file, cpu, blog-cuda, auto (by device) or none."
+    ),
+    baseline: str | None = typer.Option(None, "--baseline", help="Variant to compare against."),
+) -> None:
+    """Write a report of a run: HTML (self-contained, offline) or Markdown, in en, id or th."""
+    from attnprof.errors import UserError
+    from attnprof.report.data import build_report_data
+    from attnprof.report.i18n import Translator
+
+    if fmt not in ("html", "md"):
+        raise UserError(f"--format {fmt!r}: use html or md")
+    t = Translator(lang)  # an unknown language fails before any work
+    data = build_report_data(run_dir, expect=None if expect == "none" else expect, baseline=baseline)
+    if summary_only or fmt == "md":
+        from attnprof.report.markdown import render_markdown, summary_markdown
+
+        target = output if output is not None and str(output) != "-" else None
+        text = summary_markdown(data, t) if summary_only else render_markdown(
+            data, t, out_dir=target.parent if target else Path(run_dir)
+        )
+        if target is None:
+            sys.stdout.write(text)
+        else:
+            target.write_text(text, encoding="utf-8")
+            sys.stdout.write(f"{target}\n")
+        return
+    from attnprof.report.html import render_html
+
+    if output is not None and str(output) == "-":
+        sys.stdout.write(render_html(data, t, out_dir=Path(run_dir)))
+        return
+    target = output or Path(run_dir) / f"report.{lang}.html"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(render_html(data, t, out_dir=target.parent), encoding="utf-8")
+    sys.stdout.write(f"{target}\n")

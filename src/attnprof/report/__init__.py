@@ -1,0 +1,1 @@
+"""Rendering: terminal tables, Markdown, HTML. Reports render records; they never compute."""

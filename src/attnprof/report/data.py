@@ -1,0 +1,118 @@
+"""What a report shows, gathered once: the records every renderer (Markdown, HTML) reads.
+
+Building it is the only step that calls the library (compare, expectations); the renderers after
+it only format. A report directory is one run directory, or a folder holding several (one per
+shape, say), which adds scaling curves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from attnprof.analysis.compare import Comparison, compare
+from attnprof.analysis.expect import (
+    ExpectationResult,
+    builtin_for_device,
+    check_comparison,
+    load_expectations,
+)
+from attnprof.errors import UserError
+from attnprof.records import RunRecord, decode_run
+
+__all__ = ["REPORT_SCHEMA", "ReportData", "ScalingPoint", "build_report_data", "find_run_dirs"]
+
+REPORT_SCHEMA = "attnprof.report/1"
+_SHAPE_AXES = ("seq", "batch", "heads", "head_dim")
+
+
+class ScalingPoint(msgspec.Struct, kw_only=True):
+    variant: str
+    batch: int
+    heads: int
+    seq: int
+    head_dim: int
+    dtype: str
+    median_ms: float
+
+
+class ReportData(msgspec.Struct, kw_only=True):
+    schema: str = REPORT_SCHEMA
+    run_dirs: list[str]
+    record: RunRecord  # the first run: its environment and workload head the report
+    comparison: Comparison
+    expectations: list[ExpectationResult] = []
+    expectation_file: str | None = None
+    scaling: list[ScalingPoint] = []
+    scaling_axis: str | None = None
+    version: str = ""
+
+
+def find_run_dirs(path: str | Path) -> list[Path]:
+    """The run directory itself, or the run directories directly inside a folder."""
+    p = Path(path)
+    if (p / "run.json").is_file():
+        return [p]
+    if not p.is_dir():
+        raise UserError(f"{p}: no such run directory")
+    found = sorted(d for d in p.iterdir() if (d / "run.json").is_file())
+    if not found:
+        raise UserError(f"{p}: no run.json here or in its subfolders; give a directory made by `attnprof run --out DIR`")
+    return found
+
+
+def _scaling(records: list[RunRecord]) -> tuple[list[ScalingPoint], str | None]:
+    shapes = {(r.workload.batch, r.workload.heads, r.workload.seq, r.workload.head_dim) for r in records}
+    if len(shapes) < 2:
+        return [], None
+    # the axis is the shape field that takes the most values across the runs
+    axis = max(_SHAPE_AXES, key=lambda a: len({getattr(r.workload, a) for r in records}))
+    points = [
+        ScalingPoint(
+            variant=res.variant if res.mode == "eager" else f"{res.variant}_compile",
+            batch=rec.workload.batch,
+            heads=rec.workload.heads,
+            seq=rec.workload.seq,
+            head_dim=rec.workload.head_dim,
+            dtype=rec.workload.dtype,
+            median_ms=res.timing.median_ms,
+        )
+        for rec in records
+        for res in rec.results
+        if res.status == "ok" and res.timing is not None
+    ]
+    return points, axis
+
+
+def build_report_data(
+    run_dir: str | Path,
+    *,
+    expect: str | Path | None = "auto",
+    baseline: str | None = None,
+) -> ReportData:
+    """Compare every variant of the run(s), check expectations ("auto": the built-in file for
+    the run's device; None: none) and collect scaling points when several shapes are present."""
+    from attnprof import __version__
+
+    dirs = find_run_dirs(run_dir)
+    records = [decode_run((d / "run.json").read_bytes()) for d in dirs]
+    comp = compare(dirs, baseline=baseline, diff=True)
+    results: list[ExpectationResult] = []
+    exp_file: str | None = None
+    if expect is not None:
+        name = builtin_for_device(records[0].workload.device) if expect == "auto" else expect
+        spec = load_expectations(name)
+        results = check_comparison(comp, spec)
+        exp_file = name if isinstance(name, str) and not Path(name).is_file() else Path(spec.path).name
+    points, axis = _scaling(records)
+    return ReportData(
+        run_dirs=[str(d) for d in dirs],
+        record=records[0],
+        comparison=comp,
+        expectations=results,
+        expectation_file=exp_file,
+        scaling=points,
+        scaling_axis=axis,
+        version=__version__,
+    )

@@ -1,0 +1,84 @@
+"""The HTML report: one self-contained file that works offline.
+
+Everything is inline: CSS in a <style> element, plots as SVG elements, no script, no font, image
+or stylesheet fetched from anywhere (the only links are to the trace files and to Perfetto, which
+the reader follows by choice). Content is the Markdown report's plus the plots.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup, escape
+
+from attnprof.report import plots
+from attnprof.report.data import ReportData
+from attnprof.report.i18n import Translator
+from attnprof.report.markdown import PERFETTO
+from attnprof.report.summary import summarize
+from attnprof.report.tables import (
+    comparison_table,
+    diff_tables,
+    env_items,
+    expectation_table,
+    finding_items,
+    not_run_table,
+    trace_items,
+)
+
+__all__ = ["render_html"]
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("attnprof.report", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+
+
+def _plots(data: ReportData, t: Translator) -> list[tuple[str, str | None]]:
+    rows = [r for r in data.comparison.rows if r.ok]
+    gpu = any(r.gpu_category_time_us for r in rows)
+    lane_cpu = not gpu
+    timeline_lane = next((r.timeline_lane for r in rows if r.timeline), "cpu" if lane_cpu else "gpu")
+    out: list[tuple[str, str | None]] = [
+        (t("plot.time"), plots.time_plot(rows)),
+        (t("plot.categories_gpu") if gpu else t("plot.categories_cpu"), plots.category_plot(rows, "gpu" if gpu else "cpu")),
+        (t(f"plot.timeline_{timeline_lane}"), plots.timeline_plot(rows)),
+    ]
+    if data.scaling_axis:
+        axis = {"seq": "S", "batch": "B", "heads": "H", "head_dim": "D"}[data.scaling_axis]
+        out.append((t("plot.scaling", axis=axis), plots.scaling_plot(data.scaling, data.scaling_axis)))
+    return out
+
+
+def render_html(data: ReportData, t: Translator, *, out_dir: Path | None = None) -> str:
+    """out_dir: where the file will be written, so links to the traces can be relative."""
+    w = data.record.workload
+    title = t("report.title", shape=f"{w.batch}x{w.heads}x{w.seq}x{w.head_dim}", dtype=w.dtype,
+              device=data.record.environment.device_name)
+    link = Markup('<a href="{0}">{0}</a>').format(PERFETTO)
+    perfetto_line = escape(t("traces.perfetto", perfetto="\x00")).replace("\x00", link)
+    template = _env().get_template("report.html.j2")
+    return template.render(
+        lang=t.lang,
+        t=t,
+        title=title,
+        version=data.version,
+        generated=t("report.generated", version=data.version, source=", ".join(data.run_dirs)),
+        summary=summarize(data, t),
+        env=env_items(data, t),
+        comparison=comparison_table(data, t),
+        not_run=not_run_table(data, t),
+        plots=_plots(data, t),
+        baseline=data.comparison.baseline or "-",
+        diffs=diff_tables(data.comparison.diffs, t),
+        findings=finding_items(data, t),
+        expectations=expectation_table(data, t),
+        expectation_file=data.expectation_file or "-",
+        traces=trace_items(data, out_dir),
+        perfetto_line=perfetto_line,
+    )

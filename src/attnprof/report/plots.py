@@ -1,0 +1,166 @@
+"""Plots for the HTML report, as inline SVG strings (matplotlib, no pyplot, no display).
+
+We build Figure objects directly rather than through pyplot: no global state and no GUI backend
+is ever touched, so this works headless without setting MPLBACKEND. Text stays text in the SVG
+(svg.fonttype "none"): the browser renders it with its own fonts, it stays selectable, and the
+files are small. Labels inside the plots are variant names, category names and units only; the
+translated titles are the HTML headings around them.
+
+Each function returns None when the rows hold nothing to draw.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import re
+from collections.abc import Sequence
+
+import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from attnprof.analysis.compare import Row
+from attnprof.report.data import ScalingPoint
+
+__all__ = ["CATEGORY_COLORS", "category_plot", "scaling_plot", "time_plot", "timeline_plot"]
+
+CATEGORY_COLORS: dict[str, str] = {
+    "attention": "#2ca02c",
+    "gemm": "#1f77b4",
+    "conv": "#17becf",
+    "softmax": "#ff7f0e",
+    "elementwise": "#9467bd",
+    "reduction": "#8c564b",
+    "norm": "#bcbd22",
+    "mask": "#e377c2",
+    "copy": "#d62728",
+    "memcpy": "#d62728",
+    "memset": "#ff9896",
+    "communication": "#7f7f7f",
+    "triton": "#aec7e8",
+    "layout": "#c5b0d5",
+    "other": "#c7c7c7",
+}
+_EXTRA = itertools.cycle(["#98df8a", "#ffbb78", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5"])
+_counter = itertools.count(1)
+
+
+def _color(cat: str) -> str:
+    if cat not in CATEGORY_COLORS:
+        CATEGORY_COLORS[cat] = next(_EXTRA)
+    return CATEGORY_COLORS[cat]
+
+
+def _svg(fig: Figure) -> str:
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "attnprof"}):
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buf.getvalue()
+    text = text[text.index("<svg") :]  # drop the XML declaration and DOCTYPE: this is inline
+    # matplotlib numbers its ids per figure; several inline SVGs in one page must not collide
+    prefix = f"f{next(_counter)}-"
+    text = re.sub(r'id="([^"]+)"', lambda m: f'id="{prefix}{m.group(1)}"', text)
+    text = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{prefix}{m.group(1)})", text)
+    text = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{prefix}{m.group(1)}"', text)
+    return text
+
+
+def _figure(n_rows: int, *, per_row: float = 0.45, min_h: float = 2.0) -> Figure:
+    fig = Figure(figsize=(8.0, max(min_h, 0.9 + per_row * n_rows)))
+    fig.set_layout_engine("constrained")
+    return fig
+
+
+def time_plot(rows: Sequence[Row]) -> str | None:
+    """Clean time per forward: a box per variant over its raw samples (median line, IQR box,
+    whiskers to 1.5 IQR). Outliers (a stray scheduler hiccup can be 100x the median) are left
+    out so that they do not squeeze the boxes into a line; the IQR column has the spread."""
+    timed = [r for r in rows if r.ok and (r.samples_ms or r.median_ms is not None)]
+    if not timed:
+        return None
+    timed = sorted(timed, key=lambda r: r.median_ms or 0.0, reverse=True)
+    # one unit for the axis, from the slowest median
+    scale, unit = (1.0, "ms") if max(r.median_ms or 0.0 for r in timed) >= 1.0 else (1000.0, "µs")
+    fig = _figure(len(timed))
+    ax = fig.add_subplot()
+    data = [[x * scale for x in (r.samples_ms or [r.median_ms or 0.0])] for r in timed]
+    ax.boxplot(data, orientation="horizontal", tick_labels=[r.label for r in timed], widths=0.6,
+               showfliers=False, medianprops={"color": "#d62728", "linewidth": 2})
+    ax.set_xlabel(f"{unit} per forward")
+    ax.set_xlim(left=0)
+    ax.grid(axis="x", alpha=0.3)
+    return _svg(fig)
+
+
+def category_plot(rows: Sequence[Row], lane: str) -> str | None:
+    """Time per forward by category, stacked per variant. lane "gpu" uses the trace's GPU
+    categories; "cpu" the CPU op groups (a CPU run has no GPU time)."""
+    attr = "gpu_category_time_us" if lane == "gpu" else "cpu_category_time_us"
+    have = [r for r in rows if getattr(r, attr)]
+    if not have:
+        return None
+    cats = sorted({c for r in have for c in getattr(r, attr)},
+                  key=lambda c: -sum(getattr(r, attr).get(c, 0.0) for r in have))
+    fig = _figure(len(have))
+    ax = fig.add_subplot()
+    labels = [r.label for r in have]
+    left = [0.0] * len(have)
+    for cat in cats:
+        widths = [getattr(r, attr).get(cat, 0.0) for r in have]
+        ax.barh(labels, widths, left=left, color=_color(cat), label=cat, edgecolor="white", linewidth=0.5)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.invert_yaxis()
+    ax.set_xlabel("µs per forward")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    return _svg(fig)
+
+
+def timeline_plot(rows: Sequence[Row]) -> str | None:
+    """The ops of one forward per variant as a strip: each op a box at its start, as wide as it
+    ran, coloured by category (GPU ops on a GPU run, CPU ops on a CPU run)."""
+    have = [r for r in rows if r.timeline]
+    if not have:
+        return None
+    fig = _figure(len(have), per_row=0.5)
+    ax = fig.add_subplot()
+    seen: dict[str, str] = {}
+    for i, r in enumerate(have):
+        span = max((op.start_us + op.dur_us for op in r.timeline), default=1.0) or 1.0
+        for op in r.timeline:
+            # a zero-length op still shows as a sliver so that counts stay visible
+            width = max(op.dur_us, span * 0.002)
+            ax.broken_barh([(op.start_us, width)], (i - 0.35, 0.7), facecolors=_color(op.category),
+                           edgecolor="white", linewidth=0.3)
+            seen.setdefault(op.category, _color(op.category))
+    def ops(r: Row) -> str:
+        n = r.gpu_ops_per_forward if r.timeline_lane == "gpu" else r.cpu_ops_per_forward
+        return f"{r.label} ({n:.0f})" if n is not None else r.label
+
+    ax.set_yticks(range(len(have)), [ops(r) for r in have])
+    ax.set_ylim(len(have) - 0.5, -0.5)
+    ax.set_xlabel("µs from the start of the forward")
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in seen.items()], loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    return _svg(fig)
+
+
+def scaling_plot(points: Sequence[ScalingPoint], axis: str | None) -> str | None:
+    """Median time against the shape field that varies, one line per variant, log-log."""
+    if not points or axis is None:
+        return None
+    fig = Figure(figsize=(8.0, 4.0))
+    fig.set_layout_engine("constrained")
+    ax = fig.add_subplot()
+    for variant in sorted({p.variant for p in points}):
+        pts = sorted((getattr(p, axis), p.median_ms) for p in points if p.variant == variant)
+        ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=variant)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel({"seq": "S", "batch": "B", "heads": "H", "head_dim": "D"}[axis])
+    ax.set_ylabel("ms per forward")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, frameon=False)
+    return _svg(fig)

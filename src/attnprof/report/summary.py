@@ -1,0 +1,135 @@
+"""The short bullet summary: what matters in a run, in plain words, in the reader's language.
+
+It states only what the records hold: speed ratios from the clean timings, reasons from the
+trace findings (a finding the slower variant has and the faster lacks), op counts, memory,
+accuracy, noise and expectations. A reason is given only where a finding supports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from attnprof.analysis.compare import Row
+from attnprof.report.data import ReportData
+from attnprof.report.i18n import Translator
+from attnprof.report.units import fmt_bytes, fmt_count, fmt_err, fmt_ms, fmt_ratio
+
+__all__ = ["BAD_CODES", "GOOD_CODES", "SAME_SPEED", "reasons", "summarize"]
+
+# findings that make a variant slower, in the order a reader should hear them
+BAD_CODES: tuple[str, ...] = (
+    "FP32_UPCAST",
+    "MASK_REBUILT_EACH_CALL",
+    "SAFE_SOFTMAX",
+    "OUT_OF_PLACE_COPY",
+    "CUDA_CORE_GEMM",
+    "UNFUSED_ATTENTION",
+    "TRANSPOSES_BEFORE_KERNEL",
+    "CPU_BOUND",
+)
+# findings that make a variant faster
+GOOD_CODES: tuple[str, ...] = ("FUSED_ATTENTION", "CUDA_GRAPH")
+# below this ratio two timings are "about the same": a 2-core CPU is noisier than that
+SAME_SPEED = 1.1
+
+
+def reasons(fast: Row, slow: Row, t: Translator) -> tuple[str, str] | None:
+    """(subject, reasons) for why `fast` beats `slow`, or None when no record says why."""
+    fast_codes, slow_codes = set(fast.finding_codes), set(slow.finding_codes)
+    # credit what the faster one does right first ("computes attention in one fused kernel" says
+    # more than "the other materialises the scores"), else what the slower one does wrong
+    good = [c for c in GOOD_CODES if c in fast_codes and c not in slow_codes]
+    if good:
+        return fast.label, t.join([t(f"reason.{c}") for c in good])
+    bad = [c for c in BAD_CODES if c in slow_codes and c not in fast_codes]
+    if bad:
+        return slow.label, t.join([t(f"reason.{c}") for c in bad])
+    gpu = fast.gpu_ops_per_forward and slow.gpu_ops_per_forward
+    lane = "gpu_ops_per_forward" if gpu else "cpu_ops_per_forward"
+    n, m = getattr(fast, lane), getattr(slow, lane)
+    if n is not None and m is not None and n < m:
+        return fast.label, t("reason.fewer_ops", n=fmt_count(n), m=fmt_count(m))
+    return None
+
+
+def _speed_line(row: Row, base: Row, t: Translator) -> str:
+    assert row.median_ms is not None and base.median_ms is not None
+    fast, slow = (row, base) if row.median_ms < base.median_ms else (base, row)
+    assert fast.median_ms is not None and slow.median_ms is not None
+    ratio = slow.median_ms / fast.median_ms
+    dtype = row.dtype or "-"
+    if ratio < SAME_SPEED:
+        return t("summary.same", a=row.label, b=base.label, dtype=dtype, ratio=fmt_ratio(ratio))
+    why = reasons(fast, slow, t)
+    if why is None:
+        return t("summary.faster", fast=fast.label, slow=slow.label, ratio=fmt_ratio(ratio), dtype=dtype)
+    return t(
+        "summary.faster_because",
+        fast=fast.label,
+        slow=slow.label,
+        ratio=fmt_ratio(ratio),
+        dtype=dtype,
+        subject=why[0],
+        reasons=why[1],
+    )
+
+
+def _ops_line(rows: Sequence[Row], t: Translator) -> str | None:
+    gpu = any((r.gpu_ops_per_forward or 0) > 0 for r in rows)
+    key = "gpu_ops_per_forward" if gpu else "cpu_ops_per_forward"
+    items = [f"{r.label} {fmt_count(getattr(r, key))}" for r in rows if getattr(r, key) is not None]
+    if not items:
+        return None
+    return t("summary.ops_gpu" if gpu else "summary.ops_cpu", list=", ".join(items))
+
+
+def _reason(r: Row) -> str:
+    reason = r.reason or ""
+    # the harness starts its reasons with the variant's name, which the bullet already gives
+    return reason.removeprefix(f"{r.variant}: ") if r.variant else reason
+
+
+def summarize(data: ReportData, t: Translator) -> list[str]:
+    """The bullets, most important first."""
+    comp = data.comparison
+    ran = [r for r in comp.rows if r.ok and r.median_ms is not None]
+    if not ran:
+        return [t("summary.empty")]
+    out: list[str] = []
+    fastest = min(ran, key=lambda r: r.median_ms or 0.0)
+    out.append(
+        t("summary.fastest", variant=fastest.label, time=fmt_ms(fastest.median_ms), n=len(fastest.samples_ms))
+    )
+    base = comp.baseline_row
+    if base is not None and base.median_ms is not None:
+        out.extend(_speed_line(r, base, t) for r in ran if r.label != base.label)
+    ops = _ops_line(ran, t)
+    if ops:
+        out.append(ops)
+    mem = [r for r in ran if r.peak_bytes is not None]
+    if len(mem) >= 2:
+        hi = max(mem, key=lambda r: r.peak_bytes or 0)
+        lo = min(mem, key=lambda r: r.peak_bytes or 0)
+        if (hi.peak_bytes or 0) > 1.5 * max(lo.peak_bytes or 0, 1):
+            out.append(
+                t("summary.memory", high=fmt_bytes(hi.peak_bytes), high_variant=hi.label,
+                  low=fmt_bytes(lo.peak_bytes), low_variant=lo.label)
+            )
+    out.extend(
+        t("summary.accuracy", variant=r.label, err=fmt_err(r.max_abs_err)) for r in ran if r.accuracy_ok is False
+    )
+    noisy = [r.label for r in ran if r.noisy]
+    if noisy:
+        out.append(t("summary.noisy", list=t.join(noisy)))
+    not_run = [f"{r.label} ({_reason(r)})" if r.reason else r.label for r in comp.rows if not r.ok]
+    if not_run:
+        out.append(t("summary.not_run", list="; ".join(not_run)))
+    checked = [e for e in data.expectations if e.status != "skipped"]
+    if checked:
+        failed = [e for e in checked if e.status == "not met"]
+        if failed:
+            names = sorted({f"{e.row or e.variant} {e.check}" for e in failed})
+            out.append(t("summary.expect_some", not_met=len(failed), total=len(checked), list=", ".join(names)))
+        else:
+            out.append(t("summary.expect_all", met=len(checked)))
+    return out

@@ -1,0 +1,214 @@
+"""The report's tables as plain (header, rows) text, shared by the Markdown and HTML renderers so
+both show the same figures with the same units."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attnprof.analysis.compare import Diff, Row
+from attnprof.report.data import ReportData
+from attnprof.report.i18n import Translator
+from attnprof.report.units import (
+    fmt_bytes,
+    fmt_count,
+    fmt_err,
+    fmt_ms,
+    fmt_pct,
+    fmt_ratio,
+    fmt_us,
+    short_name,
+)
+
+__all__ = [
+    "TextTable",
+    "comparison_table",
+    "diff_tables",
+    "env_items",
+    "expectation_table",
+    "finding_items",
+    "not_run_table",
+    "speed_cell",
+    "trace_items",
+]
+
+
+@dataclass
+class TextTable:
+    header: list[str]
+    rows: list[list[str]]
+    # per-row CSS class for HTML (faster / slower / failed); Markdown ignores it
+    classes: list[str] = field(default_factory=list)
+    numeric: set[int] = field(default_factory=set)
+    title: str = ""
+
+
+def speed_cell(r: Row, baseline: str | None, t: Translator) -> tuple[str, str]:
+    if r.speedup is None:
+        return "-", ""
+    if r.label == baseline:
+        return t("speed.baseline"), "base"
+    if r.speedup >= 1:
+        return t("speed.faster", ratio=fmt_ratio(r.speedup)), "faster" if r.speedup >= 1.1 else ""
+    return t("speed.slower", ratio=fmt_ratio(1 / r.speedup)), "slower" if 1 / r.speedup >= 1.1 else ""
+
+
+def _occ(r: Row) -> str:
+    if r.occupancy_achieved is None and r.occupancy_theoretical is None:
+        return "-"
+    s = f"{fmt_pct(r.occupancy_achieved)} / {fmt_pct(r.occupancy_theoretical)}"
+    return f"{s}, {r.occupancy_limiter}" if r.occupancy_limiter else s
+
+
+def comparison_table(data: ReportData, t: Translator) -> TextTable:
+    comp = data.comparison
+    header = [
+        t("col.variant"), t("col.backend"), t("col.median"), t("col.iqr"),
+        t("col.speed", baseline=comp.baseline or "-"), t("col.gpu_time"), t("col.cpu_time"),
+        t("col.gpu_ops"), t("col.cpu_ops"), t("col.memcpy"), t("col.tensor_cores"), t("col.fused"),
+        t("col.occupancy"), t("col.peak_memory"), t("col.max_error"), t("col.tflops"), t("col.findings"),
+    ]
+    rows: list[list[str]] = []
+    classes: list[str] = []
+    for r in comp.rows:
+        if not r.ok:
+            continue
+        speed, cls = speed_cell(r, comp.baseline, t)
+        tflops = "-" if r.tflops_useful is None else f"{r.tflops_useful:.3g}"
+        if r.pct_of_peak is not None:
+            tflops += f" ({fmt_pct(r.pct_of_peak)})"
+        rows.append([
+            r.label, r.backend or "-", fmt_ms(r.median_ms), fmt_ms(r.iqr_ms), speed,
+            fmt_us(r.gpu_time_us_per_forward), fmt_us(r.cpu_time_us_per_forward),
+            fmt_count(r.gpu_ops_per_forward), fmt_count(r.cpu_ops_per_forward),
+            fmt_count(r.memcpy_per_forward), fmt_pct(r.tensor_core_share),
+            ", ".join(r.fused_families) or "-", _occ(r), fmt_bytes(r.peak_bytes), fmt_err(r.max_abs_err),
+            tflops, ", ".join(r.finding_codes) or "-",
+        ])
+        classes.append(cls)
+    table = TextTable(header=header, rows=rows, classes=classes, numeric={2, 3, 5, 6, 7, 8, 9, 10, 13, 14, 15})
+    # columns with nothing to say for this run go (a CPU run has no GPU time, ops, memcpy,
+    # tensor cores or occupancy); variant, backend, median, IQR and speed always stay
+    no_gpu = not any((r.gpu_ops_per_forward or 0) > 0 for r in comp.rows)
+    empty = {"-", ""} | ({"0", "0 µs"} if no_gpu else set())
+    drop = {i for i in range(5, len(header)) if all(row[i] in empty for row in rows)}
+    return _drop_columns(table, drop)
+
+
+def _drop_columns(tt: TextTable, drop: set[int]) -> TextTable:
+    keep = [i for i in range(len(tt.header)) if i not in drop]
+    return TextTable(
+        header=[tt.header[i] for i in keep],
+        rows=[[row[i] for i in keep] for row in tt.rows],
+        classes=tt.classes,
+        numeric={n for n, i in enumerate(keep) if i in tt.numeric},
+        title=tt.title,
+    )
+
+
+def not_run_table(data: ReportData, t: Translator) -> TextTable:
+    rows = [[r.label, r.status, r.reason or "-"] for r in data.comparison.rows if not r.ok]
+    return TextTable(header=[t("col.variant"), t("col.status"), t("col.reason")], rows=rows)
+
+
+def expectation_table(data: ReportData, t: Translator) -> TextTable:
+    status = {"met": t("status.met"), "not met": t("status.not_met"), "skipped": t("status.skipped")}
+    css = {"met": "met", "not met": "notmet", "skipped": "skipped"}
+    rows = [[e.row or e.variant, e.check, e.expected or "-", e.observed, status[e.status]] for e in data.expectations]
+    return TextTable(
+        header=[t("col.variant"), t("col.check"), t("col.expected"), t("col.observed"), t("col.result")],
+        rows=rows,
+        classes=[css[e.status] for e in data.expectations],
+    )
+
+
+def diff_tables(diffs: list[Diff], t: Translator, *, top: int = 12) -> list[TextTable]:
+    """Per diff, the `top` kernel changes that matter most: attention first, then by |Δ time|."""
+    change = {k: t(f"change.{k}") for k in ("added", "removed", "changed", "same")}
+    out = []
+    for d in diffs:
+        picked = sorted(
+            ((fam, k) for fam in d.families for k in fam.kernels if k.change != "same"),
+            key=lambda fk: (fk[0].category != "attention", -abs(fk[1].delta_us)),
+        )[:top]
+        rows: list[list[str]] = []
+        for fam, k in picked:
+            delta = k.delta_us
+            sign = "+" if delta > 0 else "-" if delta < 0 else "±"
+            rows.append([fam.family, k.short or short_name(k.name, 60), change[k.change], fmt_count(k.count_a),
+                         fmt_count(k.count_b), sign + fmt_us(abs(delta))])
+        out.append(TextTable(
+            header=[t("col.family"), t("col.kernel"), t("col.change"), t("col.per_fwd", name=d.a),
+                    t("col.per_fwd", name=d.b), t("col.delta")],
+            rows=rows,
+            classes=[k.change for _, k in picked],
+            numeric={3, 4, 5},
+            title=f"{d.b} vs {d.a}: {fmt_count(d.ops_a)} -> {fmt_count(d.ops_b)} {d.lane.upper()} ops, "
+                  f"{fmt_us(d.time_a_us)} -> {fmt_us(d.time_b_us)}; +{d.added} / -{d.removed} / ~{d.changed}",
+        ))
+    return out
+
+
+def env_items(data: ReportData, t: Translator) -> list[tuple[str, str]]:
+    e, w = data.record.environment, data.record.workload
+    device = e.device_name + (f" (sm {e.compute_capability})" if e.compute_capability else "")
+    soft = f"PyTorch {e.torch_version}, Python {e.python}" + (f", CUDA {e.cuda_version}" if e.cuda_version else "")
+    shapes = sorted({(p.batch, p.heads, p.seq, p.head_dim) for p in data.scaling})
+    shape = ", ".join(f"{b}, {h}, {s}, {d}" for b, h, s, d in shapes) if shapes else \
+        f"{w.batch}, {w.heads}, {w.seq}, {w.head_dim}"
+    if w.kv_heads != w.heads or w.kv_seq != w.seq:
+        shape += f" (kv heads {w.kv_heads}, kv seq {w.kv_seq})"
+    return [
+        (t("env.device"), f"{device} [{w.device}]"),
+        (t("env.cpu"), e.cpu_model),
+        (t("env.threads"), str(e.threads)),
+        (t("env.software"), soft),
+        (t("env.shape"), shape),
+        (t("env.dtype"), w.dtype),
+        (t("env.causal"), t("env.yes") if w.causal else t("env.no")),
+        (t("env.steps"), ", ".join(str(s) for s in data.record.steps)),
+        (t("env.created"), data.record.created),
+    ]
+
+
+def finding_items(data: ReportData, t: Translator) -> list[tuple[str, str, str, str, str]]:
+    """(variant, code, severity, message, evidence) with the message in the reader's language:
+    the catalog's sentence for the code; the analyser's own (English) message in English, and
+    for codes the catalog does not know."""
+    out = []
+    for r in data.comparison.rows:
+        for f in r.findings:
+            key = f"finding.{f.code}"
+            if t.lang == "en" or not t.has(key):
+                msg = f.message or (t(key) if t.has(key) else f.code)
+            else:
+                msg = t(key)
+            out.append((r.label, f.code, f.severity, msg, _evidence(f.evidence)))
+    return out
+
+
+def _evidence(ev: object) -> str:
+    if ev is None:
+        return ""
+    if isinstance(ev, dict):
+        return "; ".join(f"{k}: {_evidence(v)}" for k, v in ev.items() if v not in (None, "", [], {}))
+    if isinstance(ev, (list, tuple)):
+        return ", ".join(_evidence(v) for v in ev)
+    return str(ev)
+
+
+def trace_items(data: ReportData, out_dir: Path | None) -> list[tuple[str, str, bool]]:
+    """(variant, path as the report should link it, exists); relative to the report's folder."""
+    items = []
+    for r in data.comparison.rows:
+        if not r.trace:
+            continue
+        p = Path(r.trace)
+        link = str(p)
+        if out_dir is not None:
+            try:
+                link = str(p.resolve().relative_to(out_dir.resolve()))
+            except ValueError:
+                link = p.resolve().as_uri()
+        items.append((r.label, link, p.is_file()))
+    return items

@@ -1,0 +1,80 @@
+"""Numbers with sensible units, the same in every output format and language.
+
+Numbers are never localised (DESIGN: numbers, code and kernel names stay as they are), so a
+figure pasted from an Indonesian report reads the same as in the English one.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["fmt_bytes", "fmt_count", "fmt_err", "fmt_ms", "fmt_pct", "fmt_ratio", "fmt_us", "short_name"]
+
+
+def fmt_ms(ms: float | None) -> str:
+    """A time given in milliseconds, in s, ms or µs with three significant digits."""
+    if ms is None:
+        return "-"
+    if ms >= 1000:
+        return f"{ms / 1000:.3g} s"
+    if ms >= 1:
+        return f"{ms:.3g} ms"
+    return f"{ms * 1000:.3g} µs"
+
+
+def fmt_us(us: float | None) -> str:
+    return "-" if us is None else fmt_ms(us / 1000.0)
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.3g} {unit}"
+        value /= 1024
+    return f"{value:.3g} TiB"  # pragma: no cover
+
+
+def fmt_count(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.0f}" if abs(x - round(x)) < 0.05 else f"{x:.1f}"
+
+
+def fmt_ratio(x: float | None) -> str:
+    """Speed ratios: two decimals near 1 (1.04x), one above 1.5 (4.0x), none from 100."""
+    if x is None:
+        return "-"
+    if x >= 100:
+        return f"{x:.0f}"
+    return f"{x:.1f}" if x >= 1.5 else f"{x:.2f}"
+
+
+def fmt_pct(frac: float | None) -> str:
+    return "-" if frac is None else f"{frac * 100:.0f}%"
+
+
+def fmt_err(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1e}"
+
+
+_TEMPLATE = re.compile(r"<[^<>]*>")
+
+
+def short_name(name: str, width: int = 48) -> str:
+    """Kernel names are long C++ signatures: drop 'void ', the argument list and template
+    arguments (innermost first) until the name fits, then cut with an ellipsis."""
+    s = name.removeprefix("void ").strip()
+    if "(" in s and not s.startswith("("):
+        s = s.split("(", 1)[0]
+    while len(s.replace("\x01", "<…>")) > width:
+        collapsed = _TEMPLATE.sub("\x01", s)  # innermost template arguments first
+        if collapsed == s:
+            break
+        s = collapsed
+    s = s.replace("\x01", "<…>")
+    if len(s) > width and "<" in s:  # an argument list cut at "(" can leave a template unclosed
+        s = s[: s.index("<")] + "<…>"
+    return s if len(s) <= width else s[: width - 1] + "…"

@@ -1,0 +1,61 @@
+"""The HTML report in a real browser: headless Chromium (Debian's /usr/bin/chromium) driven by
+Playwright. Install: apt-get install -y chromium; pip install playwright (no `playwright install`:
+it would download a browser of its own)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from attnprof.cli import main
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("ATTNPROF_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def browser():  # type: ignore[no-untyped-def]
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install playwright")
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.mark.parametrize("lang", ["id", "th", "en"])
+def test_report_renders_offline_with_every_plot(browser, cpu_run, tmp_path: Path, lang: str) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / f"report.{lang}.html"
+    assert main(["report", str(cpu_run[0]), "--lang", lang, "-o", str(out)]) == 0
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    requests: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(out.as_uri())
+    page.wait_for_load_state("load")
+
+    assert errors == []
+    assert [u for u in requests if not u.startswith("file://")] == []  # nothing fetched: works offline
+    plots = page.locator("figure.plot svg")
+    assert plots.count() == 3
+    for i in range(plots.count()):
+        box = plots.nth(i).bounding_box()
+        assert box is not None and box["width"] > 100 and box["height"] > 50, (i, box)
+        # drawn, not just sized: each SVG holds its bars or boxes
+        assert plots.nth(i).locator("path").count() > 5
+    assert page.locator("#comparison table tbody tr").count() >= 5
+    assert page.locator("#expectations table tbody tr").count() > 10
+    assert page.locator("ul.summary li").count() >= 4
+    assert page.locator("html").get_attribute("lang") == lang
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"report-{lang}.png"), full_page=True)
+    page.close()

@@ -1,0 +1,150 @@
+"""attnprof compare: rows, baselines and kernel diffs on a live CPU run and on real GPU traces."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from _paths import trace
+from attnprof.analysis.compare import Comparison, compare, diff_rows
+from attnprof.cli import main
+from attnprof.errors import UserError
+from attnprof.report.units import fmt_bytes, fmt_count, fmt_ms, fmt_ratio, short_name
+
+A100_UNFUSED = "harryjmoss__particle_transformer"
+H100_FLASH = "AMD-AGI__TraceLens__tests__traces__h100"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.fixture(scope="module")
+def comp(cpu_run: tuple[Path, object]) -> Comparison:
+    return compare([cpu_run[0]], diff=True)
+
+
+def test_rows_join_timing_and_trace_analysis(comp: Comparison) -> None:
+    rows = {r.label: r for r in comp.rows}
+    assert comp.baseline == "naive-inplace"
+    assert rows["naive-inplace"].speedup == pytest.approx(1.0)
+    naive, inplace = rows["naive"], rows["naive-inplace"]
+    for r in (naive, inplace):
+        assert r.ok and r.median_ms and r.median_ms > 0 and r.samples_ms
+        assert r.forwards == 3  # schedule (1, 1, 3): three active steps
+        assert r.gpu_ops_per_forward == 0 and r.memcpy_per_forward == 0
+        assert r.timeline_lane == "cpu" and r.timeline
+        assert r.cpu_category_time_us.get("gemm", 0) > 0
+    # the out-of-place masked_fill clones the scores: 9 more aten ops (DOMAIN.md section 2)
+    assert naive.cpu_ops_per_forward == 45 and inplace.cpu_ops_per_forward == 36
+    assert "OUT_OF_PLACE_COPY" in naive.finding_codes
+    assert "OUT_OF_PLACE_COPY" not in inplace.finding_codes
+    flash = rows["sdpa-flash"]
+    assert "FUSED_ATTENTION" in flash.finding_codes and flash.cpu_category_time_us.get("attention", 0) > 0
+    # CUDA-only variants are rows with their reason, not silently dropped
+    eff = rows["sdpa-efficient"]
+    assert eff.status == "unsupported" and eff.reason and "CUDA" in eff.reason
+
+
+def test_cpu_diff_names_the_clone(comp: Comparison) -> None:
+    rows = {r.label: r for r in comp.rows}
+    d = diff_rows(rows["naive-inplace"], rows["naive"])
+    assert d.lane == "cpu" and d.ops_b - d.ops_a == pytest.approx(9)
+    changes = {k.name: k.change for fam in d.families for k in fam.kernels}
+    assert changes["aten::clone"] == "added"
+    # out-of-place masked_fill is clone + masked_fill_: the in-place op is in both
+    assert changes["aten::masked_fill"] == "added" and changes["aten::masked_fill_"] == "same"
+    # one run and --diff: every variant against the baseline
+    assert {(x.a, x.b) for x in comp.diffs} >= {("naive-inplace", "naive"), ("naive-inplace", "sdpa-math")}
+
+
+def test_gpu_traces_attention_collapses_into_one_fused_family() -> None:
+    comp = compare([trace(A100_UNFUSED), trace(H100_FLASH)], diff=True)
+    a100, h100 = comp.rows
+    assert a100.kind == h100.kind == "trace" and a100.median_ms is None and a100.speedup is None
+    assert a100.fused_families == [] and "UNFUSED_ATTENTION" in a100.finding_codes
+    assert h100.fused_families == ["PyTorch flash (FA2)"] and "FUSED_ATTENTION" in h100.finding_codes
+    assert h100.tensor_core_share == pytest.approx(1.0)
+    assert h100.occupancy_theoretical is not None and h100.occupancy_limiter == "registers"
+    (d,) = comp.diffs
+    assert (d.a, d.b, d.lane) == (a100.label, h100.label, "gpu")
+    first = d.families[0]  # attention leads the diff
+    assert first.family == "PyTorch flash (FA2)" and first.count_a == 0 and first.count_b == 4
+    assert {k.change for k in first.kernels} == {"added"}
+    fams = {f.family: f for f in d.families}
+    # the unfused pieces are gone: no softmax kernel and no fp16 cuBLAS GEMM in the fused trace
+    assert fams["softmax"].count_a == 10 and fams["softmax"].count_b == 0
+    assert fams["softmax"].delta_us < 0
+    assert d.ops_b < d.ops_a and d.removed > 0 and d.added > 0
+
+
+def test_mixed_run_and_trace_and_baseline(cpu_run: tuple[Path, object]) -> None:
+    comp = compare([cpu_run[0], trace(H100_FLASH)], baseline="sdpa-math")
+    assert comp.baseline == "sdpa-math"
+    labels = [r.label for r in comp.rows]
+    assert labels[-1].startswith(H100_FLASH) and "naive" in labels
+    math = comp.row("sdpa-math")
+    naive = comp.row("naive")
+    assert math.median_ms is not None and naive.median_ms is not None
+    assert naive.speedup == pytest.approx(math.median_ms / naive.median_ms)
+    with pytest.raises(UserError, match="not among the compared rows: naive, "):
+        compare([cpu_run[0]], baseline="nope", analyse=False)
+
+
+def test_two_runs_diff_pairs_variants(cpu_run: tuple[Path, object]) -> None:
+    run = cpu_run[0]
+    comp = compare([run, run / "run.json"], diff=True)
+    # the same directory twice: labels are made unique, pairs are per variant, nothing changes
+    assert len({r.label for r in comp.rows}) == len(comp.rows)
+    assert comp.diffs and all(d.added == d.removed == d.changed == 0 for d in comp.diffs)
+
+
+def test_cli_json_and_terminal(cpu_run: tuple[Path, object], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(cpu_run[0]), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema"] == "attnprof.compare/1" and data["baseline"] == "naive-inplace"
+    assert {r["label"] for r in data["rows"]} >= {"naive", "sdpa-flash"}
+
+    assert main(["compare", str(cpu_run[0]), str(trace(H100_FLASH)), "--diff", "--no-color"]) == 0
+    out = capsys.readouterr().out
+    assert not ANSI.search(out)
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert "naive-inplace" in out and "faster" in out and "PyTorch flash (FA2)" in out
+    assert "Not run" in out and "sdpa-efficient (unsupported)" in out
+
+
+def test_terminal_colours_relative_speed() -> None:
+    from io import StringIO
+
+    from attnprof.analysis.compare import Row
+    from attnprof.report.terminal import make_console, render_comparison
+
+    rows = [
+        Row(label="base", kind="run", source="r", median_ms=2.0, speedup=1.0),
+        Row(label="quick", kind="run", source="r", median_ms=1.0, speedup=2.0),
+        Row(label="slow", kind="run", source="r", median_ms=8.0, speedup=0.25),
+    ]
+    buf = StringIO()
+    console = make_console(file=buf, force_terminal=True)  # colour codes, as on a terminal
+    render_comparison(console, Comparison(baseline="base", rows=rows, sources=["r"]))
+    out = buf.getvalue()
+    assert re.search(r"\x1b\[32m *2\.0x faster", out) and re.search(r"\x1b\[31m *4\.0x slower", out)
+
+
+def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(tmp_path / "missing")]) == 2
+    assert main(["compare", str(tmp_path)]) == 2  # a folder without run.json
+    bad = tmp_path / "t.json"
+    bad.write_text("{not json")
+    assert main(["compare", str(bad)]) == 0  # an unreadable trace is a row with a note, not a crash
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("attnprof: error: ") for line in err)
+
+
+def test_units() -> None:
+    assert (fmt_ms(0.0453), fmt_ms(7.239), fmt_ms(1955.0)) == ("45.3 µs", "7.24 ms", "1.96 s")
+    assert (fmt_bytes(512), fmt_bytes(288 * 1024), fmt_bytes(3 * 1024**3)) == ("512 B", "288 KiB", "3 GiB")
+    assert (fmt_ratio(1.04), fmt_ratio(3.7), fmt_count(5.0), fmt_count(None)) == ("1.04", "3.7", "5", "-")
+    name = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>, false>(pytorch_flash::Params)"
+    assert short_name(name) == "pytorch_flash::flash_fwd_kernel<…>"
+    assert short_name("aten::bmm") == "aten::bmm"
