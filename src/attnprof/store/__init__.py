@@ -1,0 +1,17 @@
+"""The results store: SQLite (WAL), versioned schema, one transaction per job result."""
+
+from __future__ import annotations
+
+from attnprof.store.schema import SCHEMA_VERSION, STATUSES
+from attnprof.store.sqlite import DEFAULT_STORE, Filters, ResultRow, Store, StoredResult, now_iso
+
+__all__ = [
+    "DEFAULT_STORE",
+    "SCHEMA_VERSION",
+    "STATUSES",
+    "Filters",
+    "ResultRow",
+    "Store",
+    "StoredResult",
+    "now_iso",
+]

@@ -1,0 +1,59 @@
+"""Export stored results as csv, json or parquet (parquet needs pyarrow: the `parquet` extra).
+
+csv and parquet hold one flat row per job; json also holds each job's raw timing samples when
+asked (they are long). Columns are StoredResult's fields, in its order, so exports of different
+stores line up.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from attnprof.errors import MissingExtra, UserError
+from attnprof.store.sqlite import StoredResult
+
+__all__ = ["FORMATS", "export_rows"]
+
+FORMATS = ("table", "csv", "json", "parquet")
+
+
+def _columns(samples: bool) -> list[str]:
+    cols = list(StoredResult.__struct_fields__)
+    return cols if samples else [c for c in cols if c != "samples_ms"]
+
+
+def export_rows(
+    rows: Sequence[StoredResult], fmt: str, *, path: Path | None = None, samples: bool = False
+) -> str | None:
+    """Write rows as fmt to path, or return the text (csv, json) when path is None."""
+    if fmt == "parquet":
+        if path is None:
+            raise UserError("--format parquet writes a binary file: pass --output FILE.parquet")
+        try:
+            import pyarrow  # noqa: F401
+        except ModuleNotFoundError:
+            raise MissingExtra("pyarrow", "parquet", "--format parquet") from None
+        import pandas as pd
+
+        frame = pd.DataFrame([r.flat(samples=samples) for r in rows], columns=_columns(samples))
+        frame.to_parquet(path, index=False)
+        return None
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=_columns(False), lineterminator="\n")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow(r.flat())
+        text = buf.getvalue()
+    elif fmt == "json":
+        text = json.dumps([r.flat(samples=samples) for r in rows], indent=2) + "\n"
+    else:
+        raise UserError(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if path is not None:
+        path.write_text(text)
+        return None
+    return text

@@ -1,0 +1,137 @@
+"""The results store's schema, versioned with SQLite's user_version, and its migrations.
+
+Each migration is a list of statements that takes the database from version N-1 to N. They run in
+order inside one write transaction, so two processes opening a fresh store at the same moment
+cannot both migrate it: the second waits on the lock and then sees the new user_version.
+A store written by a newer attnprof (user_version above ours) is refused rather than guessed at.
+
+Version history:
+1. environments and results (one row per job, unique job_key).
+2. sweeps (one row per `attnprof sweep` invocation), results.sweep_id and results.log_tail (the
+   stderr tail of a crashed worker), and an index for the shape filters of `attnprof results`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from attnprof.errors import UserError
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STATUSES", "migrate", "schema_version"]
+
+# Every status a job can end in: the harness's own (ok, unsupported, refused, oom, error) and the
+# sweep's (skipped before it ran, crashed worker, timeout).
+STATUSES = ("ok", "unsupported", "refused", "skipped", "oom", "crashed", "timeout", "error")
+
+_STATUS_CHECK = ", ".join(f"'{s}'" for s in STATUSES)
+
+MIGRATIONS: list[list[str]] = [
+    # 1
+    [
+        """
+        CREATE TABLE environments (
+            id            INTEGER PRIMARY KEY,
+            env_key       TEXT NOT NULL UNIQUE,
+            device        TEXT NOT NULL,
+            device_name   TEXT NOT NULL,
+            torch_version TEXT NOT NULL,
+            host          TEXT NOT NULL,
+            json          TEXT NOT NULL
+        )
+        """,
+        f"""
+        CREATE TABLE results (
+            id                  INTEGER PRIMARY KEY,
+            job_key             TEXT NOT NULL UNIQUE,
+            environment_id      INTEGER REFERENCES environments(id),
+            variant             TEXT NOT NULL,
+            mode                TEXT NOT NULL,
+            batch               INTEGER NOT NULL,
+            heads               INTEGER NOT NULL,
+            kv_heads            INTEGER NOT NULL,
+            seq                 INTEGER NOT NULL,
+            kv_seq              INTEGER NOT NULL,
+            head_dim            INTEGER NOT NULL,
+            dtype               TEXT NOT NULL,
+            device              TEXT NOT NULL,
+            causal              INTEGER NOT NULL,
+            seed                INTEGER NOT NULL,
+            config              TEXT NOT NULL,
+            status              TEXT NOT NULL CHECK (status IN ({_STATUS_CHECK})),
+            reason              TEXT,
+            backend             TEXT,
+            pytorch_choice      TEXT,
+            median_ms           REAL,
+            iqr_ms              REAL,
+            mean_ms             REAL,
+            min_ms              REAL,
+            n_samples           INTEGER,
+            samples_ms          TEXT,
+            gpu_ops_per_forward REAL,
+            cpu_ops_per_forward REAL,
+            peak_bytes          INTEGER,
+            estimate_bytes      INTEGER,
+            max_abs_err         REAL,
+            accuracy_ok         INTEGER,
+            tflops              REAL,
+            trace_path          TEXT,
+            result              TEXT NOT NULL,
+            worker              TEXT,
+            wall_s              REAL,
+            started_at          TEXT NOT NULL,
+            finished_at         TEXT NOT NULL
+        )
+        """,
+    ],
+    # 2
+    [
+        """
+        CREATE TABLE sweeps (
+            id          INTEGER PRIMARY KEY,
+            started_at  TEXT NOT NULL,
+            finished_at TEXT,
+            host        TEXT NOT NULL,
+            pid         INTEGER NOT NULL,
+            executor    TEXT NOT NULL,
+            total_jobs  INTEGER NOT NULL,
+            config      TEXT NOT NULL
+        )
+        """,
+        "ALTER TABLE results ADD COLUMN sweep_id INTEGER REFERENCES sweeps(id)",
+        "ALTER TABLE results ADD COLUMN log_tail TEXT",
+        "CREATE INDEX results_shape ON results(dtype, seq, head_dim, variant)",
+    ],
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: sqlite3.Connection, *, target: int = SCHEMA_VERSION, path: str = "") -> int:
+    """Bring the database up to `target` (default: the current version); return the old version.
+
+    The connection must be in autocommit mode (isolation_level=None): the transaction is ours.
+    """
+    if schema_version(conn) == target:
+        return target  # the common case, without taking the write lock
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = schema_version(conn)  # re-read under the lock: another process may have migrated
+        if found > SCHEMA_VERSION:
+            raise UserError(
+                f"store {path or '(memory)'} has schema version {found}, newer than this attnprof "
+                f"understands ({SCHEMA_VERSION}): upgrade attnprof or use another --store"
+            )
+        for version in range(found + 1, target + 1):
+            for statement in MIGRATIONS[version - 1]:
+                conn.execute(statement)
+        # PRAGMA cannot take a bound parameter; target is an int we computed
+        conn.execute(f"PRAGMA user_version = {int(max(found, target))}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return found

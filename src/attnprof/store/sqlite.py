@@ -1,0 +1,376 @@
+"""The SQLite results store: one row per job, written in one transaction, keyed so resume is exact.
+
+Durability and concurrency come from SQLite itself, not from us:
+- WAL journal: readers never block the writer, and a process killed with SIGKILL mid-write leaves
+  either the whole transaction or none of it (the next open rolls the WAL back to the last commit).
+- synchronous=NORMAL: in WAL mode a commit survives the death of the process (it is in the WAL
+  file); only a power cut can lose the last few commits, which a resumed sweep simply reruns.
+- busy_timeout: two sweeps writing one store wait for each other's short transactions instead of
+  failing with "database is locked".
+- job_key UNIQUE + INSERT ... ON CONFLICT DO NOTHING: a job finished by one sweep and then by a
+  concurrent one is stored once (the first writer wins).
+The store does not work on network file systems that lack POSIX locks (NFS): SQLite's own caveat.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from attnprof.errors import UserError
+from attnprof.records import Environment, RunResult, WorkloadRecord
+from attnprof.store.schema import STATUSES, migrate
+
+__all__ = ["DEFAULT_STORE", "Filters", "ResultRow", "Store", "StoredResult", "now_iso"]
+
+DEFAULT_STORE = Path("attnprof-results.db")
+
+BUSY_TIMEOUT_MS = 60_000
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class ResultRow(msgspec.Struct, kw_only=True):
+    """What the sweep hands the store for one finished job."""
+
+    job_key: str
+    workload: WorkloadRecord
+    variant: str
+    mode: str
+    result: RunResult
+    environment: Environment | None = None
+    pytorch_choice: str | None = None
+    log_tail: str | None = None
+    worker: str | None = None
+    wall_s: float | None = None
+    started_at: str
+    finished_at: str
+    sweep_id: int | None = None
+
+
+class StoredResult(msgspec.Struct, kw_only=True):
+    """One row of the results table, as `attnprof results` and `attnprof recommend` read it."""
+
+    job_key: str
+    variant: str
+    mode: str
+    batch: int
+    heads: int
+    kv_heads: int
+    seq: int
+    kv_seq: int
+    head_dim: int
+    dtype: str
+    device: str
+    causal: bool
+    seed: int
+    status: str
+    reason: str | None
+    backend: str | None
+    pytorch_choice: str | None
+    median_ms: float | None
+    iqr_ms: float | None
+    n_samples: int | None
+    gpu_ops_per_forward: float | None
+    cpu_ops_per_forward: float | None
+    peak_bytes: int | None
+    estimate_bytes: int | None
+    max_abs_err: float | None
+    accuracy_ok: bool | None
+    tflops: float | None
+    trace_path: str | None
+    device_name: str | None
+    torch_version: str | None
+    host: str | None
+    worker: str | None
+    wall_s: float | None
+    started_at: str
+    finished_at: str
+    sweep_id: int | None
+    log_tail: str | None
+    samples_ms: list[float] | None = None
+
+    def workload(self) -> WorkloadRecord:
+        return WorkloadRecord(
+            batch=self.batch,
+            heads=self.heads,
+            kv_heads=self.kv_heads,
+            seq=self.seq,
+            kv_seq=self.kv_seq,
+            head_dim=self.head_dim,
+            dtype=self.dtype,
+            device=self.device,
+            causal=self.causal,
+            seed=self.seed,
+        )
+
+    def flat(self, *, samples: bool = False) -> dict[str, Any]:
+        """A flat dict for csv/parquet/json export (samples only where asked: they are long)."""
+        out = msgspec.structs.asdict(self)
+        if not samples:
+            out.pop("samples_ms")
+        return out
+
+
+class Filters(msgspec.Struct, kw_only=True):
+    """Filters for `attnprof results`: each list means "any of"; empty means no filter."""
+
+    variant: list[str] = []
+    status: list[str] = []
+    dtype: list[str] = []
+    seq: list[int] = []
+    head_dim: list[int] = []
+    batch: list[int] = []
+    heads: list[int] = []
+    device: list[str] = []
+    causal: bool | None = None
+    sweep_id: int | None = None
+
+
+_COLUMNS = [f for f in StoredResult.__struct_fields__ if f not in ("device_name", "torch_version", "host")]
+
+
+def _env_key(env: Environment) -> str:
+    return hashlib.sha256(msgspec.json.encode(env)).hexdigest()[:32]
+
+
+class Store:
+    """The results store at `path` (created and migrated on open). Use as a context manager.
+
+    One Store object belongs to one thread; each process opens its own.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = DEFAULT_STORE, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        if readonly and not self.path.exists():
+            raise UserError(
+                f"no results store at {self.path}: run `attnprof sweep` first or pass --store FILE"
+            )
+        if not readonly:
+            parent = self.path.parent
+            if not parent.exists():
+                raise UserError(f"cannot create store {self.path}: folder {parent} does not exist")
+        try:
+            # isolation_level=None: autocommit; every write below opens its own explicit
+            # transaction, so a job's rows commit together or not at all.
+            self.conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise UserError(
+                    f"store {self.path}: SQLite could not switch to WAL mode (got {mode}); "
+                    "put the store on a local file system"
+                )
+            self.conn.execute("PRAGMA synchronous = NORMAL")
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            migrate(self.conn, path=str(self.path))
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"store {self.path} is not a usable SQLite database: {exc}") from exc
+        self._env_ids: dict[str, int] = {}
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        # IMMEDIATE takes the write lock up front, so a concurrent writer waits in busy_timeout
+        # here rather than failing later on lock upgrade (SQLITE_BUSY without retry).
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # -- sweeps ------------------------------------------------------------------------------
+    def begin_sweep(self, *, executor: str, total_jobs: int, config: dict[str, Any]) -> int:
+        with self._write() as c:
+            cur = c.execute(
+                "INSERT INTO sweeps (started_at, host, pid, executor, total_jobs, config) VALUES (?,?,?,?,?,?)",
+                (now_iso(), socket.gethostname(), os.getpid(), executor, total_jobs, json.dumps(config)),
+            )
+            return int(cur.lastrowid or 0)
+
+    def end_sweep(self, sweep_id: int) -> None:
+        with self._write() as c:
+            c.execute("UPDATE sweeps SET finished_at = ? WHERE id = ?", (now_iso(), sweep_id))
+
+    # -- writing results ---------------------------------------------------------------------
+    def _environment_id(self, c: sqlite3.Connection, env: Environment | None) -> int | None:
+        if env is None:
+            return None
+        key = _env_key(env)
+        if key in self._env_ids:
+            return self._env_ids[key]
+        c.execute(
+            "INSERT INTO environments (env_key, device, device_name, torch_version, host, json) "
+            "VALUES (?,?,?,?,?,?) ON CONFLICT(env_key) DO NOTHING",
+            (
+                key,
+                env.device,
+                env.device_name,
+                env.torch_version,
+                env.host,
+                msgspec.json.encode(env).decode(),
+            ),
+        )
+        row = c.execute("SELECT id FROM environments WHERE env_key = ?", (key,)).fetchone()
+        self._env_ids[key] = int(row[0])
+        return self._env_ids[key]
+
+    def record(self, row: ResultRow, *, replace: bool = False) -> bool:
+        """Store one job's result in one transaction. False when the key was already there.
+
+        replace=True overwrites an existing row (used to retry failed jobs).
+        """
+        r = row.result
+        w = row.workload
+        t = r.timing
+        acc = r.accuracy
+        mem = r.memory
+        prof = r.profile
+        values: dict[str, Any] = {
+            "job_key": row.job_key,
+            "variant": row.variant,
+            "mode": row.mode,
+            "batch": w.batch,
+            "heads": w.heads,
+            "kv_heads": w.kv_heads,
+            "seq": w.seq,
+            "kv_seq": w.kv_seq,
+            "head_dim": w.head_dim,
+            "dtype": w.dtype,
+            "device": w.device,
+            "causal": int(w.causal),
+            "seed": w.seed,
+            "config": msgspec.json.encode({"workload": w, "variant": row.variant, "mode": row.mode}).decode(),
+            "status": r.status,
+            "reason": r.reason,
+            "backend": r.backend,
+            "pytorch_choice": row.pytorch_choice,
+            "median_ms": t.median_ms if t else None,
+            "iqr_ms": t.iqr_ms if t else None,
+            "mean_ms": t.mean_ms if t else None,
+            "min_ms": t.min_ms if t else None,
+            "n_samples": t.n if t else None,
+            "samples_ms": json.dumps(t.samples_ms) if t else None,
+            "gpu_ops_per_forward": prof.gpu_ops_per_forward if prof else None,
+            "cpu_ops_per_forward": prof.cpu_ops_per_forward if prof else None,
+            "peak_bytes": mem.peak_bytes if mem else None,
+            "estimate_bytes": mem.estimate_bytes if mem else None,
+            "max_abs_err": acc.max_abs_err if acc else None,
+            "accuracy_ok": (int(acc.ok) if acc else None),
+            "tflops": r.tflops_useful,
+            "trace_path": r.trace,
+            "result": msgspec.json.encode(r).decode(),
+            "worker": row.worker,
+            "wall_s": row.wall_s,
+            "started_at": row.started_at,
+            "finished_at": row.finished_at,
+            "sweep_id": row.sweep_id,
+            "log_tail": row.log_tail,
+        }
+        if r.status not in STATUSES:
+            raise ValueError(f"unknown status {r.status!r}")
+        with self._write() as c:
+            values["environment_id"] = self._environment_id(c, row.environment)
+            cols = ", ".join(values)
+            marks = ", ".join("?" for _ in values)
+            if replace:
+                updates = ", ".join(f"{k} = excluded.{k}" for k in values if k != "job_key")
+                conflict = f"ON CONFLICT(job_key) DO UPDATE SET {updates}"
+            else:
+                conflict = "ON CONFLICT(job_key) DO NOTHING"
+            cur = c.execute(
+                f"INSERT INTO results ({cols}) VALUES ({marks}) {conflict}", tuple(values.values())
+            )
+            return cur.rowcount > 0
+
+    # -- reading -----------------------------------------------------------------------------
+    def done_keys(
+        self, keys: Iterable[str] | None = None, *, statuses: Sequence[str] | None = None
+    ) -> set[str]:
+        """The job keys already stored (all of them, or those among `keys`), optionally by status."""
+        sql = "SELECT job_key FROM results"
+        args: list[Any] = []
+        if statuses:
+            sql += f" WHERE status IN ({','.join('?' for _ in statuses)})"
+            args.extend(statuses)
+        found = {str(r[0]) for r in self.conn.execute(sql, args)}
+        return found if keys is None else found & set(keys)
+
+    def has(self, key: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM results WHERE job_key = ?", (key,)).fetchone() is not None
+
+    def status_of(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT status FROM results WHERE job_key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def count(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+
+    def query(self, filters: Filters | None = None, *, samples: bool = False) -> list[StoredResult]:
+        f = filters or Filters()
+        where: list[str] = []
+        args: list[Any] = []
+        for col in ("variant", "status", "dtype", "seq", "head_dim", "batch", "heads", "device"):
+            values = getattr(f, col)
+            if values:
+                where.append(f"r.{col} IN ({','.join('?' for _ in values)})")
+                args.extend(values)
+        if f.causal is not None:
+            where.append("r.causal = ?")
+            args.append(int(f.causal))
+        if f.sweep_id is not None:
+            where.append("r.sweep_id = ?")
+            args.append(f.sweep_id)
+        cols = [f"r.{c}" for c in _COLUMNS if c != "samples_ms"]
+        cols += ["e.device_name", "e.torch_version", "e.host"]
+        cols.append("r.samples_ms" if samples else "NULL")
+        names = [c for c in _COLUMNS if c != "samples_ms"] + [
+            "device_name",
+            "torch_version",
+            "host",
+            "samples_ms",
+        ]
+        sql = (
+            f"SELECT {', '.join(cols)} FROM results r LEFT JOIN environments e ON e.id = r.environment_id"
+            + (f" WHERE {' AND '.join(where)}" if where else "")
+            + " ORDER BY r.device, r.dtype, r.batch, r.heads, r.kv_heads, r.seq, r.kv_seq, r.head_dim,"
+            " r.causal, r.variant, r.mode"
+        )
+        out: list[StoredResult] = []
+        for row in self.conn.execute(sql, args):
+            d = dict(zip(names, row, strict=True))
+            d["causal"] = bool(d["causal"])
+            if d["accuracy_ok"] is not None:
+                d["accuracy_ok"] = bool(d["accuracy_ok"])
+            d["samples_ms"] = json.loads(d["samples_ms"]) if d["samples_ms"] else None
+            out.append(StoredResult(**d))
+        return out
+
+    def run_result(self, key: str) -> RunResult | None:
+        row = self.conn.execute("SELECT result FROM results WHERE job_key = ?", (key,)).fetchone()
+        return None if row is None else msgspec.json.decode(row[0], type=RunResult)
+
+    def integrity_ok(self) -> bool:
+        return str(self.conn.execute("PRAGMA integrity_check").fetchone()[0]) == "ok"

@@ -1,0 +1,58 @@
+"""What an executor is: something that runs JobRequests somewhere and streams back what happened.
+
+The sweep (attnprof.sweep.run) owns the store; an executor only runs jobs. Local processes
+(attnprof.sweep.local) and Ray tasks (attnprof.sweep.ray_exec) implement the same protocol, so a
+sweep grows from a laptop to a cluster by changing --executor, nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from attnprof.records import Environment
+from attnprof.sweep.jobs import JobReply, JobRequest
+
+__all__ = ["Executor", "Finished"]
+
+
+@dataclass
+class Finished:
+    """One job's end, as the executor saw it.
+
+    kind "ok": the job ran to a reply (whose result has the harness's own status, which may be
+    error or oom). "crashed", "timeout", "error": no reply; message says why. "not_run": declined
+    by should_run (a concurrent sweep finished it first).
+    """
+
+    request: JobRequest
+    kind: Literal["ok", "crashed", "timeout", "error", "not_run"]
+    reply: JobReply | None = None
+    message: str = ""
+    log_tail: str = ""
+    worker: str = ""
+    wall_s: float = 0.0
+    started: float = 0.0
+    finished: float = 0.0
+
+
+class Executor(Protocol):
+    name: str
+    device: str  # the grid's device with "auto" resolved (cpu, cuda or cuda:N)
+
+    def probe(self, device: str) -> Environment:
+        """The environment jobs on `device` run in, as a worker sees it (for the job keys)."""
+        ...
+
+    def run(
+        self,
+        requests: Sequence[JobRequest],
+        *,
+        timeout_s: float | None,
+        should_run: Callable[[JobRequest], bool] | None = None,
+    ) -> Iterator[Finished]:
+        """Run the requests; yield each one's end as it happens, in completion order."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,342 @@
+"""A sweep's configuration (flags or TOML) and its expansion into jobs.
+
+One job = one (configuration, variant, eager|compile). The grid is the cartesian product of every
+axis; combinations that are not a valid workload (heads not a multiple of kv_heads) are dropped and
+counted, never silently. A TOML file has three tables, all optional:
+
+    [grid]                       # every value is a list
+    batch = [1]
+    heads = [8]
+    kv_heads = [0]               # 0 = same as heads (no GQA)
+    seq = [512, 1024]
+    kv_seq = [0]                 # 0 = same as seq
+    head_dim = [64]
+    dtype = ["fp32", "bf16"]
+    causal = [true]
+    variants = ["naive-inplace", "sdpa-math", "sdpa-flash"]
+    compile = [false]
+    device = "auto"              # cpu, cuda (one worker per GPU), cuda:N; auto: cuda if there is one
+    seed = 0
+
+    [run]                        # how each job measures (as `attnprof run`)
+    steps = [1, 1, 3]
+    profile = true
+    warmup_calls = 3
+    time_budget_s = 1.0
+    min_samples = 10
+    check_accuracy = true
+
+    [sweep]                      # where and how jobs run
+    store = "attnprof-results.db"
+    executor = "local"           # or "ray"
+    workers = 0                  # 0 = one per visible GPU on cuda, 1 on cpu
+    timeout_s = 600
+    keep_traces = ""             # a folder to keep every job's trace in
+    ray_address = ""
+    ray_num_cpus = 1.0
+    retry = []                   # statuses to run again, e.g. ["crashed", "timeout"]
+
+Flags given on the command line override the file, axis by axis.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from attnprof.errors import UserError
+from attnprof.records import WorkloadRecord
+from attnprof.workload import Workload
+
+__all__ = [
+    "GridSpec",
+    "JobSpec",
+    "RunSettings",
+    "SweepConfig",
+    "SweepSettings",
+    "expand",
+    "job_key",
+    "load_config",
+    "parse_bools",
+    "parse_ints",
+    "parse_strs",
+    "render_config",
+]
+
+# Variants a sweep runs when none are named: the fast built-ins. flex (compiles for seconds per
+# shape) and hub-flash (needs the hub extra) only run when asked for.
+DEFAULT_VARIANTS = (
+    "naive",
+    "naive-inplace",
+    "sdpa",
+    "sdpa-math",
+    "sdpa-flash",
+    "sdpa-efficient",
+    "sdpa-cudnn",
+)
+
+
+class GridSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    batch: list[int] = msgspec.field(default_factory=lambda: [1])
+    heads: list[int] = msgspec.field(default_factory=lambda: [8])
+    kv_heads: list[int] = msgspec.field(default_factory=lambda: [0])
+    seq: list[int] = msgspec.field(default_factory=lambda: [512])
+    kv_seq: list[int] = msgspec.field(default_factory=lambda: [0])
+    head_dim: list[int] = msgspec.field(default_factory=lambda: [64])
+    dtype: list[str] = msgspec.field(default_factory=lambda: ["fp32"])
+    causal: list[bool] = msgspec.field(default_factory=lambda: [True])
+    variants: list[str] = msgspec.field(default_factory=list)
+    compile: list[bool] = msgspec.field(default_factory=lambda: [False])
+    device: str = "auto"  # cpu, cuda (one worker per visible GPU), cuda:N, or auto
+    seed: int = 0
+
+
+class RunSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """How each job measures; passed to the harness's RunOptions."""
+
+    steps: tuple[int, int, int] = (1, 1, 3)
+    profile: bool = True
+    warmup_calls: int = 3
+    time_budget_s: float = 1.0
+    min_samples: int = 10
+    check_accuracy: bool = True
+
+
+class SweepSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    store: str = "attnprof-results.db"
+    executor: str = "local"
+    workers: int = 0
+    timeout_s: float = 600.0
+    keep_traces: str = ""
+    ray_address: str = ""
+    ray_num_cpus: float = 1.0
+    retry: list[str] = msgspec.field(default_factory=list)
+
+
+class SweepConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    grid: GridSpec = msgspec.field(default_factory=GridSpec)
+    run: RunSettings = msgspec.field(default_factory=RunSettings)
+    sweep: SweepSettings = msgspec.field(default_factory=SweepSettings)
+
+
+class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """One job: a workload and a variant, eager or compiled."""
+
+    workload: WorkloadRecord
+    variant: str
+    compile: bool = False
+
+    @property
+    def mode(self) -> str:
+        return "compile" if self.compile else "eager"
+
+    def describe(self) -> str:
+        return f"{self.variant}{'_compile' if self.compile else ''} {Workload.from_record(self.workload).describe()}"
+
+    def slug(self) -> str:
+        """A file-system name for this job's configuration (for --keep-traces folders)."""
+        w = self.workload
+        causal = "causal" if w.causal else "full"
+        return (
+            f"{w.batch}_{w.heads}x{w.kv_heads}_{w.seq}x{w.kv_seq}_{w.head_dim}_{w.dtype}_{causal}_{w.device}"
+        ).replace(":", "")
+
+
+def job_key(spec: JobSpec, device_identity: str) -> str:
+    """The unique key of a job: its configuration, variant, mode and the device it runs on.
+
+    device_identity is the device's name as the worker sees it (e.g. "NVIDIA H200" or the CPU
+    model), not its index: with one worker per GPU, cuda:0 and cuda:3 of one node are the same
+    device for a result. Measurement settings (time budget, steps) are not part of the key.
+    """
+    w = spec.workload
+    device_type = w.device.split(":", 1)[0]
+    ident = {
+        "workload": [w.batch, w.heads, w.kv_heads, w.seq, w.kv_seq, w.head_dim, w.dtype, w.causal, w.seed],
+        "device": [device_type, device_identity],
+        "variant": spec.variant,
+        "mode": spec.mode,
+    }
+    return hashlib.sha256(msgspec.json.encode(ident)).hexdigest()[:40]
+
+
+# -- parsing ----------------------------------------------------------------------------------
+
+
+def _items(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def parse_ints(text: str, flag: str) -> list[int]:
+    out: list[int] = []
+    for p in _items(text):
+        try:
+            out.append(int(p))
+        except ValueError:
+            raise UserError(
+                f"{flag} {text!r}: {p!r} is not an integer; give a comma list like 512,1024"
+            ) from None
+    if not out:
+        raise UserError(f"{flag} is empty: give a comma list like 512,1024")
+    return out
+
+
+def parse_strs(text: str, flag: str) -> list[str]:
+    out = _items(text)
+    if not out:
+        raise UserError(f"{flag} is empty: give a comma list")
+    return out
+
+
+_TRUE = {"1", "true", "yes", "on", "causal"}
+_FALSE = {"0", "false", "no", "off", "none", "full"}
+
+
+def parse_bools(text: str, flag: str) -> list[bool]:
+    out: list[bool] = []
+    for p in _items(text.lower()):
+        if p in ("both", "all"):
+            out.extend([True, False])
+        elif p in _TRUE:
+            out.append(True)
+        elif p in _FALSE:
+            out.append(False)
+        else:
+            raise UserError(f"{flag} {text!r}: {p!r} is not one of true, false, both")
+    if not out:
+        raise UserError(f"{flag} is empty: give true, false or both")
+    return list(dict.fromkeys(out))
+
+
+def load_config(path: str | Path | None) -> SweepConfig:
+    """Read a sweep TOML file (or the defaults when path is None)."""
+    if path is None:
+        return SweepConfig()
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"sweep config {p} does not exist: give a TOML file or use grid flags")
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError:
+            raise UserError(
+                "reading a TOML sweep config on Python 3.10 needs tomli: pip install tomli"
+            ) from None
+    try:
+        raw = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{p}: invalid TOML: {exc}") from None
+    try:
+        return msgspec.convert(raw, type=SweepConfig)
+    except msgspec.ValidationError as exc:
+        raise UserError(f"{p}: {exc} (see `attnprof sweep --help` for the keys)") from None
+
+
+def _check_variant_name(name: str) -> str:
+    """Fail fast on a misspelt variant, without importing a user's module in the sweep process
+    (a user variant that crashes on import must crash a worker, not the sweep). A user file is
+    made absolute: workers (Ray's above all) need not share the sweep's working directory."""
+    if ":" in name:
+        module, func = name.rsplit(":", 1)
+        if module.endswith(".py"):
+            if not Path(module).is_file():
+                raise UserError(f"variant {name!r}: file {module} does not exist")
+            return f"{Path(module).resolve()}:{func}"
+        return name
+    from attnprof.variants.registry import variant_names
+
+    if name not in variant_names():
+        raise UserError(
+            f"unknown variant {name!r}: choose from {', '.join(variant_names())} "
+            "(or module:function / file.py:function for your own)"
+        )
+    return name
+
+
+def expand(cfg: SweepConfig) -> tuple[list[JobSpec], list[str]]:
+    """The job list, in a stable order (configuration-major), and notes on dropped combinations."""
+    g = cfg.grid
+    for name in ("batch", "heads", "seq", "head_dim", "dtype", "causal", "compile"):
+        if not getattr(g, name):
+            raise UserError(f"grid axis {name} is empty: give at least one value")
+    device = g.device.strip().lower()
+    if device == "auto":
+        from attnprof.sweep.local import auto_device
+
+        device = auto_device()
+    elif not (device in ("cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit())):
+        raise UserError(f"unknown device {g.device!r}: use auto, cpu, cuda or cuda:N")
+    variants = [_check_variant_name(n) for n in dict.fromkeys(g.variants)] or list(DEFAULT_VARIANTS)
+    jobs: list[JobSpec] = []
+    dropped: dict[str, int] = {}
+    seen: set[WorkloadRecord] = set()
+    axes = itertools.product(
+        g.dtype, g.causal, g.head_dim, g.batch, g.heads, g.kv_heads or [0], g.seq, g.kv_seq or [0]
+    )
+    for dtype, causal, head_dim, batch, heads, kv_heads, seq, kv_seq in axes:
+        if kv_heads and heads % kv_heads:
+            reason = "heads not a multiple of kv_heads"
+            dropped[reason] = dropped.get(reason, 0) + 1
+            continue
+        wl = Workload(
+            batch=batch,
+            heads=heads,
+            seq=seq,
+            head_dim=head_dim,
+            kv_heads=kv_heads,
+            kv_seq=kv_seq,
+            dtype=dtype,
+            device=device,
+            causal=causal,
+            seed=g.seed,
+        ).to_record()
+        if wl in seen:  # kv_heads 0 and kv_heads == heads are the same workload
+            continue
+        seen.add(wl)
+        for compiled in dict.fromkeys(g.compile):
+            for variant in variants:
+                jobs.append(JobSpec(workload=wl, variant=variant, compile=compiled))
+    notes = [f"{n} combination(s) dropped: {why}" for why, n in dropped.items()]
+    if not jobs:
+        raise UserError("the grid expands to no job: " + ("; ".join(notes) or "check its axes"))
+    return jobs, notes
+
+
+# -- rendering --------------------------------------------------------------------------------
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(type(v))
+
+
+def render_config(cfg: SweepConfig, jobs: Sequence[JobSpec], notes: Sequence[str]) -> str:
+    """The effective configuration as TOML (loadable again) followed by the expanded job list."""
+    lines: list[str] = []
+    for table in ("grid", "run", "sweep"):
+        lines.append(f"[{table}]")
+        for key, value in msgspec.structs.asdict(getattr(cfg, table)).items():
+            if table == "grid" and key == "variants" and not value:
+                value = list(DEFAULT_VARIANTS)
+            lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
+    configs = list(dict.fromkeys((j.workload, j.compile) for j in jobs))
+    lines.append(f"# {len(configs)} configuration(s) x variants = {len(jobs)} job(s)")
+    lines.extend(f"# {n}" for n in notes)
+    width = len(str(len(jobs)))
+    lines.extend(f"# {i:>{width}}  {j.describe()}" for i, j in enumerate(jobs, 1))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,113 @@
+"""The local executor: a pool of reused worker processes on this machine.
+
+On CUDA it starts one worker per visible GPU and pins each to its GPU with CUDA_VISIBLE_DEVICES,
+so jobs on `--device cuda` spread over the node and never share a GPU (two kernels timed on one
+GPU at once time each other). On CPU it starts one worker by default: parallel workers would share
+the cores and the memory bandwidth that the timings measure; --workers N trades that for speed and
+splits the cores between workers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+import msgspec
+
+from attnprof.errors import UserError
+from attnprof.records import Environment
+from attnprof.sweep.executor import Finished
+from attnprof.sweep.jobs import JobReply, JobRequest
+from attnprof.sweep.pool import Task, WorkerPool
+
+__all__ = ["LocalExecutor", "auto_device", "visible_gpus"]
+
+
+def visible_gpus() -> list[str]:
+    """The GPU ids this process may use, as CUDA_VISIBLE_DEVICES entries."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
+    try:
+        import torch
+
+        # device_count() asks NVML and does not create a CUDA context in this (parent) process
+        return [str(i) for i in range(torch.cuda.device_count())]
+    except Exception:  # pragma: no cover - broken driver: report no GPU
+        return []
+
+
+def auto_device() -> str:
+    """cuda when this machine has a GPU that torch can use, else cpu.
+
+    Without an NVIDIA device node there is no GPU, and torch is not imported here just to learn
+    that (the sweep process itself never needs torch).
+    """
+    if not any(Path("/dev").glob("nvidia[0-9]*")) and not os.environ.get("CUDA_VISIBLE_DEVICES"):
+        return "cpu"
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except Exception:  # pragma: no cover - a broken CUDA install: fall back to the CPU
+        return "cpu"
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(
+        self, *, device: str = "cpu", workers: int = 0, handlers: str = "attnprof.sweep.handlers"
+    ) -> None:
+        if device == "auto":
+            device = auto_device()
+        self.device = device
+        env_for: Callable[[int], Mapping[str, str]] | None = None
+        init: dict[str, object] = {"preload": True}
+        if device == "cuda":
+            gpus = visible_gpus()
+            if not gpus:
+                raise UserError("--device cuda but no GPU is visible here: use --device cpu")
+            workers = workers or len(gpus)
+
+            def env_for(slot: int) -> Mapping[str, str]:
+                return {"CUDA_VISIBLE_DEVICES": gpus[slot % len(gpus)]}
+
+        else:
+            workers = workers or 1
+            if device == "cpu" and workers > 1:
+                init["threads"] = max(1, (os.cpu_count() or 1) // workers)
+        self.workers = workers
+        self.pool = WorkerPool(handlers, workers, init=init, env_for=env_for)
+
+    def probe(self, device: str) -> Environment:
+        value = self.pool.call("probe", device, timeout_s=300)
+        return msgspec.convert(value, type=Environment)
+
+    def run(
+        self,
+        requests: Sequence[JobRequest],
+        *,
+        timeout_s: float | None,
+        should_run: Callable[[JobRequest], bool] | None = None,
+    ) -> Iterator[Finished]:
+        tasks = [Task(fn="run", payload=msgspec.to_builtins(r), timeout_s=timeout_s, tag=r) for r in requests]
+        check = None if should_run is None else (lambda t: should_run(t.tag))
+        for out in self.pool.run(tasks, should_run=check):
+            req: JobRequest = out.task.tag
+            reply = msgspec.convert(out.value, type=JobReply) if out.kind == "ok" else None
+            yield Finished(
+                request=req,
+                kind=out.kind,
+                reply=reply,
+                message=out.message,
+                log_tail=out.log_tail,
+                worker=out.worker,
+                wall_s=out.wall_s,
+                started=out.started,
+                finished=out.finished,
+            )
+
+    def close(self) -> None:
+        self.pool.close()

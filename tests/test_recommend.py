@@ -1,0 +1,144 @@
+"""attnprof recommend: the choice rules on hand-built rows, then a small real CPU sweep end to end
+(sweep -> store -> recommend -> policy file -> attnprof.policy)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from attnprof.cli import main
+from attnprof.policy import Policy
+from attnprof.recommend import build_policy, recommend, seq_bucket
+from attnprof.store import StoredResult
+from attnprof.sweep import GridSpec, RunSettings, SweepConfig, SweepSettings, run_sweep
+
+
+def row(variant: str, seq: int, median: float | None, *, ok: bool = True, accurate: bool = True, batch: int = 1,
+        choice: str = "flash", dtype: str = "fp32", iqr: float = 0.0) -> StoredResult:  # fmt: skip
+    return StoredResult(
+        job_key=f"{variant}-{seq}-{batch}-{dtype}", variant=variant, mode="eager", batch=batch, heads=2, kv_heads=2,
+        seq=seq, kv_seq=seq, head_dim=16, dtype=dtype, device="cpu", causal=True, seed=0,
+        status="ok" if ok else "error", reason=None if ok else "boom", backend=None, pytorch_choice=choice,
+        median_ms=median, iqr_ms=iqr, n_samples=3, gpu_ops_per_forward=None, cpu_ops_per_forward=None,
+        peak_bytes=None, estimate_bytes=None, max_abs_err=1e-7 if accurate else 0.5, accuracy_ok=accurate,
+        tflops=None, trace_path=None, device_name="Test CPU", torch_version="2.13.0", host="h", worker=None,
+        wall_s=None, started_at="t", finished_at="t", sweep_id=None, log_tail=None,
+    )  # fmt: skip
+
+
+def test_seq_buckets() -> None:
+    assert [seq_bucket(n) for n in (1, 2, 3, 300, 512, 513)] == [1, 2, 4, 512, 512, 1024]
+
+
+def test_fastest_correct_variant_margin_and_dispatch_flag() -> None:
+    rows = [
+        # bucket 33-64: two configurations (batch 1 and 2)
+        row("naive", 64, 1.0), row("naive", 64, 2.0, batch=2),
+        row("sdpa-math", 64, 1.5), row("sdpa-math", 64, 3.0, batch=2),
+        row("sdpa-flash", 64, 3.0), row("sdpa-flash", 64, 6.0, batch=2),
+        row("fast-but-wrong", 64, 0.1, accurate=False), row("fast-but-wrong", 64, 0.2, batch=2),
+        row("failed", 64, None, ok=False),
+        # bucket 65-128: flash wins, as PyTorch picks
+        row("sdpa-math", 128, 4.0), row("sdpa-flash", 128, 2.0),
+    ]  # fmt: skip
+    recs = recommend(rows)
+    assert [(r.bucket.seq_min, r.bucket.seq_max) for r in recs] == [(33, 64), (65, 128)]
+    short, long = recs
+    assert short.configurations == 2
+    assert short.best is not None and short.best.variant == "naive"
+    assert short.runner_up is not None and short.runner_up.variant == "sdpa-math"
+    assert short.margin == pytest.approx(1.5)
+    assert "fast-but-wrong" in short.rejected and "tolerance" in short.rejected["fast-but-wrong"]
+    assert short.rejected["failed"].startswith("error")
+    assert (short.best_sdpa, short.pytorch_choice, short.differs) == ("math", "flash", True)
+    assert short.gain_over_pytorch == pytest.approx(2.0)  # flash is 2x the time of math here
+    assert long.best is not None and long.best.variant == "sdpa-flash"
+    assert (long.best_sdpa, long.differs, long.margin) == ("flash", False, pytest.approx(2.0))
+    policy = build_policy(recs)
+    assert [r["backend"] for r in policy["rules"]] == ["math", "flash"]
+    matched = Policy.from_dict(policy).rule_for(
+        device="cpu", dtype="fp32", causal=True, head_dim=16, gqa=False, seq=50, kv_seq=50
+    )
+    assert matched is not None and matched.backend == "math"
+
+
+def test_margins_inside_the_timing_noise_are_ties() -> None:
+    # 5% apart, but each measurement's IQR is 20% of its median
+    rows = [row("sdpa-math", 64, 1.0, iqr=0.2), row("sdpa-flash", 64, 1.05, iqr=0.2)]
+    (rec,) = recommend(rows)
+    assert rec.margin == pytest.approx(1.05)
+    assert rec.within_noise and rec.differs and rec.gain_within_noise
+    clean = [row("sdpa-math", 64, 1.0, iqr=0.01), row("sdpa-flash", 64, 1.5, iqr=0.01)]
+    (rec,) = recommend(clean)
+    assert not rec.within_noise and not rec.gain_within_noise
+
+
+def test_a_variant_missing_on_some_configuration_is_not_a_candidate() -> None:
+    rows = [row("naive", 64, 1.0), row("naive", 64, 1.0, batch=2), row("sdpa-flash", 64, 0.5)]
+    (rec,) = recommend(rows)
+    assert rec.best is not None and rec.best.variant == "naive"
+    assert "not run on 1 of the bucket's 2" in rec.rejected["sdpa-flash"]
+
+
+def test_no_correct_variant() -> None:
+    (rec,) = recommend([row("naive", 64, 1.0, accurate=False)])
+    assert rec.best is None and rec.best_sdpa is None and not rec.differs
+    assert build_policy([rec])["rules"] == []
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    store = tmp_path_factory.mktemp("rec") / "r.db"
+    cfg = SweepConfig(
+        grid=GridSpec(device="cpu", heads=[2], seq=[32, 128], head_dim=[16], dtype=["fp32", "bf16"],
+                      variants=["naive-inplace", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient"]),
+        run=RunSettings(profile=False, time_budget_s=0.03, min_samples=5, warmup_calls=2),
+        sweep=SweepSettings(store=str(store)),
+    )  # fmt: skip
+    summary = run_sweep(cfg)
+    assert summary.counts == {"ok": 16, "unsupported": 4}
+    return store
+
+
+def test_recommend_on_a_real_cpu_sweep(
+    swept: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy_file = tmp_path / "policy.json"
+    assert main(["recommend", "--store", str(swept), "--json", "--policy-out", str(policy_file)]) == 0
+    recs: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
+    assert len(recs) == 4  # fp32/bf16 x S 17-32 / 65-128
+    for r in recs:
+        assert r["best"]["variant"] in {"naive-inplace", "sdpa", "sdpa-math", "sdpa-flash"}
+        assert r["margin"] is None or r["margin"] >= 1.0
+        assert r["best_sdpa"] in {"math", "flash"}  # the two backends PyTorch has on CPU
+        assert r["pytorch_choice"] == "flash"  # PyTorch's CPU dispatch for these 4-D causal shapes
+        assert r["differs"] == (r["best_sdpa"] != "flash")
+        assert "sdpa-efficient" in r["rejected"] and r["rejected"]["sdpa-efficient"].startswith("unsupported")
+    policy = Policy.load(policy_file)
+    for r in recs:
+        b = r["bucket"]
+        q = torch.zeros(
+            1,
+            2,
+            b["seq_max"],
+            b["head_dim"],
+            dtype={"fp32": torch.float32, "bf16": torch.bfloat16}[b["dtype"]],
+        )
+        assert policy.backend_for(q, q, q, is_causal=True) == r["best_sdpa"]
+    # the table names a variant per bucket and says where PyTorch's choice differs
+    assert main(["recommend", "--store", str(swept)]) == 0
+    table = capsys.readouterr().out
+    assert "4 bucket(s)" in table and "PyTorch picks" in table
+    n_differs = sum(r["differs"] for r in recs)
+    assert f"differs from the fastest SDPA backend in {n_differs}" in table
+
+
+def test_recommend_on_an_empty_store_is_a_user_error(tmp_path: Path) -> None:
+    from attnprof.store import Store
+
+    Store(tmp_path / "e.db").close()
+    assert main(["recommend", "--store", str(tmp_path / "e.db")]) == 2

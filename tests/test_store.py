@@ -1,0 +1,267 @@
+"""The SQLite results store: schema and migrations, one transaction per result, unique job keys,
+concurrent writers, kill -9 in the middle of writes, and the export formats."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import multiprocessing as mp
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from attnprof.errors import UserError
+from attnprof.records import (
+    Accuracy,
+    Environment,
+    MemoryResult,
+    ProfileSummary,
+    RunResult,
+    TimingSummary,
+    WorkloadRecord,
+)
+from attnprof.store import SCHEMA_VERSION, Filters, ResultRow, Store, now_iso
+from attnprof.store.export import export_rows
+from attnprof.store.schema import migrate, schema_version
+
+ENV = Environment(
+    attnprof_version="0.1.0",
+    torch_version="2.13.0+cpu",
+    python="3.11",
+    platform="linux",
+    host="testhost",
+    device="cpu",
+    device_name="Test CPU",
+    cpu_model="Test CPU",
+    threads=2,
+)
+
+
+def make_row(
+    key: str, *, seq: int = 64, variant: str = "sdpa-flash", status: str = "ok", median: float = 1.0
+) -> ResultRow:
+    wl = WorkloadRecord(
+        batch=1,
+        heads=2,
+        kv_heads=2,
+        seq=seq,
+        kv_seq=seq,
+        head_dim=16,
+        dtype="fp32",
+        device="cpu",
+        causal=True,
+    )
+    ok = status == "ok"
+    result = RunResult(
+        variant=variant,
+        status=status,  # type: ignore[arg-type]
+        reason=None if ok else f"{status} on purpose",
+        backend="flash" if ok else None,
+        timing=TimingSummary(
+            median_ms=median, iqr_ms=0.1, mean_ms=median, min_ms=median * 0.9, n=3, threads=2,
+            method="perf_counter", noisy=False, samples_ms=[median * 0.9, median, median * 1.1],
+        ) if ok else None,
+        accuracy=Accuracy(max_abs_err=1e-7, max_rel_err=1e-6, nan_count=0, inf_count=0, tolerance=1e-5, ok=True) if ok else None,
+        memory=MemoryResult(peak_bytes=4096, method="test", estimate_bytes=8192) if ok else None,
+        profile=ProfileSummary(forwards=3, cpu_ops_per_forward=19, gpu_ops_per_forward=0,
+                               cpu_time_us_per_forward=10, gpu_time_us_per_forward=0) if ok else None,
+        tflops_useful=0.5 if ok else None,
+        trace="/tmp/x.json.gz" if ok else None,
+    )  # fmt: skip
+    t = now_iso()
+    return ResultRow(
+        job_key=key, workload=wl, variant=variant, mode="eager", result=result, environment=ENV,
+        pytorch_choice="flash", started_at=t, finished_at=t, wall_s=0.01, worker="test",
+    )  # fmt: skip
+
+
+def test_new_store_is_wal_and_current(tmp_path: Path) -> None:
+    with Store(tmp_path / "r.db") as st:
+        assert st.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert schema_version(st.conn) == SCHEMA_VERSION
+        tables = {r[0] for r in st.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert {"results", "environments", "sweeps"} <= tables
+
+
+def test_version_1_store_is_migrated_without_losing_rows(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn, target=1)
+    conn.execute(
+        "INSERT INTO results (job_key, variant, mode, batch, heads, kv_heads, seq, kv_seq, head_dim, dtype, device,"
+        " causal, seed, config, status, result, started_at, finished_at)"
+        " VALUES ('k1','naive','eager',1,2,2,64,64,16,'fp32','cpu',1,0,'{}','ok','{\"variant\":\"naive\",\"status\":\"ok\"}','t','t')"
+    )
+    conn.close()
+    with Store(path) as st:
+        assert schema_version(st.conn) == SCHEMA_VERSION
+        rows = st.query()
+        assert [r.job_key for r in rows] == ["k1"]
+        assert rows[0].sweep_id is None and rows[0].log_tail is None
+        assert st.record(make_row("k2"))
+        assert st.count() == 2
+
+
+def test_store_from_a_newer_attnprof_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(UserError, match="newer than this attnprof"):
+        Store(path)
+
+
+def test_not_a_database_is_a_user_error(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(UserError, match="not a usable SQLite database"):
+        Store(path)
+    with pytest.raises(UserError, match="no results store"):
+        Store(tmp_path / "missing.db", readonly=True)
+
+
+def test_a_key_is_stored_once_and_replace_overwrites(tmp_path: Path) -> None:
+    with Store(tmp_path / "r.db") as st:
+        assert st.record(make_row("a", median=1.0)) is True
+        assert st.record(make_row("a", median=2.0)) is False  # resume/concurrent duplicate: first wins
+        assert st.count() == 1
+        assert st.query()[0].median_ms == 1.0
+        assert st.record(make_row("a", median=3.0, status="ok"), replace=True) is True
+        assert st.count() == 1
+        assert st.query()[0].median_ms == 3.0
+        assert st.done_keys(["a", "b"]) == {"a"}
+        # one environment row however many results share it
+        assert st.conn.execute("SELECT COUNT(*) FROM environments").fetchone()[0] == 1
+
+
+def test_round_trip_of_metrics_and_samples(tmp_path: Path) -> None:
+    with Store(tmp_path / "r.db") as st:
+        st.record(make_row("a", median=2.0))
+        r = st.query(samples=True)[0]
+        assert r.samples_ms == [1.8, 2.0, 2.2]
+        assert (r.status, r.backend, r.pytorch_choice) == ("ok", "flash", "flash")
+        assert (r.peak_bytes, r.estimate_bytes, r.cpu_ops_per_forward, r.accuracy_ok) == (
+            4096,
+            8192,
+            19,
+            True,
+        )
+        assert r.device_name == "Test CPU" and r.torch_version == "2.13.0+cpu"
+        full = st.run_result("a")
+        assert full is not None and full.timing is not None and full.timing.n == 3
+        assert st.query()[0].samples_ms is None  # samples only when asked
+
+
+def test_unknown_status_is_rejected(tmp_path: Path) -> None:
+    with Store(tmp_path / "r.db") as st:
+        with pytest.raises(ValueError, match="unknown status"):
+            st.record(make_row("a", status="exploded"))
+        assert st.count() == 0
+
+
+def test_filters(tmp_path: Path) -> None:
+    with Store(tmp_path / "r.db") as st:
+        st.record(make_row("a", seq=64, variant="naive"))
+        st.record(make_row("b", seq=128, variant="naive"))
+        st.record(make_row("c", seq=128, variant="sdpa-flash", status="crashed"))
+        assert {r.job_key for r in st.query(Filters(seq=[128]))} == {"b", "c"}
+        assert {r.job_key for r in st.query(Filters(status=["crashed"]))} == {"c"}
+        assert {r.job_key for r in st.query(Filters(variant=["naive"], seq=[64, 128]))} == {"a", "b"}
+        assert st.query(Filters(causal=False)) == []
+        assert st.done_keys(statuses=["crashed"]) == {"c"}
+
+
+def _writer(path: str, worker: int, keys: list[str]) -> None:
+    with Store(path) as st:
+        for k in keys:
+            st.record(make_row(k, median=float(worker + 1)))
+
+
+def test_concurrent_writers_store_each_key_once(tmp_path: Path) -> None:
+    path = str(tmp_path / "r.db")
+    Store(path).close()
+    keys = [f"k{i}" for i in range(60)]
+    ctx = mp.get_context("spawn")
+    # four processes write overlapping halves of the keys at the same time
+    procs = [
+        ctx.Process(target=_writer, args=(path, w, keys[(w % 2) * 30 :] + keys[: (w % 2) * 30]))
+        for w in range(4)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    with Store(path) as st:
+        assert st.integrity_ok()
+        assert st.count() == 60
+        assert st.done_keys() == set(keys)
+
+
+_KILL_WRITER = r"""
+import sys
+sys.path.insert(0, sys.argv[2])
+from test_store import make_row
+from attnprof.store import Store
+with Store(sys.argv[1]) as st:
+    i = 0
+    while True:
+        st.record(make_row(f"k{i}"))
+        i += 1
+        if i == 5:
+            print("writing", flush=True)
+"""
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.2, 0.45])
+def test_kill_9_in_the_middle_of_writes_leaves_whole_rows(tmp_path: Path, delay: float) -> None:
+    path = tmp_path / "r.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILL_WRITER, str(path), str(Path(__file__).parent)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "writing"
+    time.sleep(delay)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with Store(path) as st:
+        assert st.integrity_ok()
+        n = st.count()
+        assert n >= 5
+        # the keys are exactly k0..k{n-1}: no row lost before the last committed one, none half-written
+        assert st.done_keys() == {f"k{i}" for i in range(n)}
+        for r in st.query(samples=True):
+            assert r.median_ms == 1.0 and r.samples_ms == [0.9, 1.0, 1.1] and r.device_name == "Test CPU"
+
+
+def test_export_formats(tmp_path: Path) -> None:
+    with Store(tmp_path / "r.db") as st:
+        st.record(make_row("a", seq=64))
+        st.record(make_row("b", seq=128, status="crashed"))
+        rows = st.query(samples=True)
+    text = export_rows(rows, "csv")
+    assert text is not None
+    parsed = list(csv.DictReader(io.StringIO(text)))
+    assert [r["job_key"] for r in parsed] == ["a", "b"]
+    assert parsed[1]["status"] == "crashed" and "samples_ms" not in parsed[0]
+    data = json.loads(export_rows(rows, "json", samples=True) or "")
+    assert data[0]["samples_ms"] == [0.9, 1.0, 1.1] and data[1]["median_ms"] is None
+    with pytest.raises(UserError, match="--output"):
+        export_rows(rows, "parquet")
+    pytest.importorskip("pyarrow", reason="parquet export needs the parquet extra (pyarrow)")
+    import pandas as pd
+
+    out = tmp_path / "r.parquet"
+    export_rows(rows, "parquet", path=out)
+    frame = pd.read_parquet(out)
+    assert list(frame["job_key"]) == ["a", "b"]
+    assert frame.loc[0, "median_ms"] == 1.0
