@@ -115,6 +115,9 @@ def sweep_command(
     min_samples: Annotated[
         int | None, typer.Option("--min-samples", help="Fewest timing samples per job.")
     ] = None,
+    warmup: Annotated[
+        float | None, typer.Option("--warmup", help="Seconds of warm-up before each job's clean timing.")
+    ] = None,
     no_profile: Annotated[
         bool, typer.Option("--no-profile", help="Time only: no profiler pass (no ops/forward).")
     ] = False,
@@ -147,6 +150,7 @@ def sweep_command(
         ("sweep", "retry", parse_strs(retry, "--retry") if retry else None),
         ("run", "time_budget_s", time_budget),
         ("run", "min_samples", min_samples),
+        ("run", "warmup_s", warmup),
         ("run", "profile", False if no_profile else None),
     ]
     cfg = _config(config, flags, {"items": items})

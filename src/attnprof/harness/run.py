@@ -44,6 +44,7 @@ class RunOptions:
     profile: bool = True
     warmup_calls: int = 3
     time_budget_s: float = 1.0
+    warmup_s: float = 0.1  # warm-up by time before clean timing (after the warm-up calls)
     min_samples: int = 10
     force: bool = False
     check_accuracy: bool = True
@@ -108,7 +109,13 @@ def run_variant(
         if progress:
             progress(result.label, "timing")
         try:
-            summary = time_call(built.call, device=workload.device, budget_s=opts.time_budget_s, min_samples=opts.min_samples)
+            summary = time_call(
+                built.call,
+                device=workload.device,
+                budget_s=opts.time_budget_s,
+                min_samples=opts.min_samples,
+                warmup_s=opts.warmup_s,
+            )
         except Exception as exc:
             _record_failure(result, "timing", exc, workload.device)
         else:
@@ -340,6 +347,7 @@ def run(
                     device=workload.device,
                     budget_s=opts.time_budget_s * len(ready),
                     min_samples=opts.min_samples,
+                    warmup_s=opts.warmup_s,
                 )
         except Exception:
             # one variant failing only in timing: time them one by one to find and record it
@@ -350,7 +358,11 @@ def run(
                 try:
                     with torch.no_grad():
                         summaries[r.label] = time_call(
-                            b.call, device=workload.device, budget_s=opts.time_budget_s, min_samples=opts.min_samples
+                            b.call,
+                            device=workload.device,
+                            budget_s=opts.time_budget_s,
+                            min_samples=opts.min_samples,
+                            warmup_s=opts.warmup_s,
                         )
                 except Exception as exc:
                     _record_failure(r, "timing", exc, workload.device)

@@ -23,6 +23,7 @@ counted, never silently. A TOML file has three tables, all optional:
     profile = true
     warmup_calls = 3
     time_budget_s = 1.0
+    warmup_s = 0.1               # warm-up by time before the clean timing
     min_samples = 10
     check_accuracy = true
 
@@ -103,6 +104,7 @@ class RunSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     profile: bool = True
     warmup_calls: int = 3
     time_budget_s: float = 1.0
+    warmup_s: float = 0.1
     min_samples: int = 10
     check_accuracy: bool = True
 

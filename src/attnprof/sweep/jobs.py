@@ -150,6 +150,7 @@ def execute(req: JobRequest) -> JobReply:
         profile=s.profile,
         warmup_calls=s.warmup_calls,
         time_budget_s=s.time_budget_s,
+        warmup_s=s.warmup_s,
         min_samples=s.min_samples,
         check_accuracy=s.check_accuracy,
         compile=spec.compile,
