@@ -1,0 +1,209 @@
+"""CPU-side evidence inside a region: what the aten ops say about an implementation.
+
+Counted per region instance (then averaged), from the cpu_op events of each instance:
+- copies from out-of-place ops: aten::clone whose parent op is one PyTorch implements as clone +
+  in-place op (OUT_OF_PLACE_CLONERS: out-of-place masked_fill clones its input, then fills the
+  clone in place);
+- dtype conversions: aten::_to_copy (aten::to when no _to_copy is recorded). With record_shapes
+  the input dtype and target dtype code are known, and a 16-bit float input converted to float32
+  (ScalarType 6) is an upcast for sure; without them a conversion count of three or more per call
+  (q, k and v) is reported as a likely upcast;
+- causal-mask construction: aten::ones, tril, triu, scalar_tensor, fill_, where, full;
+- aten::_safe_softmax;
+- fused attention ops (aten::_scaled_dot_product_flash_attention and friends) and the
+  aten::transpose ops inside the call that reaches them (the enclosing
+  aten::scaled_dot_product_attention when there is one, else the fused op itself);
+- unfused attention on the CPU: a GEMM op, then a softmax, then a GEMM, within a few ops.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from attnprof.analysis.regions import Region
+from attnprof.trace.model import Trace
+
+__all__ = ["CpuEvidence", "count_gemm_softmax_gemm", "cpu_evidence"]
+
+# out-of-place ops that PyTorch implements as clone() + the in-place op: their clone is a copy
+# the in-place variant would not make
+OUT_OF_PLACE_CLONERS = {
+    f"aten::{op}"
+    for op in (
+        "masked_fill",
+        "index_put",
+        "index_fill",
+        "index_add",
+        "index_copy",
+        "masked_scatter",
+        "scatter",
+        "scatter_add",
+        "scatter_reduce",
+        "put",
+        "renorm",
+        "clamp",
+        "fill",
+    )
+}
+_MASK_OPS = (
+    "aten::ones",
+    "aten::tril",
+    "aten::triu",
+    "aten::scalar_tensor",
+    "aten::fill_",
+    "aten::where",
+    "aten::full",
+)
+_FUSED = re.compile(
+    r"^aten::_(scaled_dot_product_(flash|efficient|cudnn|fused)\w*|flash_attention_forward|"
+    r"efficient_attention_forward|flash_attention_backward|efficient_attention_backward)"
+    r"|flash_attn|FlashAttnFunc|flex_attention"
+)
+_SDPA = "aten::scaled_dot_product_attention"
+_GEMM_OPS = {
+    "aten::bmm",
+    "aten::matmul",
+    "aten::mm",
+    "aten::baddbmm",
+    "aten::addmm",
+    "aten::linear",
+    "aten::einsum",
+}
+_SOFTMAX_OPS = {"aten::softmax", "aten::_softmax", "aten::_safe_softmax", "aten::softmax.int"}
+_HALF_TYPES = {"c10::BFloat16", "c10::Half", "BFloat16", "Half"}
+_FLOAT_CODES = {"6", "7"}  # ScalarType Float, Double
+
+
+@dataclass
+class CpuEvidence:
+    instances: int = 0
+    op_counts: Counter[str] = field(default_factory=Counter)  # summed over instances
+    clones: int = 0
+    clone_parents: Counter[str] = field(default_factory=Counter)
+    conversions: int = 0
+    upcasts_confirmed: int = 0
+    dtypes_known: bool = False
+    conversion_types: Counter[str] = field(default_factory=Counter)
+    mask_ops: Counter[str] = field(default_factory=Counter)
+    mask_instances: int = 0  # instances that build a triangular mask
+    safe_softmax: int = 0
+    fused_ops: Counter[str] = field(default_factory=Counter)
+    transposes_before_fused: int = 0
+    fused_calls: int = 0  # outermost fused-attention calls (the SDPA call around them, if any)
+    unfused_sequences: int = 0
+
+    def per_instance(self, n: int) -> float:
+        return n / self.instances if self.instances else 0.0
+
+
+def count_gemm_softmax_gemm(is_gemm: np.ndarray, is_softmax: np.ndarray, window: int) -> int:
+    """Softmaxes with a GEMM among the `window` ops before and among the `window` ops after."""
+    if not is_softmax.any() or not is_gemm.any():
+        return 0
+    c = np.concatenate([[0], np.cumsum(is_gemm.astype(np.int64))])
+    pos = np.flatnonzero(is_softmax)
+    n = is_gemm.size
+    before = c[pos] - c[np.maximum(pos - window, 0)]
+    after = c[np.minimum(pos + 1 + window, n)] - c[pos + 1]
+    return int(((before > 0) & (after > 0)).sum())
+
+
+def _parent(trace: Trace, ops: np.ndarray, p: int) -> int:
+    """Innermost op enclosing ops[p]: ops is sorted by (start, -duration)."""
+    t0 = trace.ts[ops[p]]
+    t1 = t0 + trace.dur[ops[p]]
+    for q in range(p - 1, max(p - 256, -1), -1):
+        r = ops[q]
+        if trace.ts[r] <= t0 and trace.ts[r] + trace.dur[r] >= t1:
+            return int(r)
+    return -1
+
+
+def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
+    ev = CpuEvidence(instances=len(region.instances))
+    names = trace.names
+    name_arr = np.array(names, dtype=object) if names else np.zeros(0, object)
+    ids = {n: i for i, n in enumerate(names)}
+
+    def idset(wanted: set[str] | tuple[str, ...]) -> np.ndarray:
+        return np.array([ids[w] for w in wanted if w in ids], np.int32)
+
+    clone_id = ids.get("aten::clone", -1)
+    conv_ids = idset(("aten::_to_copy",)) if "aten::_to_copy" in ids else idset(("aten::to",))
+    mask_ids = idset(_MASK_OPS)
+    tri_ids = idset(("aten::tril", "aten::triu"))
+    safe_id = ids.get("aten::_safe_softmax", -1)
+    fused_ids = np.array([i for i, n in enumerate(names) if _FUSED.search(n)], np.int32)
+    transpose_id = ids.get("aten::transpose", -1)
+    gemm_ids = idset(_GEMM_OPS)
+    soft_ids = idset(_SOFTMAX_OPS)
+
+    for inst in region.instances:
+        ops = inst.cpu_ops
+        if ops.size == 0:
+            continue
+        order = np.lexsort((-trace.dur[ops], trace.ts[ops]))
+        ops = ops[order]
+        nm = trace.name[ops]
+        if len(region.instances) <= 2000:  # per-op-name counts; skipped for huge regex regions
+            u, c = np.unique(nm, return_counts=True)
+            ev.op_counts.update(dict(zip(name_arr[u].tolist(), c.tolist(), strict=True)))
+        if clone_id >= 0:
+            for p in np.flatnonzero(nm == clone_id).tolist():
+                ev.clones += 1
+                par = _parent(trace, ops, p)
+                ev.clone_parents[names[int(trace.name[par])] if par >= 0 else "(none)"] += 1
+        if conv_ids.size:
+            for r in ops[np.isin(nm, conv_ids)].tolist():
+                ev.conversions += 1
+                src, tgt = trace.conversions.get(r, (None, None))
+                if src is not None:
+                    ev.dtypes_known = True
+                    ev.conversion_types[f"{src}->{tgt}"] += 1
+                    if src in _HALF_TYPES and (tgt is None or tgt in _FLOAT_CODES):
+                        ev.upcasts_confirmed += 1
+        if mask_ids.size:
+            m = np.isin(nm, mask_ids)
+            if m.any():
+                ev.mask_ops.update(names[int(i)] for i in nm[m].tolist())
+            if tri_ids.size and np.isin(nm, tri_ids).any():
+                ev.mask_instances += 1
+        if safe_id >= 0:
+            ev.safe_softmax += int((nm == safe_id).sum())
+        if fused_ids.size:
+            f = np.flatnonzero(np.isin(nm, fused_ids))
+            if f.size:
+                ev.fused_ops.update(names[int(trace.name[ops[i]])] for i in f.tolist())
+                if transpose_id >= 0:
+                    tr = ops[nm == transpose_id]
+                    counted = np.zeros(tr.size, bool)
+                    outers: set[int] = set()
+                    for i in f.tolist():
+                        par = _parent(trace, ops, i)
+                        outer = par if par >= 0 and names[int(trace.name[par])] == _SDPA else int(ops[i])
+                        s, e = trace.ts[outer], trace.ts[outer] + trace.dur[outer]
+                        counted |= (trace.ts[tr] >= s) & (trace.ts[tr] <= e)
+                        # a fused op nested in another fused op is one call, not two
+                        if not any(
+                            trace.ts[o] <= trace.ts[ops[i]] <= trace.ts[o] + trace.dur[o] for o in outers
+                        ):
+                            outers.add(outer)
+                    ev.transposes_before_fused += int(counted.sum())
+                    ev.fused_calls += len(outers)
+        if gemm_ids.size and soft_ids.size:
+            is_soft = np.isin(nm, soft_ids)
+            # nested softmax ops (_safe_softmax > softmax > _softmax) count once: drop those
+            # that start inside the previous softmax
+            sp = np.flatnonzero(is_soft)
+            if sp.size > 1:
+                s_ts = trace.ts[ops[sp]]
+                s_end = s_ts + trace.dur[ops[sp]]
+                inner = np.zeros(sp.size, bool)
+                inner[1:] = s_ts[1:] <= np.maximum.accumulate(s_end)[:-1]
+                is_soft[sp[inner]] = False
+            ev.unfused_sequences += count_gemm_softmax_gemm(np.isin(nm, gemm_ids), is_soft, window=24)
+    return ev

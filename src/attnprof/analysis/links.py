@@ -1,0 +1,133 @@
+"""Links from each GPU op (kernel, memcpy, memset) back to the CPU side.
+
+- Launch: the runtime or driver event with the same correlation id (cudaLaunchKernel,
+  cudaLaunchKernelExC, cuLaunchKernel, cuLaunchKernelEx, cudaGraphLaunch, cudaMemcpyAsync, ...).
+  A GPU op without a correlation id takes the id of the launch flow (ac2g, legacy async) that
+  ends at the same lane and timestamp. One cudaGraphLaunch correlation covers every kernel of
+  the graph, so graph kernels are attributed to the graph launch.
+- CPU op: the cpu_op whose External id the GPU op (or, failing that, its launch) carries; failing
+  both, the innermost cpu_op on the launching thread whose time range contains the launch.
+- Kernels with no launch event at all keep launch -1 and api "none"; regions place them by time
+  inside gpu_user_annotation ranges (attnprof.analysis.regions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from attnprof.trace.model import Kind, Trace
+
+__all__ = ["GRAPH_LAUNCHES", "Links", "link"]
+
+GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
+
+
+@dataclass
+class Links:
+    gpu_rows: npt.NDArray[np.int64]  # event rows of kernels, memcpys and memsets, in file order
+    launch: npt.NDArray[np.int64]  # launch event row per GPU op, -1 when none
+    cpu_op: npt.NDArray[np.int64]  # launching cpu_op row per GPU op, -1 when none
+    api: npt.NDArray[np.int32]  # launch API per GPU op: index into api_names (0 = "none")
+    api_names: list[str]
+    graph: npt.NDArray[np.bool_]  # launched by a CUDA-graph launch
+
+
+def _lookup(keys: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """rows[k] for each wanted key (first occurrence of equal keys), -1 where absent or wanted < 0."""
+    out = np.full(wanted.shape[0], -1, np.int64)
+    if keys.size == 0 or wanted.size == 0:
+        return out
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    pos = np.searchsorted(k, wanted, side="left")
+    pos_c = np.minimum(pos, k.size - 1)
+    hit = (wanted >= 0) & (pos < k.size) & (k[pos_c] == wanted)
+    out[hit] = rows[order][pos_c[hit]]
+    return out
+
+
+def link(trace: Trace) -> Links:
+    gpu_rows = trace.rows(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+    launch_rows = trace.rows(Kind.RUNTIME, Kind.DRIVER)
+    corr = trace.corr[gpu_rows].copy()
+    missing = corr < 0
+    if missing.any() and trace.flow_id.size:
+        corr[missing] = _flow_correlation(trace, gpu_rows[missing])
+    launch = _lookup(trace.corr[launch_rows], launch_rows, corr)
+
+    # launches without a correlation id but with a flow start at their lane and time
+    lmiss = trace.corr[launch_rows] < 0
+    if lmiss.any() and trace.flow_id.size and (launch < 0).any():
+        lcorr = trace.corr[launch_rows].copy()
+        lcorr[lmiss] = _flow_correlation(trace, launch_rows[lmiss], start=True)
+        launch = _lookup(lcorr, launch_rows, corr)
+
+    # cpu op: External id on the GPU op, else on its launch, else containment in time
+    op_rows = trace.rows(Kind.CPU_OP)
+    ext = trace.ext[gpu_rows].copy()
+    has_launch = launch >= 0
+    no_ext = ext < 0
+    use_launch = no_ext & has_launch
+    ext[use_launch] = trace.ext[launch[use_launch]]
+    cpu_op = _lookup(trace.ext[op_rows], op_rows, ext)
+    unresolved = np.flatnonzero((cpu_op < 0) & has_launch)
+    if unresolved.size and op_rows.size:
+        cpu_op[unresolved] = _containing(trace, op_rows, launch[unresolved])
+
+    name_ids = np.where(has_launch, trace.name[np.maximum(launch, 0)], -1)
+    uniq, api = np.unique(name_ids, return_inverse=True)
+    api_names = [trace.names[int(i)] if i >= 0 else "none" for i in uniq.tolist()]
+    if not uniq.size or uniq[0] >= 0:  # keep index 0 for "none"
+        api_names.insert(0, "none")
+        api = api + 1
+    graph_codes = [i for i, n in enumerate(api_names) if n in GRAPH_LAUNCHES]
+    graph = np.isin(api, graph_codes) if graph_codes else np.zeros(gpu_rows.size, bool)
+    return Links(
+        gpu_rows=gpu_rows,
+        launch=launch,
+        cpu_op=cpu_op,
+        api=api.astype(np.int32).reshape(-1),
+        api_names=api_names,
+        graph=graph,
+    )
+
+
+def _flow_correlation(trace: Trace, rows: np.ndarray, *, start: bool = False) -> np.ndarray:
+    """Correlation ids from flow events at the same lane and timestamp as each row."""
+    sel = trace.flow_start == start
+    table = {
+        (int(lane), float(ts)): int(fid)
+        for lane, ts, fid in zip(trace.flow_lane[sel], trace.flow_ts[sel], trace.flow_id[sel], strict=True)
+    }
+    return np.fromiter(
+        (table.get((int(trace.lane[r]), float(trace.ts[r])), -1) for r in rows.tolist()), np.int64, rows.size
+    )
+
+
+def _containing(trace: Trace, op_rows: np.ndarray, launch_rows: np.ndarray) -> np.ndarray:
+    """Innermost cpu_op on the launch's lane whose [ts, ts + dur] contains the launch's ts."""
+    out = np.full(launch_rows.size, -1, np.int64)
+    op_lane = trace.lane[op_rows]
+    for lane in np.unique(trace.lane[launch_rows]):
+        ops = op_rows[op_lane == lane]
+        if ops.size == 0:
+            continue
+        order = np.argsort(trace.ts[ops], kind="stable")
+        ops = ops[order]
+        starts = trace.ts[ops]
+        ends = starts + trace.dur[ops]
+        which = np.flatnonzero(trace.lane[launch_rows] == lane)
+        for j in which.tolist():
+            t = trace.ts[launch_rows[j]]
+            i = int(np.searchsorted(starts, t, side="right")) - 1
+            # walk back to the nearest op that still contains t: the innermost one
+            steps = 0
+            while i >= 0 and ends[i] < t and steps < 64:
+                i -= 1
+                steps += 1
+            if i >= 0 and starts[i] <= t <= ends[i]:
+                out[j] = ops[i]
+    return out

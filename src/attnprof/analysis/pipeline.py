@@ -1,0 +1,508 @@
+"""One trace in, one TraceAnalysis out: load, classify, link, regions, occupancy, evidence, findings.
+
+Every table is computed with numpy over columns; Python loops run over unique kernel names,
+region instances or findings, never over events.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from attnprof.analysis.classify import CATEGORIES, Classification, classify
+from attnprof.analysis.cpu_ops import CpuEvidence, count_gemm_softmax_gemm, cpu_evidence
+from attnprof.analysis.links import Links, link
+from attnprof.analysis.occupancy import DeviceLimits, device_limits, theoretical_occupancy
+from attnprof.analysis.regions import Region, find_region
+from attnprof.analysis.result import TraceAnalysis
+from attnprof.analysis.roofline import roofline
+from attnprof.trace.load import load_trace
+from attnprof.trace.model import Kind, Trace
+from attnprof.workload import Workload
+
+__all__ = ["Context", "analyze_path", "analyze_trace", "short_name"]
+
+_DRIVER_LAUNCHES = {"cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchKernel_ptsz", "cuLaunchKernelEx_ptsz"}
+
+
+@dataclass
+class Context:
+    """What the finding rules read (attnprof.analysis.findings)."""
+
+    trace: Trace
+    links: Links
+    gpu_cat: npt.NDArray[np.int16]  # category index (CATEGORIES) per GPU op
+    gpu_class: list[Classification]  # per unique GPU-op name, indexed by gpu_name_idx
+    gpu_name_idx: npt.NDArray[np.int64]
+    gpu_unique_names: list[str]
+    region: Region
+    region_dict: dict[str, Any]
+    cpu: CpuEvidence
+    device: dict[str, Any]
+    kernels: list[dict[str, Any]]  # all kernels, by time (before --top)
+    totals: dict[str, Any]
+    roofline: dict[str, Any] | None
+    workload: Workload | None
+
+
+def analyze_path(
+    path: str | os.PathLike[str],
+    *,
+    region: str | None = None,
+    workload: Workload | None = None,
+    top: int = 20,
+    cpu_peak: tuple[float, str] | None = None,
+    materialises: bool | None = None,
+) -> TraceAnalysis:
+    trace = load_trace(path)
+    return analyze_trace(
+        trace,
+        path=str(path),
+        region=region,
+        workload=workload,
+        top=top,
+        cpu_peak=cpu_peak,
+        materialises=materialises,
+    )
+
+
+_CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
+
+
+def analyze_trace(
+    trace: Trace,
+    *,
+    path: str = "",
+    region: str | None = None,
+    workload: Workload | None = None,
+    top: int = 20,
+    cpu_peak: tuple[float, str] | None = None,
+    materialises: bool | None = None,
+) -> TraceAnalysis:
+    from attnprof.analysis.findings import evaluate
+
+    links = link(trace)
+    g = links.gpu_rows
+    g_kind = trace.kind[g]
+    g_name = trace.name[g]
+    uniq, inv = np.unique(g_name, return_inverse=True)
+    inv = inv.reshape(-1).astype(np.int64)
+    unique_names = [trace.names[int(i)] for i in uniq.tolist()]
+    classes = [classify(n) for n in unique_names]
+    name_cat = (
+        np.array([_CAT_INDEX[c.category] for c in classes], np.int16) if classes else np.zeros(0, np.int16)
+    )
+    gpu_cat = name_cat[inv] if inv.size else np.zeros(0, np.int16)
+    gpu_cat = np.where(g_kind == Kind.MEMCPY, _CAT_INDEX["memcpy"], gpu_cat)
+    gpu_cat = np.where(g_kind == Kind.MEMSET, _CAT_INDEX["memset"], gpu_cat).astype(np.int16)
+    g_dur = trace.dur[g]
+
+    is_k = g_kind == Kind.KERNEL
+    is_cpy = g_kind == Kind.MEMCPY
+    is_set = g_kind == Kind.MEMSET
+    kernel_time = float(g_dur[is_k].sum())
+    totals: dict[str, Any] = {
+        "kernels": int(is_k.sum()),
+        "kernel_time_us": round(kernel_time, 3),
+        "memcpy": int(is_cpy.sum()),
+        "memcpy_time_us": round(float(g_dur[is_cpy].sum()), 3),
+        "memset": int(is_set.sum()),
+        "memset_time_us": round(float(g_dur[is_set].sum()), 3),
+        "cpu_ops": int((trace.kind == Kind.CPU_OP).sum()),
+        "gpu_ops": int(g.size),
+        "unique_kernels": int(np.unique(g_name[is_k]).size),
+        "unlaunched_gpu_ops": int((links.launch < 0).sum()),
+        "graph_kernels": int((links.graph & is_k).sum()),
+    }
+
+    # categories (GPU ops only)
+    gpu_time = float(g_dur.sum())
+    counts = np.bincount(gpu_cat, minlength=len(CATEGORIES))
+    times = np.bincount(gpu_cat, weights=g_dur, minlength=len(CATEGORIES))
+    categories = [
+        {
+            "category": CATEGORIES[i],
+            "count": int(counts[i]),
+            "time_us": round(float(times[i]), 3),
+            "pct_time": round(100.0 * float(times[i]) / gpu_time, 2) if gpu_time > 0 else 0.0,
+        }
+        for i in np.argsort(-times, kind="stable").tolist()
+        if counts[i]
+    ]
+
+    device, limits = _device(trace, links)
+    kernels = _kernel_table(trace, links, inv, unique_names, classes, limits, kernel_time)
+    memory_ops = _memory_table(trace, links, inv, unique_names, gpu_cat)
+    launch_apis = _launch_table(links, is_k)
+
+    reg = find_region(trace, links, region)
+    region_dict = _region_dict(trace, links, reg, gpu_cat, unique_names, inv)
+    evidence = cpu_evidence(trace, reg)
+
+    roof = None
+    if workload is not None:
+        mat = materialises
+        if mat is None:
+            mat = bool(evidence.unfused_sequences) or any(
+                r["category"] == "softmax" for r in region_dict.get("gpu_ops", [])
+            )
+        roof = roofline(
+            workload,
+            device=device,
+            region=region_dict,
+            materialises=mat,
+            cpu_peak_tflops=cpu_peak[0] if cpu_peak else None,
+            cpu_peak_source=cpu_peak[1] if cpu_peak else None,
+        )
+
+    ctx = Context(
+        trace=trace,
+        links=links,
+        gpu_cat=gpu_cat,
+        gpu_class=classes,
+        gpu_name_idx=inv,
+        gpu_unique_names=unique_names,
+        region=reg,
+        region_dict=region_dict,
+        cpu=evidence,
+        device=device,
+        kernels=kernels,
+        totals=totals,
+        roofline=roof,
+        workload=workload,
+    )
+    findings = evaluate(ctx)
+    info = {
+        "events": int(trace.metadata.get("events_total", trace.n_events)),
+        "kept_events": trace.n_events,
+        "dropped": trace.dropped,
+        "schema_version": trace.metadata.get("schemaVersion"),
+        "rank": _rank(trace),
+        "has_flows": bool(trace.flow_id.size),
+        "has_device_properties": bool(trace.metadata.get("deviceProperties_present")),
+        "raw_json_bytes": trace.raw_bytes,
+    }
+    return TraceAnalysis(
+        source=trace.source,
+        path=path,
+        device=device,
+        trace=info,
+        totals=totals,
+        categories=categories,
+        kernels=kernels[:top] if top and top > 0 else kernels,
+        memory_ops=memory_ops,
+        launch_apis=launch_apis,
+        regions=[region_dict],
+        roofline=roof,
+        findings=findings,
+        repairs=list(trace.repairs),
+        warnings=list(trace.warnings),
+    )
+
+
+def _rank(trace: Trace) -> int | None:
+    info = trace.metadata.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return int(info["rank"])
+    return None
+
+
+def _device(trace: Trace, links: Links) -> tuple[dict[str, Any], DeviceLimits | None]:
+    props = trace.device_properties
+    kdev = trace.device[trace.device >= 0]
+    dev_id = int(np.bincount(kdev).argmax()) if kdev.size else 0
+    entry = next((p for p in props if p.get("id") == dev_id), props[0] if props else None)
+    has_gpu_events = bool(links.gpu_rows.size) or bool((trace.kind == Kind.RUNTIME).any())
+    if entry is not None or has_gpu_events:
+        kind = "gpu"
+    elif trace.metadata.get("deviceProperties_present") or (trace.kind == Kind.CPU_OP).any():
+        kind = "cpu"
+    else:
+        kind = "unknown"
+    cc = None
+    if (
+        entry is not None
+        and isinstance(entry.get("computeMajor"), int)
+        and isinstance(entry.get("computeMinor"), int)
+    ):
+        cc = f"{entry['computeMajor']}.{entry['computeMinor']}"
+    limits = device_limits(entry) if entry is not None else None
+    device = {
+        "kind": kind,
+        "name": entry.get("name") if entry is not None else None,
+        "compute_capability": cc,
+        "num_sms": entry.get("numSms") if entry is not None else None,
+        "total_memory_bytes": entry.get("totalGlobalMem") if entry is not None else None,
+        "count": len(props),
+        "id": dev_id if entry is not None else None,
+        "arch_limits_source": limits.source if limits is not None else None,
+    }
+    return device, limits
+
+
+_STRIP = re.compile(r"^(void|std::enable_if<[^>]*>::type)\s+")
+_NS = re.compile(
+    r"\b(at::native::|at::cuda::|\(anonymous namespace\)::|c10::|cutlass::|at::detail::|std::|binary_internal::)"
+)
+
+
+def _cut_params(name: str) -> str:
+    """Drop the parameter list: the first '(' at template depth 0 (kept when it opens the name)."""
+    depth = 0
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif ch == "(" and depth == 0 and i > 0:
+            return name[:i]
+    return name
+
+
+def _collapse(name: str, keep_depth: int) -> str:
+    out, depth = [], 0
+    for ch in name:
+        if ch == "<":
+            depth += 1
+            if depth == keep_depth + 1:
+                out.append("<…")
+            if depth > keep_depth:
+                continue
+        elif ch == ">":
+            depth -= 1
+            if depth == keep_depth:
+                out.append(">")
+            if depth >= keep_depth:
+                continue
+        if depth <= keep_depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def short_name(name: str, width: int = 60) -> str:
+    """A kernel name a person can read in a table: no 'void', no parameters, fewer namespaces,
+    inner template arguments folded, cut to width. Memcpy / memset names are kept whole."""
+    if name.startswith(("Memcpy", "Memset")):
+        return name if len(name) <= width else name[: width - 1] + "…"
+    s = _STRIP.sub("", name.strip()).replace("(anonymous namespace)::", "")
+    s = _NS.sub("", _cut_params(s))
+    for depth in (2, 1):  # fold inner template arguments until it fits; the outer ones name the op
+        if len(s) > width:
+            s = _collapse(s, depth)
+    if len(s) > width:
+        s = s[: width - 1] + "…"
+    return s
+
+
+def _kernel_table(
+    trace: Trace,
+    links: Links,
+    inv: np.ndarray,
+    unique_names: list[str],
+    classes: list[Classification],
+    limits: DeviceLimits | None,
+    kernel_time: float,
+) -> list[dict[str, Any]]:
+    g = links.gpu_rows
+    is_k = trace.kind[g] == Kind.KERNEL
+    if not is_k.any():
+        return []
+    k_inv = inv[is_k]
+    k_dur = trace.dur[g][is_k]
+    k_api = links.api[is_k]
+    n_names = len(unique_names)
+    counts = np.bincount(k_inv, minlength=n_names)
+    times = np.bincount(k_inv, weights=k_dur, minlength=n_names)
+    # kernel columns are indexed by position among kernel rows; kernels appear in gpu_rows in the
+    # same (file) order as in kernel_rows
+    reg, smem, blk = trace.registers, trace.shared_mem, trace.block_threads
+    ach = trace.achieved
+    n_api = len(links.api_names)
+    api_pairs = np.bincount(k_inv * n_api + k_api, minlength=n_names * n_api).reshape(n_names, n_api)
+    order = np.argsort(-times, kind="stable")
+    rows = []
+    for i in order.tolist():
+        if counts[i] == 0:
+            continue
+        c = classes[i]
+        sel = np.flatnonzero(k_inv == i)
+        apis = {links.api_names[a]: int(n) for a, n in enumerate(api_pairs[i].tolist()) if n}
+        occ = _occupancy(sel, reg, smem, blk, ach, k_dur, limits, apis)
+        rows.append(
+            {
+                "name": unique_names[i],
+                "short_name": short_name(unique_names[i]),
+                "category": c.category,
+                "family": c.family,
+                "tensor_cores": c.tensor_cores,
+                "precision": c.precision,
+                "count": int(counts[i]),
+                "time_us": round(float(times[i]), 3),
+                "mean_us": round(float(times[i]) / int(counts[i]), 3),
+                "pct_time": round(100.0 * float(times[i]) / kernel_time, 2) if kernel_time > 0 else 0.0,
+                "launch_apis": apis,
+                "occupancy": occ,
+            }
+        )
+    return rows
+
+
+def _occupancy(
+    sel: np.ndarray,
+    reg: np.ndarray,
+    smem: np.ndarray,
+    blk: np.ndarray,
+    ach: np.ndarray,
+    dur: np.ndarray,
+    limits: DeviceLimits | None,
+    apis: dict[str, int],
+) -> dict[str, Any] | None:
+    r, s, b = reg[sel], smem[sel], blk[sel]
+    have = (r >= 0) & (b > 0)
+    a = ach[sel]
+    has_ach = ~np.isnan(a)
+    if not have.any() and not has_ach.any():
+        return None
+    achieved = None
+    if has_ach.any():
+        w = dur[sel][has_ach]
+        achieved = float(np.average(a[has_ach], weights=w)) if w.sum() > 0 else float(a[has_ach].mean())
+    driver = any(api in _DRIVER_LAUNCHES for api in apis)
+    # a driver-API launch that reports 0 is Kineto not measuring, not an idle kernel
+    measured = achieved is not None and not (driver and achieved == 0.0)
+    out: dict[str, Any] = {
+        "achieved_pct": round(achieved, 2) if achieved is not None else None,
+        "measured": measured,
+        "theoretical_pct": None,
+        "blocks_per_sm": None,
+        "warps_per_sm": None,
+        "limiter": None,
+        "registers": None,
+        "threads_per_block": None,
+        "shared_mem_bytes": None,
+    }
+    if have.any():
+        # the most common launch configuration of this kernel
+        cfg = Counter(zip(r[have].tolist(), b[have].tolist(), np.maximum(s[have], 0).tolist(), strict=True))
+        (regs, threads, shm), _ = cfg.most_common(1)[0]
+        out.update(registers=regs, threads_per_block=threads, shared_mem_bytes=shm)
+        if limits is not None:
+            occ = theoretical_occupancy(regs, threads, shm, limits)
+            if occ is not None:
+                out.update(occ.to_dict())
+    return out
+
+
+def _memory_table(
+    trace: Trace, links: Links, inv: np.ndarray, unique_names: list[str], gpu_cat: np.ndarray
+) -> list[dict[str, Any]]:
+    g = links.gpu_rows
+    m = trace.kind[g] != Kind.KERNEL
+    if not m.any():
+        return []
+    n = len(unique_names)
+    counts = np.bincount(inv[m], minlength=n)
+    times = np.bincount(inv[m], weights=trace.dur[g][m], minlength=n)
+    cat_of = {int(i): CATEGORIES[int(c)] for i, c in zip(inv[m].tolist(), gpu_cat[m].tolist(), strict=True)}
+    return [
+        {
+            "name": unique_names[i],
+            "category": cat_of[i],
+            "count": int(counts[i]),
+            "time_us": round(float(times[i]), 3),
+        }
+        for i in np.argsort(-times, kind="stable").tolist()
+        if counts[i]
+    ]
+
+
+def _launch_table(links: Links, is_k: np.ndarray) -> list[dict[str, Any]]:
+    n = len(links.api_names)
+    all_c = np.bincount(links.api, minlength=n)
+    k_c = np.bincount(links.api[is_k], minlength=n)
+    return [
+        {"api": links.api_names[i], "gpu_ops": int(all_c[i]), "kernels": int(k_c[i])}
+        for i in np.argsort(-all_c, kind="stable").tolist()
+        if all_c[i]
+    ]
+
+
+def _region_dict(
+    trace: Trace, links: Links, reg: Region, gpu_cat: np.ndarray, unique_names: list[str], inv: np.ndarray
+) -> dict[str, Any]:
+    insts = reg.instances
+    n = max(len(insts), 1)
+    g_rows = links.gpu_rows
+    g_ts = trace.ts[g_rows]
+    g_end = g_ts + trace.dur[g_rows]
+    per = []
+    cat_counts = np.zeros(len(CATEGORIES), np.int64)
+    for inst in insts:
+        gi = inst.gpu
+        busy = float(trace.dur[g_rows[gi]].sum()) if gi.size else 0.0
+        span = float(g_end[gi].max() - g_ts[gi].min()) if gi.size else 0.0
+        cat_counts += np.bincount(gpu_cat[gi], minlength=len(CATEGORIES)) if gi.size else 0
+        per.append(
+            {
+                "start_us": round(inst.start, 3),
+                "cpu_time_us": round(inst.cpu_time_us, 3),
+                "cpu_ops": int(inst.cpu_ops.size),
+                "gpu_ops": int(gi.size),
+                "gpu_time_us": round(busy, 3),
+                "gpu_span_us": round(span, 3),
+            }
+        )
+
+    def mean(key: str) -> float:
+        return round(sum(p[key] for p in per) / n, 3) if per else 0.0
+
+    first = insts[0].gpu[:500] if insts else np.zeros(0, np.int64)
+    t0 = float(g_ts[first].min()) if first.size else 0.0
+    gpu_ops = [
+        {
+            "name": short_name(unique_names[int(inv[i])]),
+            "category": CATEGORIES[int(gpu_cat[i])],
+            "start_us": round(float(g_ts[i]) - t0, 3),
+            "time_us": round(float(trace.dur[g_rows[i]]), 3),
+        }
+        for i in first.tolist()
+    ]
+    op_counter: Counter[str] = Counter()
+    if len(insts) <= 2000:
+        for inst in insts[:200]:
+            u, c = np.unique(trace.name[inst.cpu_ops], return_counts=True)
+            op_counter.update(
+                {trace.names[int(a)]: int(b) for a, b in zip(u.tolist(), c.tolist(), strict=True)}
+            )
+    k = min(len(insts), 200) or 1
+    return {
+        "name": reg.name,
+        "selector": reg.selector,
+        "instances": len(insts),
+        "gpu_ops_per_instance": mean("gpu_ops"),
+        "cpu_ops_per_instance": mean("cpu_ops"),
+        "gpu_time_us_per_instance": mean("gpu_time_us"),
+        "gpu_span_us_per_instance": mean("gpu_span_us"),
+        "cpu_time_us_per_instance": mean("cpu_time_us"),
+        "unplaced_gpu_ops": reg.unplaced_gpu_ops,
+        "gpu_ops": gpu_ops,
+        "categories_per_instance": {
+            CATEGORIES[i]: round(int(c) / n, 3) for i, c in enumerate(cat_counts.tolist()) if c
+        },
+        "top_cpu_ops": [{"name": a, "per_instance": round(b / k, 3)} for a, b in op_counter.most_common(15)],
+        "per_instance": per[:100],
+    }
+
+
+def gpu_unfused_count(ctx: Context, idx: np.ndarray) -> int:
+    """GEMM -> softmax -> GEMM among GPU ops idx (in time order), within 6 ops each way."""
+    cats = ctx.gpu_cat[idx]
+    return count_gemm_softmax_gemm(
+        cats == CATEGORIES.index("gemm"), cats == CATEGORIES.index("softmax"), window=6
+    )

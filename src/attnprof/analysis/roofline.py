@@ -1,0 +1,99 @@
+"""Achieved FLOP/s and bandwidth against the device's peak, when the workload is known.
+
+FLOPs and bytes come from attnprof.workload.Workload (DOMAIN.md section 6): useful FLOPs count
+only unmasked query-key pairs under a causal mask; executed FLOPs count the full square for an
+implementation that materialises the scores. The time is the region's mean per instance: GPU
+busy time (sum of GPU-op durations) on GPU traces, the annotation's CPU duration on CPU traces,
+so one region instance must be one forward call of the workload (as attn_fwd is).
+
+Peaks are dense spec figures (never sparse), matched on the device name; on CPU there is no spec
+peak: the peak measured with a GEMM by the harness is used when run.json carries one, else none
+is claimed. A result above 100% of peak is a measurement error (wrong peak, wrong workload, or
+a time that misses work), and findings say so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attnprof.workload import Workload
+
+__all__ = ["PEAKS", "peak_for", "roofline"]
+
+# device-name substring -> {dtype: dense TFLOP/s}, HBM TB/s; first match wins (GH200 before H200)
+PEAKS: tuple[tuple[str, dict[str, float], float], ...] = (
+    ("GH200", {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0}, 4.0),
+    ("H200", {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0}, 4.8),
+    ("H100 PCIe", {"bf16": 756.0, "fp16": 756.0, "fp32": 51.0}, 2.0),
+    ("H100", {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0}, 3.35),
+    ("B200", {"bf16": 2250.0, "fp16": 2250.0}, 8.0),
+    ("A100-SXM4-40GB", {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5}, 1.555),
+    ("A100-PCIE-40GB", {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5}, 1.555),
+    ("A100", {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5}, 2.0),
+)
+_SOURCE = "dense spec sheet figures (flash-attention benchmark_attn.py convention; DOMAIN.md section 6)"
+
+
+def peak_for(device_name: str | None, dtype: str) -> tuple[float | None, float | None, str | None]:
+    if not device_name:
+        return None, None, None
+    for key, flops, tbps in PEAKS:
+        if key in device_name:
+            return flops.get(dtype), tbps, f"{key}: {_SOURCE}"
+    return None, None, None
+
+
+def roofline(
+    workload: Workload,
+    *,
+    device: dict[str, Any],
+    region: dict[str, Any],
+    materialises: bool,
+    cpu_peak_tflops: float | None = None,
+    cpu_peak_source: str | None = None,
+) -> dict[str, Any]:
+    gpu = device.get("kind") == "gpu" and region.get("gpu_ops_per_instance", 0) > 0
+    basis = "gpu busy time per instance" if gpu else "cpu time per instance"
+    t_us = float(region["gpu_time_us_per_instance"] if gpu else region["cpu_time_us_per_instance"])
+    flops = workload.flops_useful()
+    executed = workload.flops_executed(materialises)
+    nbytes = workload.bytes_min()
+    out: dict[str, Any] = {
+        "basis": basis,
+        "region": region.get("name"),
+        # the workload's shape and dtype; its device field is the harness's, not this trace's
+        "workload": workload.describe().replace(f" {workload.device} ", " "),
+        "flops_useful": flops,
+        "flops_executed": executed,
+        "bytes_min": nbytes,
+        "time_us": round(t_us, 3),
+        "achieved_tflops": None,
+        "achieved_tbps": None,
+        "peak_tflops": None,
+        "peak_tbps": None,
+        "peak_source": None,
+        "pct_of_peak_flops": None,
+        "pct_of_peak_bandwidth": None,
+        "note": "",
+    }
+    if t_us <= 0:
+        out["note"] = "no time measured in the region"
+        return out
+    out["achieved_tflops"] = flops / (t_us * 1e-6) / 1e12
+    out["achieved_tbps"] = nbytes / (t_us * 1e-6) / 1e12
+    if gpu:
+        peak, tbps, source = peak_for(device.get("name"), workload.dtype)
+    else:
+        peak, tbps, source = cpu_peak_tflops, None, cpu_peak_source
+    out["peak_tflops"], out["peak_tbps"], out["peak_source"] = peak, tbps, source
+    if peak:
+        out["pct_of_peak_flops"] = 100.0 * out["achieved_tflops"] / peak
+    if tbps:
+        out["pct_of_peak_bandwidth"] = 100.0 * out["achieved_tbps"] / tbps
+    if peak is None:
+        out["note"] = (
+            "no peak is known for this CPU (the harness measures one with a GEMM; run.json has none)"
+            if not gpu
+            else f"no {workload.dtype} peak known for {device.get('name')!r}"
+        )
+    return out

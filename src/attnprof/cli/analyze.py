@@ -1,0 +1,68 @@
+"""`attnprof analyze TRACE...`: analyse profiler traces and print what they show.
+
+Thin: parse options, call attnprof.analysis.analyze with keywords, render. No torch, and no
+pandas, on this path: the command must answer in well under half a second on a small trace.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from attnprof.cli import app
+from attnprof.errors import UserError
+
+__all__ = ["analyze_command"]
+
+
+@app.command("analyze")
+def analyze_command(
+    traces: list[Path] = typer.Argument(
+        ..., metavar="TRACE", help="Trace files (.json or .json.gz), from any PyTorch profiler run."
+    ),
+    region: str | None = typer.Option(
+        None,
+        "--region",
+        help="Annotation to split the trace by: a record_function name or a regex "
+        "(default: attn_fwd, else ProfilerStep#N, else the whole trace).",
+    ),
+    top: int = typer.Option(20, "--top", min=0, help="Kernels to list, by total time (0: all)."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print JSON: one object for one trace, an array for several."
+    ),
+    shape: str | None = typer.Option(
+        None, "--shape", help="Workload B,H,S,D for the roofline, e.g. 8,16,1024,64."
+    ),
+    dtype: str | None = typer.Option(
+        None, "--dtype", help="Workload dtype for the roofline: fp32, fp16, bf16."
+    ),
+    causal: bool = typer.Option(True, "--causal/--no-causal", help="Workload causal mask (with --shape)."),
+) -> None:
+    """Analyse PyTorch profiler traces: kernels, categories, regions, occupancy, findings."""
+    from attnprof.analysis import analyze
+
+    workload = None
+    if shape is not None:
+        from attnprof.workload import Workload, parse_shape
+
+        b, h, s, d = parse_shape(shape)
+        workload = Workload(batch=b, heads=h, seq=s, head_dim=d, dtype=dtype or "fp32", causal=causal)
+    elif dtype is not None:
+        raise UserError("--dtype describes the workload for the roofline: give --shape B,H,S,D with it")
+    results = analyze(list(traces), region=region, workload=workload, top=top)
+    if as_json:
+        import sys
+
+        import orjson
+
+        payload = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
+        sys.stdout.buffer.write(
+            orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+        )
+        sys.stdout.buffer.write(b"\n")
+        return
+    from attnprof.report.analysis_view import render_analysis
+
+    for r in results:
+        render_analysis(r)

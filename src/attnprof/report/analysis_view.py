@@ -1,0 +1,189 @@
+"""Terminal rendering of a TraceAnalysis with rich, in at most 100 columns.
+
+Renders the record as it is: device and trace summary, top kernels, time by category, the
+region, launch APIs, the roofline when there is one, and the findings. Computes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from attnprof.analysis.result import TraceAnalysis
+
+__all__ = ["render_analysis"]
+
+MAX_WIDTH = 100
+_SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _us(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if v >= 1e6:
+        return f"{v / 1e6:.3g} s"
+    if v >= 1e3:
+        return f"{v / 1e3:.3g} ms"
+    return f"{v:.3g} µs"
+
+
+def _tc(v: bool | None) -> Text:
+    if v is None:
+        return Text("?", style="dim")
+    return Text("yes", style="green") if v else Text("no", style="red")
+
+
+def _occ(o: dict[str, Any] | None) -> str:
+    if not o:
+        return "-"
+    ach = o.get("achieved_pct")
+    th = o.get("theoretical_pct")
+    a = "n/m" if not o.get("measured") else ("-" if ach is None else f"{ach:.0f}")
+    t = "-" if th is None else f"{th:.0f}"
+    return f"{a}/{t}"
+
+
+def _device_line(d: dict[str, Any]) -> str:
+    if d.get("kind") == "cpu":
+        return "CPU only (no GPU events)"
+    if d.get("name"):
+        cc = d.get("compute_capability")
+        parts = [d["name"]]
+        if cc:
+            parts.append(f"sm{cc.replace('.', '')}")
+        if d.get("num_sms"):
+            parts.append(f"{d['num_sms']} SMs")
+        if d.get("count", 0) > 1:
+            parts.append(f"{d['count']} devices listed")
+        return ", ".join(parts)
+    return "GPU (no deviceProperties in the trace)" if d.get("kind") == "gpu" else "unknown"
+
+
+def render_analysis(result: TraceAnalysis, console: Console | None = None) -> None:
+    if console is None:
+        probe = Console()
+        # a terminal narrower than 100 columns gets its own width; a pipe or file gets 100
+        width = min(MAX_WIDTH, probe.width) if probe.is_terminal else MAX_WIDTH
+        console = Console(width=width)
+    d = result.to_dict()
+    t, tr = d["totals"], d["trace"]
+    console.print(Text(f"{d['source']}", style="bold"))
+    console.print(f"device: {_device_line(d['device'])}")
+    rank = f", rank {tr['rank']}" if tr.get("rank") is not None else ""
+    console.print(
+        f"events: {tr['events']:,} ({tr['kept_events']:,} analysed{rank}); "
+        f"kernels {t['kernels']:,} ({_us(t['kernel_time_us'])}), memcpy {t['memcpy']:,}, "
+        f"memset {t['memset']:,}, cpu ops {t['cpu_ops']:,}"
+    )
+    for line in d["repairs"]:
+        console.print(Text(f"repaired: {line}", style="yellow"))
+    for line in d["warnings"]:
+        console.print(Text(f"warning: {line}", style="yellow"))
+
+    if d["kernels"]:
+        table = Table(
+            title=f"Top kernels ({len(d['kernels'])} of {t['unique_kernels']})",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            padding=(0, 0),
+        )
+        # fixed widths: 28 + 11 + 15 + 3 + 6 + 8 + 8 + 8, plus 7 one-space gaps = 94 columns
+        for col, width, justify in (
+            ("kernel", 28, "left"),
+            ("category", 11, "left"),
+            ("family", 15, "left"),
+            ("TC", 3, "center"),
+            ("n", 6, "right"),
+            ("total", 8, "right"),
+            ("mean", 8, "right"),
+            ("occ a/t%", 8, "right"),
+        ):
+            table.add_column(col, width=width, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+        for k in d["kernels"]:
+            table.add_row(
+                k["short_name"],
+                k["category"],
+                k["family"],
+                _tc(k["tensor_cores"]),
+                f"{k['count']:,}",
+                _us(k["time_us"]),
+                _us(k["mean_us"]),
+                _occ(k.get("occupancy")),
+            )
+        console.print(table)
+        console.print(
+            Text(
+                "TC: tensor cores (? = cannot tell from the name); occ a/t%: achieved / "
+                "theoretical occupancy, n/m = not measured",
+                style="dim",
+            )
+        )
+
+    if d["categories"]:
+        cat = Table(title="GPU time by category", box=box.SIMPLE_HEAD, pad_edge=False)
+        cat.add_column("category")
+        cat.add_column("count", justify="right")
+        cat.add_column("time", justify="right")
+        cat.add_column("%", justify="right")
+        for c in d["categories"]:
+            cat.add_row(c["category"], f"{c['count']:,}", _us(c["time_us"]), f"{c['pct_time']:.1f}")
+        console.print(cat)
+
+    for r in d["regions"]:
+        reg = Table(title=f"Region: {r['name']} ({r['selector']})", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in (
+            "instances",
+            "cpu ops/inst",
+            "gpu ops/inst",
+            "cpu time/inst",
+            "gpu busy/inst",
+            "gpu span/inst",
+        ):
+            reg.add_column(col, justify="right")
+        reg.add_row(
+            str(r["instances"]),
+            f"{r['cpu_ops_per_instance']:g}",
+            f"{r['gpu_ops_per_instance']:g}",
+            _us(r["cpu_time_us_per_instance"]),
+            _us(r["gpu_time_us_per_instance"]),
+            _us(r["gpu_span_us_per_instance"]),
+        )
+        console.print(reg)
+        if r["gpu_ops"] and len(r["gpu_ops"]) <= 30:
+            seq = " -> ".join(f"{o['category']}" for o in r["gpu_ops"])
+            console.print(Text(f"GPU ops in order (first instance): {seq}", style="dim"), overflow="fold")
+        elif r["top_cpu_ops"] and not r["gpu_ops"]:
+            ops = ", ".join(f"{o['name']} x{o['per_instance']:g}" for o in r["top_cpu_ops"][:8])
+            console.print(Text(f"CPU ops per instance: {ops}", style="dim"), overflow="fold")
+
+    if d["launch_apis"]:
+        apis = ", ".join(f"{a['api']} {a['gpu_ops']:,}" for a in d["launch_apis"])
+        console.print(f"launch APIs (GPU ops): {apis}", overflow="fold")
+
+    roof = d.get("roofline")
+    if roof:
+        pct = roof.get("pct_of_peak_flops")
+        peak = (
+            f" = {pct:.1f}% of {roof['peak_tflops']:g} TFLOP/s" if pct is not None else f" ({roof['note']})"
+        )
+        console.print(
+            f"roofline ({roof['workload']}; {roof['basis']}): "
+            f"{roof['achieved_tflops']:.3g} TFLOP/s{peak}, {roof['achieved_tbps']:.3g} TB/s",
+            overflow="fold",
+        )
+
+    console.print(Text("Findings", style="bold"))
+    if not d["findings"]:
+        console.print("  none")
+    for f in d["findings"]:
+        line = Text("  ")
+        line.append(f"{f['severity']:<7} ", style=_SEVERITY_STYLE.get(f["severity"], ""))
+        line.append(f"{f['code']}: ", style="bold")
+        line.append(f["message"])
+        console.print(line, overflow="fold")
+    console.print()

@@ -1,0 +1,567 @@
+"""Load a PyTorch profiler (Kineto / Chrome) trace into the columnar model, fast.
+
+How: the file is read once (gzip detected by its magic bytes, not its name). msgspec scans the
+document keeping each event as a raw slice of the input (msgspec.Raw, no copy), then decodes the
+events CHUNK at a time into small typed structs that declare only the fields the analysis reads
+(msgspec skips the rest without building them), and each chunk becomes numpy columns before the
+next is decoded. Structs for all events never exist at once: peak memory is the raw JSON, one
+small object per event, one chunk of structs and the columns (1.3-1.8x the raw JSON on the
+benchmark traces, docs/benchmarks.md).
+
+What real traces do, and what happens then:
+- top level is an object with traceEvents, or a bare array of events: both load;
+- raw control characters, the bare word N/A (also NaN / Infinity) or invalid UTF-8 make the JSON
+  invalid: they are repaired (control characters become spaces, the bare words null, bad bytes
+  U+FFFD) and each repair is reported in Trace.repairs;
+- a field of an unexpected type (a string where a number belongs, an event that is not an object):
+  that chunk is decoded again without types and each event is cleaned field by field; what could
+  not be used is dropped and Trace.warnings says so;
+- empty, truncated, non-JSON or non-trace input raises UserError naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import zlib
+from collections import Counter
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from attnprof.errors import UserError
+from attnprof.trace.model import Kind, Trace
+
+__all__ = ["load_trace", "parse_trace"]
+
+
+class _Args(msgspec.Struct, gc=False):
+    correlation: int | None = None
+    external_id: int | None = msgspec.field(default=None, name="External id")
+    external_id_legacy: int | None = msgspec.field(default=None, name="external id")
+    registers: int | None = msgspec.field(default=None, name="registers per thread")
+    shared_memory: int | None = msgspec.field(default=None, name="shared memory")
+    achieved: float | None = msgspec.field(default=None, name="est. achieved occupancy %")
+    # lists of ints, but some Kineto versions write them as strings ("[1, 1, 1]")
+    grid: Any = None
+    block: Any = None
+    device: int | None = None
+    input_type: list[Any] | None = msgspec.field(default=None, name="Input type")
+    concrete: list[Any] | None = msgspec.field(default=None, name="Concrete Inputs")
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    ts: float = 0.0
+    dur: float = 0.0
+    pid: int | str = 0
+    tid: int | str = 0
+    id: int | str | None = None
+    args: _Args = msgspec.field(default_factory=_Args)
+
+
+class _Doc(msgspec.Struct, gc=False):
+    # events stay raw JSON slices of the input until decoded chunk by chunk (see parse_trace)
+    traceEvents: list[msgspec.Raw] | None = None
+    deviceProperties: Any = None
+    distributedInfo: Any = None
+    schemaVersion: Any = None
+    cuda_runtime_version: Any = None
+    cupti_version: Any = None
+    trace_id: Any = None
+
+
+_DOC = msgspec.json.Decoder(_Doc)
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_EVENTS = msgspec.json.Decoder(list[_Event])
+# events decoded into structs at a time: bounds peak memory to the raw JSON plus one chunk. Small
+# chunks are also faster (measured on the 757k-event benchmark trace: 64k events 3.4 s, 16k
+# 2.3 s, 4k 1.8 s), as one chunk's structs stay in cache while its columns are built
+CHUNK = 4096
+
+# (lower-cased category) -> kind, for complete ("X") events
+_X_KINDS: dict[str, Kind] = {
+    "cpu_op": Kind.CPU_OP,
+    "operator": Kind.CPU_OP,
+    "user_annotation": Kind.ANNOTATION,
+    "gpu_user_annotation": Kind.GPU_ANNOTATION,
+    "cuda_runtime": Kind.RUNTIME,
+    "runtime": Kind.RUNTIME,
+    "cuda_driver": Kind.DRIVER,
+    "driver": Kind.DRIVER,
+    "kernel": Kind.KERNEL,
+    "gpu_memcpy": Kind.MEMCPY,
+    "memcpy": Kind.MEMCPY,
+    "gpu_memset": Kind.MEMSET,
+    "memset": Kind.MEMSET,
+}
+# launch flows (CPU launch -> GPU op); fwdbwd links forward to backward ops and is not one
+_FLOW_CATS = {"ac2g", "async", "async_cpu_to_gpu"}
+# categories the analysis does not read; anything else is reported as unknown
+_IGNORED_CATS = {
+    "python_function",
+    "cpu_instant_event",
+    "trace",
+    "fwdbwd",
+    "",
+    "user_annotation",
+    "gpu_user_annotation",
+    "overhead",
+    "cuda_sync",
+    "cuda_profiler_range",
+    "cpu_instant",
+    "python",
+    "mtia_runtime",
+    "privateuse1_runtime",
+}
+_CONVERSIONS = {"aten::to", "aten::_to_copy"}
+
+_CONTROL = re.compile(rb"[\x00-\x1f]")
+_BARE = re.compile(rb"(?<=[:\[,])(\s*)(N/A|NaN|-?Infinity|nan|-?inf)(?=\s*[,\]}])")
+
+
+def load_trace(path: str | os.PathLike[str]) -> Trace:
+    """Read and decode one trace file (.json or .json.gz). Raises UserError on bad input."""
+    p = Path(path)
+    try:
+        # no local name for the bytes: parse_trace must hold the only reference, so that it can
+        # free the raw JSON before the columns are put together
+        return parse_trace(p.read_bytes(), source=p.name, label=str(p))
+    except FileNotFoundError:
+        raise UserError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{p}: is a directory, not a trace file") from None
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read it ({exc.strerror or exc})") from None
+
+
+def parse_trace(data: bytes, *, source: str = "<bytes>", label: str | None = None) -> Trace:
+    """Decode trace bytes (gzip or plain JSON) into a Trace. label names the input in errors.
+
+    The document is scanned once with the events kept as raw JSON slices (msgspec.Raw, no copy),
+    then the events are decoded into structs CHUNK at a time and turned into columns, so the
+    structs for all events never exist at once.
+    """
+    label = label or source
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+            raise UserError(f"{label}: the gzip stream is damaged or truncated ({exc})") from None
+    if not data.strip():
+        raise UserError(f"{label}: the file is empty, not a profiler trace")
+    doc, repairs = _scan(data, label)
+    raw_bytes = len(data)
+    del data  # from here on only the raw event slices hold the buffer
+    raws: list[Any] | None = doc.traceEvents
+    doc.traceEvents = None
+    if raws is None:
+        raise UserError(f"{label}: no traceEvents list, so not a PyTorch profiler trace")
+    builder = _Builder()
+    lenient = False
+    for i in range(0, len(raws), CHUNK):
+        chunk = raws[i : i + CHUNK]
+        # drop the slices as they are used: their memory goes to the columns being built
+        raws[i : i + CHUNK] = [None] * len(chunk)
+        events, was_lenient, repair = _decode_chunk(chunk, label)
+        del chunk
+        lenient |= was_lenient
+        if repair and repair not in repairs:
+            repairs.append(repair)
+        builder.add(events)
+    if raws and builder.n_seen == 0:
+        raise UserError(f"{label}: its events are not JSON objects, so not a PyTorch profiler trace")
+    del raws  # frees the raw JSON before the columns are concatenated
+    trace = builder.finish(doc, source)
+    trace.repairs.extend(repairs)
+    trace.raw_bytes = raw_bytes
+    if lenient:
+        trace.warnings.append(
+            "some event fields had unexpected types: those events were decoded field by field and "
+            "unusable fields were ignored"
+        )
+    return trace
+
+
+# -- decoding ---------------------------------------------------------------------------------
+
+
+def _first_byte(data: bytes) -> int:
+    m = re.search(rb"\S", data[:4096])
+    return data[m.start()] if m else 0
+
+
+def _scan(data: bytes, label: str) -> tuple[_Doc, list[str]]:
+    """The top level, events left raw; on invalid JSON, repair once and say what was repaired."""
+    try:
+        return _top(data, label), []
+    except msgspec.DecodeError as first:
+        fixed, repairs = _repair(data)
+        if not repairs:
+            raise _syntax_error(label, first, data) from None
+        try:
+            return _top(fixed, label), repairs
+        except msgspec.DecodeError as second:
+            raise _syntax_error(label, second, fixed) from None
+
+
+def _top(data: bytes, label: str) -> _Doc:
+    try:
+        if _first_byte(data) == ord("["):
+            return _Doc(traceEvents=_RAWS.decode(data))
+        return _DOC.decode(data)
+    except msgspec.ValidationError as exc:
+        # valid JSON of the wrong shape: a string, a number, traceEvents that is not a list
+        raise UserError(f"{label}: not a PyTorch profiler trace ({exc})") from None
+
+
+def _decode_chunk(raws: list[msgspec.Raw], label: str) -> tuple[list[_Event], bool, str | None]:
+    """Events of one chunk; (events, decoded leniently, repair made)."""
+    buf = b"[" + b",".join(raws) + b"]" if raws else b"[]"
+    repair = None
+    try:
+        return _EVENTS.decode(buf), False, None
+    except msgspec.ValidationError:
+        pass
+    except msgspec.DecodeError as exc:
+        # the raw scan does not validate UTF-8 inside strings: the events can still be invalid
+        fixed = buf.decode("utf-8", errors="replace").encode()
+        if fixed == buf:
+            raise _syntax_error(label, exc, buf) from None
+        buf, repair = fixed, "replaced invalid UTF-8 bytes with U+FFFD"
+        try:
+            return _EVENTS.decode(buf), False, repair
+        except msgspec.ValidationError:
+            pass
+        except msgspec.DecodeError as again:
+            raise _syntax_error(label, again, buf) from None
+    clean = [c for c in (_clean_event(e) for e in msgspec.json.decode(buf)) if c is not None]
+    return msgspec.convert(clean, list[_Event]), True, repair
+
+
+def _repair(data: bytes) -> tuple[bytes, list[str]]:
+    """Fix what real traces get wrong; say what was fixed. Control characters are valid nowhere
+    raw in JSON strings, and a space is valid both inside and outside strings."""
+    repairs: list[str] = []
+    fixed, n_ctrl = _CONTROL.subn(b" ", data)
+    # \t \n \r outside strings were whitespace already: count only the others
+    n_bad = n_ctrl - data.count(b"\n") - data.count(b"\t") - data.count(b"\r")
+    if n_bad > 0:
+        repairs.append(f"replaced {n_bad} raw control character(s) with spaces")
+    fixed, n_bare = _BARE.subn(rb"\1null", fixed)
+    if n_bare:
+        repairs.append(f"replaced {n_bare} bare N/A / NaN / Infinity value(s) with null")
+    if not repairs and fixed != data:
+        # only newlines or tabs changed: that makes a string with a raw newline valid
+        repairs.append("replaced raw newlines or tabs inside strings with spaces")
+    return (fixed if repairs else data), repairs
+
+
+def _syntax_error(label: str, exc: Exception, data: bytes) -> UserError:
+    msg = str(exc)
+    if "truncated" in msg.lower():
+        return UserError(
+            f"{label}: the JSON ends early after {len(data):,} bytes: the trace is truncated "
+            "(was the profiler stopped, or the copy cut, while it was being written?)"
+        )
+    if _first_byte(data) not in (ord("{"), ord("[")):
+        return UserError(f"{label}: not JSON, so not a PyTorch profiler trace ({msg})")
+    return UserError(f"{label}: invalid JSON that could not be repaired ({msg})")
+
+
+_STR_FIELDS = ("ph", "cat", "name")
+_NUM_FIELDS = ("ts", "dur")
+_ARG_INT = {
+    "correlation",
+    "External id",
+    "external id",
+    "registers per thread",
+    "shared memory",
+    "device",
+}
+_ARG_FLOAT = {"est. achieved occupancy %"}
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and _INT64[0] <= v <= _INT64[1]
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _clean_event(e: Any) -> dict[str, Any] | None:
+    """Keep the fields of one untyped event that have a usable type; None for a non-object."""
+    if not isinstance(e, dict):
+        return None
+    out: dict[str, Any] = {}
+    for k in _STR_FIELDS:
+        v = e.get(k)
+        if isinstance(v, str):
+            out[k] = v
+    for k in _NUM_FIELDS:
+        v = e.get(k)
+        if isinstance(v, int | float) and not isinstance(v, bool) and abs(v) < 1e300:
+            out[k] = float(v)
+        elif isinstance(v, str):
+            try:
+                f = float(v)
+            except ValueError:
+                continue
+            if f == f and abs(f) < 1e300:
+                out[k] = f
+    for k in ("pid", "tid"):
+        v = e.get(k)
+        if _is_int(v) or isinstance(v, str):
+            out[k] = v
+    v = e.get("id")
+    if _is_int(v) or isinstance(v, str):
+        out["id"] = v
+    args = e.get("args")
+    if isinstance(args, dict):
+        a: dict[str, Any] = {}
+        for k in _ARG_INT:
+            if _is_int(args.get(k)):
+                a[k] = args[k]
+        for k in _ARG_FLOAT:
+            if _is_num(args.get(k)):
+                a[k] = float(args[k])
+        for k in ("grid", "block", "Input type", "Concrete Inputs"):
+            if isinstance(args.get(k), list) or (k in ("grid", "block") and isinstance(args.get(k), str)):
+                a[k] = args[k]
+        out["args"] = a
+    return out
+
+
+# -- building columns -------------------------------------------------------------------------
+
+_TS = attrgetter("ts")
+_CAT = attrgetter("cat")
+_PH = attrgetter("ph")
+_NAME = attrgetter("name")
+_PID = attrgetter("pid")
+_TID = attrgetter("tid")
+_DUR = attrgetter("dur")
+_ARGS_OF = attrgetter("args")
+_CORR = attrgetter("correlation")
+_EXT = attrgetter("external_id")
+_EXT_LEGACY = attrgetter("external_id_legacy")
+
+
+def _ids(values: list[int | None]) -> np.ndarray:
+    """Integer ids with None -> -1, through float64 (exact below 2**53, which ids are)."""
+    arr = np.array(values, dtype=np.float64) if values else np.zeros(0)
+    bad = np.isnan(arr) | (arr < -(2.0**62)) | (arr > 2.0**62)
+    return np.where(bad, -1, arr).astype(np.int64)
+
+
+def _floats(values: list[float | None]) -> np.ndarray:
+    return np.array(values, dtype=np.float64) if values else np.zeros(0)
+
+
+def _prod(dims: Any) -> int:
+    """Threads per block (or blocks per grid) from [x, y, z], also when written as a string."""
+    if isinstance(dims, str):
+        dims = [int(x) for x in re.findall(r"\d{1,9}", dims)[:3]]
+    if not isinstance(dims, list) or not dims:
+        return -1
+    p = 1
+    for d in dims[:3]:
+        if not isinstance(d, int) or isinstance(d, bool) or not 0 < d < 2**31:
+            return -1
+        p *= d
+    return p
+
+
+def _prods(dims: list[Any]) -> np.ndarray:
+    """_prod over many; vectorised when every entry is a plain [x, y, z] (the usual case)."""
+    try:
+        arr = np.array(dims, dtype=np.int64)
+        if arr.ndim == 2 and arr.shape[1] == 3:
+            bad = (arr <= 0).any(axis=1) | (arr >= 2**31).any(axis=1)
+            return np.where(bad, -1, arr.prod(axis=1))
+    except (ValueError, TypeError, OverflowError):
+        pass
+    return np.array([_prod(d) for d in dims], np.int64)
+
+
+def _intern(table: dict[Any, int], keys: list[Any]) -> np.ndarray:
+    """Ids of keys in table, adding new ones; the loops run in C (set, map), not in Python."""
+    for k in set(keys) - table.keys():
+        table[k] = len(table)
+    return np.fromiter(map(table.__getitem__, keys), np.int64, len(keys))
+
+
+def _hex(v: int | str | None) -> int | None:
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        try:
+            return int(v, 0)
+        except ValueError:
+            return None
+    return None
+
+
+class _Builder:
+    """Columns accumulated chunk by chunk; strings interned across chunks."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, int] = {}
+        self.lanes: dict[tuple[int | str, int | str], int] = {}
+        self.cats: dict[str, int] = {}
+        self.phs: dict[str, int] = {}
+        self.pair_kind: dict[int, int] = {}  # cat id << 20 | ph id -> kind, -1 dropped, -2 flow
+        self.dropped: Counter[str] = Counter()
+        self.unknown: set[str] = set()
+        self.cols: dict[str, list[np.ndarray]] = {}
+        self.conversions: dict[int, tuple[str | None, str | None]] = {}
+        self.n_rows = 0
+        self.n_seen = 0
+
+    def _put(self, **cols: np.ndarray) -> None:
+        for k, v in cols.items():
+            self.cols.setdefault(k, []).append(v)
+
+    def _kind_of(self, cat: str, ph: str) -> int:
+        low = cat.lower()
+        if ph == "X" and low in _X_KINDS:
+            return int(_X_KINDS[low])
+        if ph in ("s", "f", "t") and low in _FLOW_CATS:
+            return -2
+        if low not in _IGNORED_CATS and not (ph in ("M", "i", "I") and low == ""):
+            self.unknown.add(cat)
+        return -1
+
+    def add(self, events: list[_Event]) -> None:
+        n_all = len(events)
+        self.n_seen += n_all
+        if not n_all:
+            return
+        cats, phs = self.cats, self.phs
+        cat_ids = _intern(cats, list(map(_CAT, events)))
+        ph_ids = _intern(phs, list(map(_PH, events)))
+        pair = (cat_ids << 20) | np.minimum(ph_ids, (1 << 20) - 1)
+        uniq, inv = np.unique(pair, return_inverse=True)
+        cat_of = {v: k for k, v in cats.items()}
+        ph_of = {v: k for k, v in phs.items()}
+        kinds_u = np.empty(uniq.size, np.int64)
+        for j, code in enumerate(uniq.tolist()):
+            if code not in self.pair_kind:
+                self.pair_kind[code] = self._kind_of(
+                    cat_of[code >> 20], ph_of.get(code & ((1 << 20) - 1), "")
+                )
+            kinds_u[j] = self.pair_kind[code]
+        ev_kind = kinds_u[inv.reshape(-1)]
+        keep = np.flatnonzero(ev_kind >= 0)
+        flows = np.flatnonzero(ev_kind == -2)
+        if keep.size + flows.size < n_all:
+            counts = np.bincount(inv.reshape(-1), minlength=uniq.size)
+            for j, code in enumerate(uniq.tolist()):
+                if kinds_u[j] == -1:
+                    cat, ph = cat_of[code >> 20], ph_of.get(code & ((1 << 20) - 1), "")
+                    self.dropped[f"{cat or '-'}/{ph or '-'}"] += int(counts[j])
+
+        kept = [events[i] for i in keep.tolist()]
+        n = len(kept)
+        names, lanes = self.names, self.lanes
+        args = list(map(_ARGS_OF, kept))
+        ext = _ids(list(map(_EXT, args)))
+        ext_legacy = _ids(list(map(_EXT_LEGACY, args)))
+        kind = ev_kind[keep].astype(np.int8)
+        name_col = _intern(names, list(map(_NAME, kept))).astype(np.int32)
+        self._put(
+            kind=kind,
+            name=name_col,
+            lane=_intern(lanes, list(zip(map(_PID, kept), map(_TID, kept), strict=True))).astype(np.int32),
+            ts=np.fromiter(map(_TS, kept), np.float64, n),
+            dur=np.fromiter(map(_DUR, kept), np.float64, n),
+            corr=_ids(list(map(_CORR, args))),
+            ext=np.where(ext >= 0, ext, ext_legacy),
+        )
+
+        krows = np.flatnonzero(kind == Kind.KERNEL)
+        kargs = [args[i] for i in krows.tolist()]
+        self._put(
+            kernel_rows=krows.astype(np.int64) + self.n_rows,
+            registers=_ids([a.registers for a in kargs]),
+            shared_mem=_ids([a.shared_memory for a in kargs]),
+            block_threads=_prods([a.block for a in kargs]),
+            grid_blocks=_prods([a.grid for a in kargs]),
+            achieved=_floats([a.achieved for a in kargs]),
+            device=_ids([a.device for a in kargs]),
+        )
+
+        conv_ids = [names[c] for c in _CONVERSIONS if c in names]
+        if conv_ids:
+            for r in np.flatnonzero(np.isin(name_col, conv_ids) & (kind == Kind.CPU_OP)).tolist():
+                a = args[r]
+                if a.input_type:
+                    src = a.input_type[0] if isinstance(a.input_type[0], str) else None
+                    tgt = None
+                    if a.concrete and len(a.concrete) > 1 and isinstance(a.concrete[1], str):
+                        tgt = a.concrete[1] or None
+                    self.conversions[r + self.n_rows] = (src, tgt)
+
+        fl = [events[i] for i in flows.tolist()]
+        nf = len(fl)
+        self._put(
+            flow_start=np.fromiter((e.ph == "s" for e in fl), bool, nf),
+            flow_id=_ids([_hex(e.id) for e in fl]),
+            flow_lane=_intern(lanes, list(zip(map(_PID, fl), map(_TID, fl), strict=True))).astype(np.int32),
+            flow_ts=np.fromiter(map(_TS, fl), np.float64, nf),
+        )
+        self.n_rows += n
+
+    def _col(self, key: str, dtype: type) -> np.ndarray:
+        parts = self.cols.get(key)
+        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+    def finish(self, doc: _Doc, source: str) -> Trace:
+        props_in = doc.deviceProperties if isinstance(doc.deviceProperties, list) else []
+        meta: dict[str, Any] = {}
+        for key in ("schemaVersion", "distributedInfo", "cuda_runtime_version", "cupti_version", "trace_id"):
+            v = getattr(doc, key)
+            if v is not None:
+                meta[key] = v
+        meta["deviceProperties_present"] = doc.deviceProperties is not None
+        meta["events_total"] = self.n_seen
+        warnings = []
+        if self.unknown:
+            listed = ", ".join(sorted(repr(c) for c in self.unknown)[:8])
+            warnings.append(f"events of unknown categories were ignored: {listed}")
+        return Trace(
+            source=source,
+            names=list(self.names),
+            lanes=[(str(p), str(t)) for p, t in self.lanes],
+            kind=self._col("kind", np.int8),
+            name=self._col("name", np.int32),
+            ts=self._col("ts", np.float64),
+            dur=self._col("dur", np.float64),
+            lane=self._col("lane", np.int32),
+            corr=self._col("corr", np.int64),
+            ext=self._col("ext", np.int64),
+            kernel_rows=self._col("kernel_rows", np.int64),
+            registers=self._col("registers", np.int64),
+            shared_mem=self._col("shared_mem", np.int64),
+            block_threads=self._col("block_threads", np.int64),
+            grid_blocks=self._col("grid_blocks", np.int64),
+            achieved=self._col("achieved", np.float64),
+            device=self._col("device", np.int64),
+            flow_start=self._col("flow_start", np.bool_),
+            flow_id=self._col("flow_id", np.int64),
+            flow_lane=self._col("flow_lane", np.int32),
+            flow_ts=self._col("flow_ts", np.float64),
+            conversions=self.conversions,
+            device_properties=[p for p in props_in if isinstance(p, dict)],
+            metadata=meta,
+            dropped=dict(self.dropped),
+            warnings=warnings,
+        )

@@ -1,0 +1,109 @@
+"""The in-memory trace: columns of numpy arrays, names interned once.
+
+A trace with a million events must not become a million Python dicts (HTA spends most of its load
+time there), so every event the analysis needs is one row in a set of parallel arrays, and every
+string is an index into a table of unique strings. Events the analysis never reads (Python stack
+frames, memory instants, metadata) are counted and dropped at load time.
+
+Row kinds (``Kind``) come from the event category, across PyTorch versions:
+
+============== ===================================== ===========================
+kind           modern category (2022-2026)            legacy category (~2021)
+============== ===================================== ===========================
+CPU_OP         cpu_op                                 Operator
+ANNOTATION     user_annotation                        (Operator named ProfilerStep#N)
+GPU_ANNOTATION gpu_user_annotation                    -
+RUNTIME        cuda_runtime                           Runtime
+DRIVER         cuda_driver                            -
+KERNEL         kernel                                 Kernel
+MEMCPY         gpu_memcpy                             Memcpy
+MEMSET         gpu_memset                             Memset
+============== ===================================== ===========================
+
+Missing integers are -1 and missing floats NaN: a kernel without a launch event, or without
+occupancy arguments, is ordinary in real traces.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["GPU_KINDS", "Kind", "Trace"]
+
+I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+F64 = npt.NDArray[np.float64]
+I8 = npt.NDArray[np.int8]
+
+
+class Kind(enum.IntEnum):
+    CPU_OP = 0
+    ANNOTATION = 1
+    GPU_ANNOTATION = 2
+    RUNTIME = 3
+    DRIVER = 4
+    KERNEL = 5
+    MEMCPY = 6
+    MEMSET = 7
+
+
+GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+
+
+@dataclass
+class Trace:
+    """One trace as columns. Row i of every event column describes the same event.
+
+    Event columns (one row per kept event): kind, name (index into names), ts and dur (us),
+    lane (index into lanes: one (pid, tid) pair), corr (CUDA correlation id), ext (External id).
+    Kernel columns (one row per kernel, kernel_rows[j] is its event row): registers, shared_mem
+    (bytes, static + dynamic), block_threads, grid_blocks, achieved (est. achieved occupancy %),
+    device.
+    Flow columns (ac2g / async / fwdbwd s and f events): flow_start (bool), flow_id, flow_lane, flow_ts.
+    """
+
+    source: str
+    names: list[str]
+    lanes: list[tuple[str, str]]
+    kind: I8
+    name: I32
+    ts: F64
+    dur: F64
+    lane: I32
+    corr: I64
+    ext: I64
+    kernel_rows: I64
+    registers: I64
+    shared_mem: I64
+    block_threads: I64
+    grid_blocks: I64
+    achieved: F64
+    device: I64
+    flow_start: npt.NDArray[np.bool_]
+    flow_id: I64
+    flow_lane: I32
+    flow_ts: F64
+    # cpu-op row -> (first input's dtype, target dtype code) for dtype conversions (aten::to,
+    # aten::_to_copy), when the trace was recorded with record_shapes
+    conversions: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)
+    device_properties: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
+    repairs: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    raw_bytes: int = 0
+
+    @property
+    def n_events(self) -> int:
+        return int(self.kind.shape[0])
+
+    def rows(self, *kinds: Kind) -> I64:
+        """Rows of the given kinds, in file order."""
+        if len(kinds) == 1:
+            return np.flatnonzero(self.kind == kinds[0]).astype(np.int64)
+        return np.flatnonzero(np.isin(self.kind, np.array([int(k) for k in kinds]))).astype(np.int64)

@@ -1,0 +1,215 @@
+"""Kernel-name fingerprints (DOMAIN.md section 4) against the ordered rule table."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnprof.analysis.classify import CATEGORIES, RULES, classify, precision_of
+
+CASES = [
+    # name, category, family substring, tensor_cores, precision
+    (
+        "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false, "
+        "false, cutlass::bfloat16_t, pytorch_flash::Flash_kernel_traits<64, 128, 128, 4, cutlass::bfloat16_t> >, "
+        "false, true, false, false, true, true, false, false>(pytorch_flash::Flash_fwd_params)",
+        "attention",
+        "PyTorch flash",
+        True,
+        "bf16",
+    ),
+    (
+        "void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::half_t, "
+        "Flash_kernel_traits<128, 64, 128, 4, cutlass::half_t> >, false, false>(Flash_fwd_params)",
+        "attention",
+        "flash-attn",
+        True,
+        "fp16",
+    ),
+    (
+        "void flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64>, 4, 1, true>(Flash_fwd_params)",
+        "attention",
+        "combine",
+        False,
+        None,
+    ),
+    (
+        "void flash::compute_attn_ws<Flash_fwd_kernel_traits<128>>(flash::Flash_fwd_params)",
+        "attention",
+        "FA3",
+        True,
+        None,
+    ),
+    (
+        "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::bfloat16_t>::Params)",
+        "attention",
+        "memory-efficient",
+        True,
+        "bf16",
+    ),
+    (
+        "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<float, cutlass::arch::Sm80>::Params)",
+        "attention",
+        "memory-efficient",
+        None,
+        "fp32",
+    ),
+    (
+        "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_6_128x64x64_4x1x1_cga1x1x1_kernel0_0",
+        "attention",
+        "cuDNN",
+        True,
+        "fp16",
+    ),
+    (
+        "fmhaSm100aKernel_QkvE4m3OBfloat16HQk128HV128SeparateQkvCausalP32VarSeqQ128Kv128PersistentContext",
+        "attention",
+        "TensorRT-LLM",
+        True,
+        "bf16",
+    ),
+    # look-alikes are not attention
+    (
+        "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>(...)",
+        "copy",
+        "vLLM",
+        False,
+        "bf16",
+    ),
+    (
+        "void quantize_kernel<flashinfer::fp8_e4m3, 128>(float const*, unsigned char*)",
+        "other",
+        "quantize",
+        None,
+        "fp8",
+    ),
+    # GEMMs
+    (
+        "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x128x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas",
+        "gemm",
+        "FFMA",
+        False,
+        "fp32",
+    ),
+    (
+        "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128_64x3_tn_align2>(cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128_64x3_tn_align2::Params)",
+        "gemm",
+        "CUTLASS tensor-op",
+        True,
+        "bf16",
+    ),
+    ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn", "gemm", "tensor-op", True, "bf16"),
+    ("ampere_sgemm_128x64_tn", "gemm", "sgemm", False, "fp32"),
+    ("volta_sgemm_64x64_nt", "gemm", "sgemm", False, "fp32"),
+    (
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x64x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+        "gemm",
+        "Hopper",
+        True,
+        "bf16",
+    ),
+    ("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNN", "gemm", "nvjet", True, None),
+    (
+        "void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 2, 2, false, false>(...)",
+        "gemm",
+        "gemv",
+        False,
+        "fp32",
+    ),
+    (
+        "std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, __half, __half, __half, float>(...)",
+        "gemm",
+        "gemv",
+        False,
+        "fp16",
+    ),
+    ("cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4", "gemm", "tensor-op", True, "tf32"),
+    # Triton: tensor-core use unknown from the name
+    ("triton_poi_fused_add_cos_sin_0", "triton", "Triton", None, None),
+    ("triton_tem_fused_flex_attention_0", "attention", "Triton attention", None, None),
+    # the rest
+    (
+        "void (anonymous namespace)::softmax_warp_forward<c10::Half, float, float, 8, false, false>(...)",
+        "softmax",
+        "softmax",
+        False,
+        "fp16",
+    ),
+    ("void at::native::triu_tril_kernel<float, int, false, 2, false>(...)", "mask", "mask", False, "fp32"),
+    (
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(...)",
+        "norm",
+        "norm",
+        False,
+        "bf16",
+    ),
+    (
+        "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+        "communication",
+        "NCCL",
+        None,
+        None,
+    ),
+    (
+        "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)>(...)",
+        "copy",
+        "copy",
+        False,
+        None,
+    ),
+    (
+        "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float> > >(...)",
+        "reduction",
+        "reduction",
+        False,
+        "fp32",
+    ),
+    (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(...)",
+        "elementwise",
+        "elementwise",
+        False,
+        "bf16",
+    ),
+    ("volta_scudnn_128x64_relu_interior_nn_v1", "conv", "convolution", False, "fp32"),
+    ("some_kernel_nobody_knows", "other", "other", None, None),
+]
+
+
+@pytest.mark.parametrize(("name", "category", "family", "tc", "precision"), CASES, ids=lambda v: str(v)[:40])
+def test_fingerprint(name: str, category: str, family: str, tc: bool | None, precision: str | None) -> None:
+    c = classify(name)
+    assert c.category == category
+    assert family.lower() in c.family.lower()
+    assert c.tensor_cores is tc
+    assert c.precision == precision
+
+
+def test_rule_table_is_data_with_known_categories() -> None:
+    assert all(r.category in CATEGORIES for r in RULES)
+    # the CUDA-core FFMA rule must come before the tensor-core xmma rules: order is the definition
+    ffma = next(i for i, r in enumerate(RULES) if "FFMA" in r.family)
+    xmma = next(i for i, r in enumerate(RULES) if r.pattern.search("sm80_xmma_gemm_f16f16"))
+    assert ffma < xmma
+
+
+def test_bf16_is_not_mistaken_for_fp16() -> None:
+    assert precision_of("cutlass_80_tensorop_bf16_s16816gemm_bf16") == "bf16"
+    assert precision_of("ampere_fp16_s16816gemm_fp16_64x64") == "fp16"
+
+
+def test_short_names_drop_void_parameters_and_namespaces() -> None:
+    from attnprof.analysis.pipeline import short_name
+
+    assert short_name(
+        "void at::native::(anonymous namespace)::softmax_warp_forward<float, float>(float*, int)"
+    ) == ("softmax_warp_forward<float, float>")
+    assert short_name("fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::Params)") == (
+        "fmha_cutlassF_f32_aligned_64x64_rf_sm80"
+    )
+    assert short_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD (Device -> Device)"
+    long = short_name(
+        "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128>, "
+        + "false, " * 20
+        + "true>(p)"
+    )
+    assert len(long) <= 60 and long.startswith("pytorch_flash::flash_fwd_kernel<")

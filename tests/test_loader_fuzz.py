@@ -1,0 +1,132 @@
+"""The loader and the analysis under hypothesis: truncated, mutated and garbage input gives a
+result or the one clear UserError, never another exception."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from _paths import trace
+from attnprof.analysis.pipeline import analyze_trace
+from attnprof.errors import UserError
+from attnprof.trace import parse_trace
+
+# small real traces: the 71-event Triton trace (driver launch, flows, one kernel), and a GH200
+# one with ProfilerSteps, annotations, GEMM and softmax kernels for field mutations
+SEED = gzip.decompress(
+    trace("facebookresearch__HolisticTraceAnalysis__tests__data__triton_example").read_bytes()
+)
+SEED_DOC = json.loads(SEED)
+RICH = gzip.decompress(trace("marcalph__kernelforge").read_bytes())
+RICH_N = len(json.loads(RICH)["traceEvents"])
+
+_settings = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _check(data: bytes) -> None:
+    try:
+        t = parse_trace(data, source="fuzz.json")
+    except UserError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    # whatever loads must also analyse
+    a = analyze_trace(t, path="fuzz.json")
+    a.to_dict()
+
+
+@_settings
+@given(st.integers(min_value=0, max_value=len(SEED)))
+def test_truncated(n: int) -> None:
+    _check(SEED[:n])
+
+
+@_settings
+@given(
+    st.lists(
+        st.tuples(st.integers(0, len(SEED) - 1), st.binary(min_size=1, max_size=4)), min_size=1, max_size=6
+    )
+)
+def test_byte_mutations(edits: list[tuple[int, bytes]]) -> None:
+    data = bytearray(SEED)
+    for pos, new in edits:
+        data[pos : pos + len(new)] = new
+    _check(bytes(data))
+
+
+@_settings
+@given(st.binary(max_size=300))
+def test_garbage_bytes(data: bytes) -> None:
+    _check(data)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+_FIELDS = ["ph", "cat", "name", "ts", "dur", "pid", "tid", "id", "args"]
+_ARGS = [
+    "correlation",
+    "External id",
+    "external id",
+    "registers per thread",
+    "shared memory",
+    "grid",
+    "block",
+    "est. achieved occupancy %",
+    "device",
+    "Input type",
+    "Concrete Inputs",
+]
+
+
+@_settings
+@given(
+    st.lists(
+        st.tuples(st.integers(0, len(SEED_DOC["traceEvents"]) - 1), st.sampled_from(_FIELDS + _ARGS), _json),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_field_mutations_of_valid_json(edits: list[tuple[int, str, object]]) -> None:
+    doc = json.loads(SEED)
+    events = doc["traceEvents"]
+    for i, key, value in edits:
+        ev = events[i]
+        if key in _ARGS and isinstance(ev.get("args"), dict):
+            ev["args"][key] = value
+        else:
+            ev[key] = value
+    _check(json.dumps(doc).encode())
+
+
+@_settings
+@given(_json)
+def test_arbitrary_json_documents(doc: object) -> None:
+    _check(json.dumps(doc).encode())
+    _check(json.dumps({"traceEvents": doc}).encode())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.integers(0, RICH_N - 1), st.sampled_from(_FIELDS + _ARGS), _json),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_field_mutations_of_a_rich_trace(edits: list[tuple[int, str, object]]) -> None:
+    doc = json.loads(RICH)
+    events = doc["traceEvents"]
+    for i, key, value in edits:
+        ev = events[i]
+        if key in _ARGS and isinstance(ev.get("args"), dict):
+            ev["args"][key] = value
+        else:
+            ev[key] = value
+    _check(json.dumps(doc).encode())

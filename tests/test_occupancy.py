@@ -1,0 +1,177 @@
+"""Theoretical occupancy against hand-worked examples (DOMAIN.md section 5)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from _paths import trace
+from attnprof.analysis import analyze
+from attnprof.analysis.occupancy import ARCH, device_limits, theoretical_occupancy
+
+SM80 = ARCH[(8, 0)]
+
+
+def test_flash_255_registers_x_128_threads_on_sm80() -> None:
+    # 255 regs * 32 threads = 8160 -> 8192 per warp (256-register units); 65536 / 8192 = 8 warps;
+    # 128 threads = 4 warps per block -> 2 blocks, 8 warps, 8 / 64 = 12.5%
+    occ = theoretical_occupancy(255, 128, 0, SM80)
+    assert occ is not None
+    assert (occ.blocks_per_sm, occ.warps_per_sm, occ.occupancy, occ.limiter) == (2, 8, 0.125, "registers")
+
+
+def test_cudnn_240_registers_x_256_threads_on_sm80() -> None:
+    # 240 * 32 = 7680 per warp; 65536 // 7680 = 8 warps; 8 warps per block -> 1 block, 12.5%
+    occ = theoretical_occupancy(240, 256, 0, SM80)
+    assert occ is not None
+    assert (occ.blocks_per_sm, occ.warps_per_sm, occ.occupancy, occ.limiter) == (1, 8, 0.125, "registers")
+
+
+def test_shared_memory_limit_counts_the_reserved_kilobyte() -> None:
+    # 80 KB + 1 KB reserved per block: 164 KB // 81 KB = 2 blocks of 4 warps = 12.5%
+    occ = theoretical_occupancy(32, 128, 80 * 1024, SM80)
+    assert occ is not None
+    assert (occ.blocks_per_sm, occ.limiter) == (2, "shared memory")
+    # sm70 reserves nothing: 96 KB // 48 KB = 2 blocks
+    occ70 = theoretical_occupancy(32, 128, 48 * 1024, ARCH[(7, 0)])
+    assert occ70 is not None and occ70.blocks_per_sm == 2
+
+
+def test_warp_and_block_limits() -> None:
+    full = theoretical_occupancy(32, 1024, 0, SM80)  # 32 warps per block, 64 max -> 2 blocks, 100%
+    assert full is not None and (full.occupancy, full.limiter) == (1.0, "warps")
+    tiny = theoretical_occupancy(16, 32, 0, SM80)  # one-warp blocks: 32 blocks max -> 50%
+    assert tiny is not None and (tiny.blocks_per_sm, tiny.occupancy, tiny.limiter) == (32, 0.5, "blocks")
+    sm89 = theoretical_occupancy(16, 32, 0, ARCH[(8, 9)])  # 24 blocks, 48 warps -> 50%
+    assert sm89 is not None and sm89.blocks_per_sm == 24
+
+
+def test_kernel_that_does_not_fit_and_bad_input() -> None:
+    none = theoretical_occupancy(255, 1024, 0, SM80)  # 32 warps x 8192 regs > 65536
+    assert none is not None and (none.blocks_per_sm, none.limiter) == (0, "none")
+    assert theoretical_occupancy(32, 0, 0, SM80) is None
+
+
+def test_device_properties_override_the_table() -> None:
+    props = {
+        "computeMajor": 8,
+        "computeMinor": 9,
+        "maxThreadsPerMultiprocessor": 1536,
+        "sharedMemPerMultiprocessor": 102400,
+        "regsPerMultiprocessor": 65536,
+    }
+    lim = device_limits(props)
+    assert lim is not None
+    assert (lim.max_warps_per_sm, lim.shared_mem_per_sm, lim.max_blocks_per_sm, lim.source) == (
+        48,
+        102400,
+        24,
+        "deviceProperties",
+    )
+    assert device_limits(None, (8, 0)) == SM80
+    assert device_limits(None, (42, 0)) is not None  # a future architecture falls back to the newest known
+
+
+def test_flash_kernel_in_the_h100_trace_is_12_5_percent_by_design() -> None:
+    a = analyze(trace("AMD-AGI__TraceLens__tests__traces__h100"), top=0)
+    flash = next(k for k in a.kernels if k["family"].startswith("PyTorch flash"))
+    occ = flash["occupancy"]
+    assert (occ["registers"], occ["threads_per_block"]) == (255, 128)
+    assert occ["theoretical_pct"] == pytest.approx(12.5)
+    assert occ["limiter"] == "registers"
+    low = [f for f in a.findings if f.code == "LOW_OCCUPANCY_BY_DESIGN" and "flash" in f.evidence["kernel"]]
+    assert low
+
+
+def test_driver_launch_reporting_zero_is_not_measured() -> None:
+    a = analyze(trace("AMD-AGI__TraceLens__tests__traces__h100"), top=0)
+    gaps = [f for f in a.findings if f.code == "OCCUPANCY_NOT_MEASURED"]
+    assert gaps
+    for f in gaps:
+        assert set(f.evidence["launch_apis"]) <= {"cuLaunchKernel", "cuLaunchKernelEx"}
+        assert f.evidence["achieved_pct"] == 0.0
+        assert f.evidence["theoretical_pct"] > 0
+
+
+def test_cudnn_sdpa_via_culaunchkernelex_reporting_zero_is_a_measurement_gap(tmp_path: Path) -> None:
+    # the blog's cuDNN case, hand-built (no GPU here): driver launch, 0% reported, 240 x 256 on sm80
+    a100 = {
+        "id": 0,
+        "name": "NVIDIA A100-SXM4-80GB",
+        "computeMajor": 8,
+        "computeMinor": 0,
+        "numSms": 108,
+        "maxThreadsPerMultiprocessor": 2048,
+        "regsPerMultiprocessor": 65536,
+        "sharedMemPerMultiprocessor": 167936,
+        "warpSize": 32,
+    }
+    name = "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_6_128x64x64_4x1x1_kernel0_0"
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "attn_fwd",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 300,
+            "args": {"External id": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::_scaled_dot_product_cudnn_attention",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10,
+            "dur": 200,
+            "args": {"External id": 2},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_driver",
+            "name": "cuLaunchKernelEx",
+            "pid": 1,
+            "tid": 1,
+            "ts": 150,
+            "dur": 20,
+            "args": {"External id": 2, "correlation": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": name,
+            "pid": 0,
+            "tid": 7,
+            "ts": 400,
+            "dur": 186,
+            "args": {
+                "External id": 2,
+                "correlation": 7,
+                "device": 0,
+                "registers per thread": 240,
+                "shared memory": 0,
+                "block": [256, 1, 1],
+                "grid": [16, 8, 8],
+                "est. achieved occupancy %": 0,
+            },
+        },
+    ]
+    p = tmp_path / "cudnn.json"
+    p.write_text(json.dumps({"deviceProperties": [a100], "traceEvents": events}))
+    a = analyze(p)
+    (k,) = a.kernels
+    assert (k["category"], k["family"], k["launch_apis"]) == (
+        "attention",
+        "cuDNN SDPA",
+        {"cuLaunchKernelEx": 1},
+    )
+    assert k["occupancy"]["measured"] is False
+    assert k["occupancy"]["theoretical_pct"] == pytest.approx(12.5)
+    f = a.finding("OCCUPANCY_NOT_MEASURED")
+    assert f is not None and f.evidence["limiter"] == "registers"
+    assert a.regions[0]["name"] == "attn_fwd" and a.regions[0]["gpu_ops_per_instance"] == 1
+    assert a.launch_apis == [{"api": "cuLaunchKernelEx", "gpu_ops": 1, "kernels": 1}]
