@@ -21,7 +21,9 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 
 @pytest.fixture(scope="module")
 def browser():  # type: ignore[no-untyped-def]
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install playwright")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed: pip install playwright"
+    )
     if not Path(CHROMIUM).is_file():
         pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium")
     with sync_api.sync_playwright() as p:

@@ -52,8 +52,16 @@ def test_list_gives_a_reason_for_every_unavailable_variant() -> None:
 
 def test_run_json_and_refusal(tmp_path: Path) -> None:
     p = attnprof(
-        "run", "--variants", "naive,naive-inplace", "--shape", "1,2,64,16", "--time-budget", "0.05",
-        "--out", str(tmp_path / "r"), "--json",
+        "run",
+        "--variants",
+        "naive,naive-inplace",
+        "--shape",
+        "1,2,64,16",
+        "--time-budget",
+        "0.05",
+        "--out",
+        str(tmp_path / "r"),
+        "--json",
     )
     assert p.returncode == 0, p.stderr
     record = json.loads(p.stdout)
@@ -72,8 +80,26 @@ def test_run_json_and_refusal(tmp_path: Path) -> None:
 
 def test_run_table_and_existing_out_dir(tmp_path: Path) -> None:
     out = tmp_path / "r"
-    p = attnprof("run", "-v", "sdpa-math", "-v", "sdpa-flash", "-b", "1", "-H", "2", "-s", "64", "-d", "16",
-                 "--time-budget", "0.05", "--out", str(out), "--no-color")
+    p = attnprof(
+        "run",
+        "-v",
+        "sdpa-math",
+        "-v",
+        "sdpa-flash",
+        "-b",
+        "1",
+        "-H",
+        "2",
+        "-s",
+        "64",
+        "-d",
+        "16",
+        "--time-budget",
+        "0.05",
+        "--out",
+        str(out),
+        "--no-color",
+    )
     assert p.returncode == 0, p.stderr
     assert "sdpa-math" in p.stdout and "math" in p.stdout and "vs fastest" in p.stdout
     assert "B=1 H=2 S=64 D=16" in p.stderr  # the shape used is printed

@@ -145,6 +145,8 @@ def test_units() -> None:
     assert (fmt_ms(0.0453), fmt_ms(7.239), fmt_ms(1955.0)) == ("45.3 µs", "7.24 ms", "1.96 s")
     assert (fmt_bytes(512), fmt_bytes(288 * 1024), fmt_bytes(3 * 1024**3)) == ("512 B", "288 KiB", "3 GiB")
     assert (fmt_ratio(1.04), fmt_ratio(3.7), fmt_count(5.0), fmt_count(None)) == ("1.04", "3.7", "5", "-")
-    name = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>, false>(pytorch_flash::Params)"
+    name = (
+        "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>, false>(pytorch_flash::Params)"
+    )
     assert short_name(name) == "pytorch_flash::flash_fwd_kernel<…>"
     assert short_name("aten::bmm") == "aten::bmm"

@@ -48,8 +48,12 @@ def test_builtin_cpu_file_is_met_on_a_live_fp32_run(cpu_run: tuple[Path, object]
     results = check_expectations(cpu_run[0], "cpu")
     assert not _by(results, "not met"), [(r.row, r.check, r.observed) for r in _by(results, "not met")]
     met = {(r.row, r.check) for r in _by(results, "met")}
-    assert {("naive", "cpu_ops_per_forward"), ("naive-inplace", "findings_absent"),
-            ("sdpa-math", "findings"), ("sdpa-efficient", "status")} <= met
+    assert {
+        ("naive", "cpu_ops_per_forward"),
+        ("naive-inplace", "findings_absent"),
+        ("sdpa-math", "findings"),
+        ("sdpa-efficient", "status"),
+    } <= met
     # the bf16-only entry is skipped on an fp32 run, with the reason
     skipped = [r for r in _by(results, "skipped") if r.row == "sdpa-math"]
     assert skipped and all(r.observed == "applies to dtype=bf16; this is fp32" for r in skipped)
@@ -66,8 +70,9 @@ def test_builtin_cpu_file_on_bf16_names_the_upcast(bf16_run: Path) -> None:
     assert {r.observed for r in results if r.row is None} == {"not in this run"}
 
 
-def test_strict_exit_codes_and_table(cpu_run: tuple[Path, object], tmp_path: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_strict_exit_codes_and_table(
+    cpu_run: tuple[Path, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir = str(cpu_run[0])
     assert main(["compare", run_dir, "--expect", "cpu", "--strict", "--no-color"]) == 0
     capsys.readouterr()
@@ -105,8 +110,9 @@ def test_blog_cuda_file_states_the_blog() -> None:
     for e in spec.expectations:
         if "gpu_ops_per_forward" in e.checks:
             ops.setdefault(e.variant, e.checks["gpu_ops_per_forward"])
-    assert [ops[v] for v in ("naive", "naive-inplace", "sdpa-math", "sdpa-efficient", "sdpa-flash", "sdpa-cudnn")] == [
-        (6, 6), (5, 5), (20, 20), (1, 1), (1, 1), (1, 1)]
+    assert [
+        ops[v] for v in ("naive", "naive-inplace", "sdpa-math", "sdpa-efficient", "sdpa-flash", "sdpa-cudnn")
+    ] == [(6, 6), (5, 5), (20, 20), (1, 1), (1, 1), (1, 1)]
     memcpy = {e.variant: e.checks["memcpy"] for e in spec.expectations if "memcpy" in e.checks}
     assert memcpy.pop("naive") is True and not any(memcpy.values())
 
@@ -145,7 +151,7 @@ findings_absent = ["UNFUSED_ATTENTION"]
 
 def test_time_ratio_and_ranges(cpu_run: tuple[Path, object], tmp_path: Path) -> None:
     spec = tmp_path / "ratio.toml"
-    spec.write_text('''
+    spec.write_text("""
 baseline = "naive-inplace"
 [[expect]]
 variant = "naive"
@@ -155,7 +161,7 @@ cpu_ops_per_forward = [40, 50]
 variant = "sdpa-math"
 time_ratio = { max = 0.001 }
 cpu_ops_per_forward = { min = 64 }
-''')
+""")
     results = {(r.row, r.check): r for r in check_expectations(cpu_run[0], spec)}
     assert results[("naive", "time_ratio")].status == "met"
     assert results[("naive", "time_ratio")].expected == "0.01..100x of naive-inplace"
@@ -179,7 +185,10 @@ def test_record_without_its_directory_reports_what_it_cannot_see(cpu_run: tuple[
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("[[expect]]\nvariant = 'naive'\ngpu_ops = 6\n", "unknown key(s) ['gpu_ops']; checks are status, backend"),
+        (
+            "[[expect]]\nvariant = 'naive'\ngpu_ops = 6\n",
+            "unknown key(s) ['gpu_ops']; checks are status, backend",
+        ),
         ("[[expect]]\nvariant = 'naive'\n", "states no expectation"),
         ("[[expect]]\ngpu_ops_per_forward = 6\n", 'needs variant = "NAME"'),
         ("[[expect]]\nvariant = 'x'\ngpu_ops_per_forward = [9, 2]\n", "is empty (min > max)"),
@@ -202,5 +211,13 @@ def test_names_of_builtins_and_checks() -> None:
     assert resolve_expectation_path("blog-cuda").name == "blog_cuda.toml"
     with pytest.raises(UserError, match="built-ins: cpu, blog-cuda"):
         resolve_expectation_path("gpu")
-    assert {"gpu_ops_per_forward", "categories", "families_present", "families_absent", "memcpy",
-            "tensor_cores", "time_ratio", "findings"} <= set(CHECKS)
+    assert {
+        "gpu_ops_per_forward",
+        "categories",
+        "families_present",
+        "families_absent",
+        "memcpy",
+        "tensor_cores",
+        "time_ratio",
+        "findings",
+    } <= set(CHECKS)

@@ -25,7 +25,11 @@ def _events(path: Path) -> list[dict]:  # type: ignore[type-arg]
 
 
 def _ops_inside_attn_fwd(events: list[dict]) -> tuple[int, list[str]]:  # type: ignore[type-arg]
-    ann = [e for e in events if e.get("name") == "attn_fwd" and e.get("ph") == "X" and e.get("cat") == "user_annotation"]
+    ann = [
+        e
+        for e in events
+        if e.get("name") == "attn_fwd" and e.get("ph") == "X" and e.get("cat") == "user_annotation"
+    ]
     inside = [
         e["name"]
         for e in events
@@ -38,8 +42,15 @@ def test_every_cpu_variant_runs_and_is_recorded(cpu_run) -> None:  # type: ignor
     out, record = cpu_run
     status = {r.label: r.status for r in record.results}
     assert status == {
-        "naive": "ok", "naive-inplace": "ok", "sdpa": "ok", "sdpa-math": "ok", "sdpa-flash": "ok",
-        "sdpa-efficient": "unsupported", "sdpa-cudnn": "unsupported", "flex": "ok", "hub-flash": "unsupported",
+        "naive": "ok",
+        "naive-inplace": "ok",
+        "sdpa": "ok",
+        "sdpa-math": "ok",
+        "sdpa-flash": "ok",
+        "sdpa-efficient": "unsupported",
+        "sdpa-cudnn": "unsupported",
+        "flex": "ok",
+        "hub-flash": "unsupported",
     }
     on_disk = decode_run((out / "run.json").read_bytes())
     assert on_disk.schema == "attnprof.run/1"
@@ -112,7 +123,9 @@ def test_memory_refusal_names_the_estimate() -> None:
 
 def test_failing_variant_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
     f = tmp_path / "broken.py"
-    f.write_text("def broken(q, k, v, *, is_causal, scale):\n    raise RuntimeError('shape mismatch in my kernel')\n")
+    f.write_text(
+        "def broken(q, k, v, *, is_causal, scale):\n    raise RuntimeError('shape mismatch in my kernel')\n"
+    )
     rec = run(TINY, [f"{f}:broken", "naive-inplace"], out=tmp_path / "r", options=FAST)
     broken, ok = rec.results
     assert broken.status == "error" and "shape mismatch in my kernel" in (broken.reason or "")
@@ -164,7 +177,12 @@ def test_blog_kernel_counts_on_cuda(tmp_path: Path) -> None:
     """The blog's table (DOMAIN.md section 1): 6, 5, 20 GPU ops per forward for naive, in-place
     and math; one fused kernel for each fused backend that this GPU supports."""
     w = Workload(batch=2, heads=4, seq=256, head_dim=64, dtype="bf16", device="cuda")
-    rec = run(w, ["naive", "naive-inplace", "sdpa-math", "sdpa-flash", "sdpa-efficient"], out=tmp_path / "r", options=FAST)
+    rec = run(
+        w,
+        ["naive", "naive-inplace", "sdpa-math", "sdpa-flash", "sdpa-efficient"],
+        out=tmp_path / "r",
+        options=FAST,
+    )
     ops = {r.label: r.profile.gpu_ops_per_forward for r in rec.results if r.profile}
     assert ops["naive"] == ops["naive-inplace"] + 1  # the Memcpy of the out-of-place masked_fill
     assert ops["sdpa-math"] > ops["naive"]

@@ -61,42 +61,84 @@ def test_lists_are_joined_the_way_each_language_does() -> None:
 
 
 def _data(rows: list[Row], baseline: str = "naive-inplace") -> ReportData:
-    env = Environment(attnprof_version="0", torch_version="2.13.0", python="3.11", platform="linux", host="h",
-                      device="cpu", device_name="CPU", cpu_model="x86", threads=2)
-    wl = WorkloadRecord(batch=2, heads=8, kv_heads=8, seq=512, kv_seq=512, head_dim=64, dtype="bf16",
-                        device="cpu", causal=True)
+    env = Environment(
+        attnprof_version="0",
+        torch_version="2.13.0",
+        python="3.11",
+        platform="linux",
+        host="h",
+        device="cpu",
+        device_name="CPU",
+        cpu_model="x86",
+        threads=2,
+    )
+    wl = WorkloadRecord(
+        batch=2,
+        heads=8,
+        kv_heads=8,
+        seq=512,
+        kv_seq=512,
+        head_dim=64,
+        dtype="bf16",
+        device="cpu",
+        causal=True,
+    )
     rec = RunRecord(schema="attnprof.run/1", created="now", environment=env, workload=wl, results=[])
     comp = Comparison(baseline=baseline, rows=rows, sources=["r"])
     return ReportData(run_dirs=["r"], record=rec, comparison=comp)
 
 
 def _row(label: str, ms: float, codes: list[str], ops: float) -> Row:
-    return Row(label=label, variant=label, kind="run", source="r", dtype="bf16", median_ms=ms,
-               samples_ms=[ms] * 20, cpu_ops_per_forward=ops, gpu_ops_per_forward=0,
-               findings=[FindingRef(code=c) for c in codes])
+    return Row(
+        label=label,
+        variant=label,
+        kind="run",
+        source="r",
+        dtype="bf16",
+        median_ms=ms,
+        samples_ms=[ms] * 20,
+        cpu_ops_per_forward=ops,
+        gpu_ops_per_forward=0,
+        findings=[FindingRef(code=c) for c in codes],
+    )
 
 
 def test_the_summary_says_why_in_three_languages() -> None:
-    data = _data([
-        _row("naive-inplace", 1.0, ["UNFUSED_ATTENTION"], 36),
-        _row("sdpa-math", 4.0, ["UNFUSED_ATTENTION", "FP32_UPCAST", "MASK_REBUILT_EACH_CALL", "SAFE_SOFTMAX"], 81),
-        _row("naive", 1.04, ["UNFUSED_ATTENTION", "OUT_OF_PLACE_COPY"], 45),
-        _row("sdpa-flash", 0.5, ["FUSED_ATTENTION", "TRANSPOSES_BEFORE_KERNEL"], 19),
-    ])
+    data = _data(
+        [
+            _row("naive-inplace", 1.0, ["UNFUSED_ATTENTION"], 36),
+            _row(
+                "sdpa-math",
+                4.0,
+                ["UNFUSED_ATTENTION", "FP32_UPCAST", "MASK_REBUILT_EACH_CALL", "SAFE_SOFTMAX"],
+                81,
+            ),
+            _row("naive", 1.04, ["UNFUSED_ATTENTION", "OUT_OF_PLACE_COPY"], 45),
+            _row("sdpa-flash", 0.5, ["FUSED_ATTENTION", "TRANSPOSES_BEFORE_KERNEL"], 19),
+        ]
+    )
     en = summarize(data, Translator("en"))
     assert en[0] == "Fastest here: sdpa-flash, 500 µs per forward (median of 20 calls without the profiler)."
-    assert ("naive-inplace is 4.0x faster than sdpa-math in bf16 because sdpa-math upcasts to fp32, "
-            "rebuilds the causal mask on every call and uses _safe_softmax.") in en
+    assert (
+        "naive-inplace is 4.0x faster than sdpa-math in bf16 because sdpa-math upcasts to fp32, "
+        "rebuilds the causal mask on every call and uses _safe_softmax."
+    ) in en
     assert "naive and naive-inplace run at about the same speed in bf16 (1.04x)." in en
-    assert ("sdpa-flash is 2.0x faster than naive-inplace in bf16 because sdpa-flash computes attention "
-            "in one fused kernel.") in en
+    assert (
+        "sdpa-flash is 2.0x faster than naive-inplace in bf16 because sdpa-flash computes attention "
+        "in one fused kernel."
+    ) in en
     assert "CPU (aten) ops per forward: naive-inplace 36, sdpa-math 81, naive 45, sdpa-flash 19." in en
     ind = summarize(data, Translator("id"))
-    assert ("naive-inplace 4.0x lebih cepat daripada sdpa-math pada bf16 karena sdpa-math menaikkan input ke "
-            "fp32, membangun ulang mask kausal pada setiap pemanggilan dan memakai _safe_softmax.") in ind
+    assert (
+        "naive-inplace 4.0x lebih cepat daripada sdpa-math pada bf16 karena sdpa-math menaikkan input ke "
+        "fp32, membangun ulang mask kausal pada setiap pemanggilan dan memakai _safe_softmax."
+    ) in ind
     th = summarize(data, Translator("th"))
-    assert ("naive-inplace เร็วกว่า sdpa-math 4.0 เท่าใน bf16 เพราะ sdpa-math แปลงข้อมูลขึ้นเป็น fp32 "
-            "สร้าง causal mask ใหม่ทุกครั้งที่เรียก และใช้ _safe_softmax") in th
+    assert (
+        "naive-inplace เร็วกว่า sdpa-math 4.0 เท่าใน bf16 เพราะ sdpa-math แปลงข้อมูลขึ้นเป็น fp32 "
+        "สร้าง causal mask ใหม่ทุกครั้งที่เรียก และใช้ _safe_softmax"
+    ) in th
     assert len(en) == len(ind) == len(th)
 
 
@@ -105,7 +147,8 @@ def test_summary_without_reasons_and_without_runs() -> None:
     assert "naive-inplace is 2.0x faster than other in bf16." in summarize(data, Translator("en"))
     failed = _data([Row(label="x", kind="run", source="r", status="error", reason="boom")])
     assert summarize(failed, Translator("id")) == [
-        "Tidak ada yang berhasil berjalan, jadi tidak ada yang bisa dibandingkan."]
+        "Tidak ada yang berhasil berjalan, jadi tidak ada yang bisa dibandingkan."
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -124,28 +167,37 @@ def test_report_data_from_a_live_run(report_data: ReportData) -> None:
     ("lang", "heading", "summary_word"),
     [("en", "Summary", "faster"), ("id", "Ringkasan", "cepat"), ("th", "สรุป", "เร็ว")],
 )
-def test_html_report_is_self_contained(cpu_run: tuple[Path, object], tmp_path: Path, lang: str, heading: str,
-                                       summary_word: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_html_report_is_self_contained(
+    cpu_run: tuple[Path, object],
+    tmp_path: Path,
+    lang: str,
+    heading: str,
+    summary_word: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     out = tmp_path / f"report.{lang}.html"
     assert main(["report", str(cpu_run[0]), "--lang", lang, "-o", str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out)
     html = out.read_text(encoding="utf-8")
     assert f'<html lang="{lang}">' in html and f"<h2>{heading}</h2>" in html
     # offline: no script, no external stylesheet, image or font; the only URL is Perfetto's link
-    assert "<script" not in html and "<link rel=\"stylesheet\"" not in html and "@import" not in html
+    assert "<script" not in html and '<link rel="stylesheet"' not in html and "@import" not in html
     assert re.findall(r'(?:src|href)="(https?:[^"]*)"', html) == ["https://ui.perfetto.dev"]
     assert "url(http" not in html
     # the plots: time, categories and timeline, inline SVG with their ids made unique
-    assert html.count("<figure class=\"plot\">") == 3 and html.count("<svg") == 3
+    assert html.count('<figure class="plot">') == 3 and html.count("<svg") == 3
     ids = re.findall(r' id="([^"]+)"', html)
     assert len(ids) == len(set(ids))
-    summary = html[html.index('<ul class="summary">'):html.index("</ul>", html.index('<ul class="summary">'))]
+    summary = html[
+        html.index('<ul class="summary">') : html.index("</ul>", html.index('<ul class="summary">'))
+    ]
     assert summary_word in summary and "sdpa-math" in summary
     assert "1_2_64_16_naive_eager.json.gz" in html
 
 
-def test_report_default_path_and_relative_trace_links(cpu_run: tuple[Path, object], tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_default_path_and_relative_trace_links(
+    cpu_run: tuple[Path, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import shutil
 
     run = tmp_path / "r"
@@ -157,7 +209,9 @@ def test_report_default_path_and_relative_trace_links(cpu_run: tuple[Path, objec
     assert 'href="traces/1_2_64_16_naive_eager.json.gz"' in html
 
 
-def test_markdown_report_and_summary_only(cpu_run: tuple[Path, object], capsys: pytest.CaptureFixture[str]) -> None:
+def test_markdown_report_and_summary_only(
+    cpu_run: tuple[Path, object], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["report", str(cpu_run[0]), "--format", "md", "--lang", "id", "--summary-only"]) == 0
     summary = capsys.readouterr().out
     lines = summary.strip().splitlines()
@@ -179,8 +233,12 @@ def test_scaling_curves_when_a_folder_holds_several_shapes(tmp_path: Path) -> No
     from attnprof.workload import Workload
 
     for seq in (32, 64):
-        run(Workload(batch=1, heads=2, seq=seq, head_dim=16), variants=["naive-inplace", "sdpa-flash"],
-            out=tmp_path / f"s{seq}", options=RunOptions(time_budget_s=0.03, min_samples=5))
+        run(
+            Workload(batch=1, heads=2, seq=seq, head_dim=16),
+            variants=["naive-inplace", "sdpa-flash"],
+            out=tmp_path / f"s{seq}",
+            options=RunOptions(time_budget_s=0.03, min_samples=5),
+        )
     data = build_report_data(tmp_path)
     assert data.scaling_axis == "seq" and {p.seq for p in data.scaling} == {32, 64}
     assert {r.label for r in data.comparison.rows} >= {"s32/naive-inplace", "s64/sdpa-flash"}
@@ -188,8 +246,9 @@ def test_scaling_curves_when_a_folder_holds_several_shapes(tmp_path: Path) -> No
     assert html.count("<svg") == 4 and "Scaling: median time per forward against S" in html
 
 
-def test_report_bad_options_exit_2(cpu_run: tuple[Path, object], tmp_path: Path,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_bad_options_exit_2(
+    cpu_run: tuple[Path, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["report", str(cpu_run[0]), "--lang", "fr"]) == 2
     assert main(["report", str(cpu_run[0]), "--format", "pdf"]) == 2
     assert main(["report", str(tmp_path)]) == 2
@@ -207,17 +266,46 @@ def test_gpu_run_report_draws_gpu_plots(tmp_path: Path) -> None:
 
     (tmp_path / "traces").mkdir()
     results = []
-    for variant, prefix, ms in (("naive-inplace", "harryjmoss__particle_transformer", 2.0),
-                                ("sdpa-flash", "AMD-AGI__TraceLens__tests__traces__h100", 0.5)):
+    for variant, prefix, ms in (
+        ("naive-inplace", "harryjmoss__particle_transformer", 2.0),
+        ("sdpa-flash", "AMD-AGI__TraceLens__tests__traces__h100", 0.5),
+    ):
         link = tmp_path / "traces" / f"{variant}.json.gz"
         link.symlink_to(trace(prefix))
-        timing = TimingSummary(median_ms=ms, iqr_ms=ms / 20, mean_ms=ms, min_ms=ms * 0.9, n=5, threads=1,
-                               method="cuda-events", noisy=False, samples_ms=[ms * f for f in (0.95, 1, 1, 1.02, 1.1)])
+        timing = TimingSummary(
+            median_ms=ms,
+            iqr_ms=ms / 20,
+            mean_ms=ms,
+            min_ms=ms * 0.9,
+            n=5,
+            threads=1,
+            method="cuda-events",
+            noisy=False,
+            samples_ms=[ms * f for f in (0.95, 1, 1, 1.02, 1.1)],
+        )
         results.append(RunResult(variant=variant, status="ok", timing=timing, trace=f"traces/{link.name}"))
-    env = Environment(attnprof_version="0", torch_version="2.13.0", python="3.11", platform="linux", host="h",
-                      device="cuda", device_name="NVIDIA H100", cpu_model="x86", threads=8)
-    wl = WorkloadRecord(batch=8, heads=16, kv_heads=16, seq=1024, kv_seq=1024, head_dim=64, dtype="bf16",
-                        device="cuda", causal=True)
+    env = Environment(
+        attnprof_version="0",
+        torch_version="2.13.0",
+        python="3.11",
+        platform="linux",
+        host="h",
+        device="cuda",
+        device_name="NVIDIA H100",
+        cpu_model="x86",
+        threads=8,
+    )
+    wl = WorkloadRecord(
+        batch=8,
+        heads=16,
+        kv_heads=16,
+        seq=1024,
+        kv_seq=1024,
+        head_dim=64,
+        dtype="bf16",
+        device="cuda",
+        causal=True,
+    )
     rec = RunRecord(schema="attnprof.run/1", created="now", environment=env, workload=wl, results=results)
     (tmp_path / "run.json").write_bytes(encode_json(rec))
 
@@ -229,4 +317,7 @@ def test_gpu_run_report_draws_gpu_plots(tmp_path: Path) -> None:
     assert "GPU time per forward by category" in html and "The GPU ops of one forward" in html
     assert html.count("<svg") == 3
     summary = summarize(data, Translator("en"))
-    assert "sdpa-flash is 4.0x faster than naive-inplace in bf16 because sdpa-flash computes attention in one fused kernel." in summary
+    assert (
+        "sdpa-flash is 4.0x faster than naive-inplace in bf16 because sdpa-flash computes attention in one fused kernel."
+        in summary
+    )

@@ -76,7 +76,15 @@ def test_user_variant_from_file(tmp_path: Path) -> None:
 
 def test_names_are_a_closed_set() -> None:
     assert variant_names() == [
-        "naive", "naive-inplace", "sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "flex", "hub-flash",
+        "naive",
+        "naive-inplace",
+        "sdpa",
+        "sdpa-math",
+        "sdpa-flash",
+        "sdpa-efficient",
+        "sdpa-cudnn",
+        "flex",
+        "hub-flash",
     ]
 
 

@@ -26,9 +26,7 @@ class MissingExtra(UserError):
     """An optional dependency is missing; the message carries the exact pip command."""
 
     def __init__(self, module: str, extra: str, what: str) -> None:
-        super().__init__(
-            f"{what} needs the optional package '{module}': pip install 'attnprof[{extra}]'"
-        )
+        super().__init__(f"{what} needs the optional package '{module}': pip install 'attnprof[{extra}]'")
         self.module = module
         self.extra = extra
 

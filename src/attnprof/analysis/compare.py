@@ -226,7 +226,9 @@ def load_sources(paths: Iterable[str | Path]) -> list[Source]:
         if p.is_dir() or p.name == "run.json":
             run_json = p / "run.json" if p.is_dir() else p
             if not run_json.is_file():
-                raise UserError(f"{p}: not a run directory (no run.json); give a run directory or a trace file")
+                raise UserError(
+                    f"{p}: not a run directory (no run.json); give a run directory or a trace file"
+                )
             try:
                 record = decode_run(run_json.read_bytes())
             except msgspec.DecodeError as exc:
@@ -311,8 +313,10 @@ def _occupancy(k: Mapping[str, Any]) -> tuple[float | None, float | None, str | 
         ach = None
     theo = _num(occ.get("theoretical_pct"))
     lim = occ.get("limiter")
-    return (ach / 100 if ach is not None else None), (theo / 100 if theo is not None else None), (
-        str(lim) if lim else None
+    return (
+        (ach / 100 if ach is not None else None),
+        (theo / 100 if theo is not None else None),
+        (str(lim) if lim else None),
     )
 
 
@@ -357,11 +361,39 @@ _CPU_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("attention", ("scaled_dot_product", "flash_attention", "efficient_attention", "flex_attention")),
     ("gemm", ("bmm", "matmul", "::mm", "addmm", "linear")),
     ("softmax", ("softmax",)),
-    ("mask", ("masked_fill", "tril", "triu", "::ones", "where", "scalar_tensor", "fill_", "isneginf",
-              "logical_not")),
+    (
+        "mask",
+        (
+            "masked_fill",
+            "tril",
+            "triu",
+            "::ones",
+            "where",
+            "scalar_tensor",
+            "fill_",
+            "isneginf",
+            "logical_not",
+        ),
+    ),
     ("copy", ("clone", "copy_", "::to", "_to_copy", "contiguous", "empty_like")),
-    ("layout", ("transpose", "permute", "::view", "reshape", "expand", "as_strided", "unsqueeze",
-                "::t", "select", "slice", "_unsafe_view", "::empty", "resolve_")),
+    (
+        "layout",
+        (
+            "transpose",
+            "permute",
+            "::view",
+            "reshape",
+            "expand",
+            "as_strided",
+            "unsqueeze",
+            "::t",
+            "select",
+            "slice",
+            "_unsafe_view",
+            "::empty",
+            "resolve_",
+        ),
+    ),
     ("elementwise", ("::mul", "::div", "::add", "::sub", "::exp", "::neg")),
     ("reduction", ("::sum", "::max", "::amax", "::all", "::any", "::mean")),
 )
@@ -388,8 +420,11 @@ def _cpu_ops_from_region(region: Mapping[str, Any] | None) -> list[OpStat]:
         if isinstance(o, Mapping) and o.get("name"):
             name = str(o["name"])
             cat = cpu_category(name)
-            out.append(OpStat(name=name, category=cat, family=cat, count=_num(o.get("per_instance")) or 0.0,
-                              time_us=0.0))
+            out.append(
+                OpStat(
+                    name=name, category=cat, family=cat, count=_num(o.get("per_instance")) or 0.0, time_us=0.0
+                )
+            )
     return out
 
 
@@ -406,7 +441,9 @@ def _self_segments(ev: dict[str, Any], kids: list[dict[str, Any]], t0: float) ->
     return out
 
 
-def _cpu_forward(path: Path, region: str) -> tuple[list[dict[str, Any]], dict[str, tuple[float, float]]] | None:
+def _cpu_forward(
+    path: Path, region: str
+) -> tuple[list[dict[str, Any]], dict[str, tuple[float, float]]] | None:
     """CPU ops of a CPU-only trace inside its `region` annotations: for the first instance, what
     ran when (each op's self-time segments, in time order), and per op name (count, self time in
     µs) per instance.
@@ -426,9 +463,15 @@ def _cpu_forward(path: Path, region: str) -> tuple[list[dict[str, Any]], dict[st
     except (OSError, EOFError, orjson.JSONDecodeError, gzip.BadGzipFile):
         return None
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
-    spans = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))]
-    annots = sorted((e for e in spans if e.get("name") == region and e.get("cat") == "user_annotation"),
-                    key=lambda e: e["ts"])
+    spans = [
+        e
+        for e in events
+        if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))
+    ]
+    annots = sorted(
+        (e for e in spans if e.get("name") == region and e.get("cat") == "user_annotation"),
+        key=lambda e: e["ts"],
+    )
     ops = sorted((e for e in spans if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
     if not annots or not ops:
         return None
@@ -436,7 +479,9 @@ def _cpu_forward(path: Path, region: str) -> tuple[list[dict[str, Any]], dict[st
     segments: list[dict[str, Any]] = []
     for n, ann in enumerate(annots):
         t0, t1 = ann["ts"], ann["ts"] + ann["dur"]
-        inside = [e for e in ops if e.get("tid") == ann.get("tid") and t0 <= e["ts"] and e["ts"] + e["dur"] <= t1]
+        inside = [
+            e for e in ops if e.get("tid") == ann.get("tid") and t0 <= e["ts"] and e["ts"] + e["dur"] <= t1
+        ]
         stack: list[dict[str, Any]] = []
         kids: dict[int, list[dict[str, Any]]] = {id(e): [] for e in inside}
         for e in inside:
@@ -525,8 +570,10 @@ def _apply_analysis(row: Row, a: Mapping[str, Any]) -> None:
         if found is not None:
             seq, by_name = found
             row.timeline, row.timeline_lane = _timeline(seq, cpu_category), "cpu"
-            row.ops = [OpStat(name=n, category=cpu_category(n), family=cpu_category(n), count=c, time_us=t)
-                       for n, (c, t) in sorted(by_name.items(), key=lambda kv: -kv[1][1])]
+            row.ops = [
+                OpStat(name=n, category=cpu_category(n), family=cpu_category(n), count=c, time_us=t)
+                for n, (c, t) in sorted(by_name.items(), key=lambda kv: -kv[1][1])
+            ]
             agg: dict[str, float] = {}
             for o in row.ops:
                 agg[o.category] = agg.get(o.category, 0.0) + o.time_us
@@ -538,7 +585,9 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
     run_dir = Path(src.path)
     t = res.timing
     row = Row(
-        label=res.variant if res.mode == "eager" or res.variant.endswith("_compile") else f"{res.variant}_compile",
+        label=res.variant
+        if res.mode == "eager" or res.variant.endswith("_compile")
+        else f"{res.variant}_compile",
         kind="run",
         source=src.path,
         variant=res.variant,
@@ -587,11 +636,21 @@ def _analyse_into(row: Row, path: Path, workload: Any, notes: list[str]) -> None
         notes.append(f"{row.label}: {exc}")
         return
     # the harness's per-forward figures stay when the analysis has no region for them
-    saved = (row.gpu_ops_per_forward, row.cpu_ops_per_forward, row.gpu_time_us_per_forward,
-             row.cpu_time_us_per_forward, row.forwards)
+    saved = (
+        row.gpu_ops_per_forward,
+        row.cpu_ops_per_forward,
+        row.gpu_time_us_per_forward,
+        row.cpu_time_us_per_forward,
+        row.forwards,
+    )
     _apply_analysis(row, a)
-    fields = ("gpu_ops_per_forward", "cpu_ops_per_forward", "gpu_time_us_per_forward",
-              "cpu_time_us_per_forward", "forwards")
+    fields = (
+        "gpu_ops_per_forward",
+        "cpu_ops_per_forward",
+        "gpu_time_us_per_forward",
+        "cpu_time_us_per_forward",
+        "forwards",
+    )
     for name, old in zip(fields, saved, strict=True):
         if getattr(row, name) is None:
             setattr(row, name, old)
@@ -720,8 +779,9 @@ def diff_rows(a: Row, b: Row) -> Diff:
         fam = (ob.family if ob else None) or ref.family
         cat_of.setdefault(fam, ref.category)
         groups.setdefault(fam, []).append(
-            KernelChange(name=name, short=ref.short, change=change, count_a=ca, count_b=cb, time_a_us=ta,
-                         time_b_us=tb)
+            KernelChange(
+                name=name, short=ref.short, change=change, count_a=ca, count_b=cb, time_a_us=ta, time_b_us=tb
+            )
         )
     fams = [
         FamilyDiff(

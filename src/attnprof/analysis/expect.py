@@ -200,7 +200,7 @@ def load_expectations(name_or_path: str | Path) -> ExpectationFile:
     for i, item in enumerate(items, 1):
         where = f"{path.name} [[expect]] #{i}"
         if not isinstance(item, Mapping) or not isinstance(item.get("variant"), str):
-            raise UserError(f"{where}: every [[expect]] needs variant = \"NAME\"")
+            raise UserError(f'{where}: every [[expect]] needs variant = "NAME"')
         where = f"{path.name} [[expect]] #{i} ({item['variant']})"
         unknown = set(item) - set(_VALIDATORS) - _META_KEYS
         if unknown:
@@ -286,7 +286,9 @@ def _baseline_row(comp: Comparison, row: Row, name: str | None) -> Row | None:
     return next((r for r in comp.rows if name in (r.variant, r.label)), None)
 
 
-def _check(name: str, want: Any, row: Row, comp: Comparison, baseline: str | None) -> tuple[str, str, bool | None]:
+def _check(
+    name: str, want: Any, row: Row, comp: Comparison, baseline: str | None
+) -> tuple[str, str, bool | None]:
     """(expected text, observed text, met?) with met None when the observation is missing."""
     if name == "status":
         return " or ".join(want), row.status, row.status in want
@@ -299,7 +301,11 @@ def _check(name: str, want: Any, row: Row, comp: Comparison, baseline: str | Non
     if name == "categories":
         if row.analysis_error is not None or (not row.category_sequence and row.gpu_ops_per_forward is None):
             return " > ".join(want), "not measured", None
-        return " > ".join(want), " > ".join(row.category_sequence) or "(none)", list(want) == row.category_sequence
+        return (
+            " > ".join(want),
+            " > ".join(row.category_sequence) or "(none)",
+            list(want) == row.category_sequence,
+        )
     if name in ("families_present", "families_absent"):
         if row.analysis_error or (row.forwards is None and not row.families and row.kind == "run"):
             return ", ".join(want), "not measured", None
@@ -307,8 +313,15 @@ def _check(name: str, want: Any, row: Row, comp: Comparison, baseline: str | Non
         if name == "families_present":
             missing = [w for w, h in hits.items() if h is None]
             seen = ", ".join(row.families) or "none"
-            return ", ".join(want), (f"missing {', '.join(missing)} (families: {seen})" if missing else
-                                     ", ".join(str(h) for h in hits.values())), not missing
+            return (
+                ", ".join(want),
+                (
+                    f"missing {', '.join(missing)} (families: {seen})"
+                    if missing
+                    else ", ".join(str(h) for h in hits.values())
+                ),
+                not missing,
+            )
         found = [str(h) for h in hits.values() if h is not None]
         return ", ".join(want), (f"present: {', '.join(found)}" if found else "absent"), not found
     if name == "fused_attention":
@@ -343,7 +356,9 @@ def _check(name: str, want: Any, row: Row, comp: Comparison, baseline: str | Non
         codes = row.finding_codes
         if name == "findings":
             missing = [c for c in want if c not in codes]
-            observed = f"missing {', '.join(missing)} (has: {', '.join(codes) or 'none'})" if missing else "present"
+            observed = (
+                f"missing {', '.join(missing)} (has: {', '.join(codes) or 'none'})" if missing else "present"
+            )
             return ", ".join(want), observed, not missing
         found = [c for c in want if c in codes]
         return ", ".join(want), (f"present: {', '.join(found)}" if found else "absent"), not found
@@ -356,16 +371,30 @@ def check_comparison(comp: Comparison, spec: ExpectationFile) -> list[Expectatio
         rows = [r for r in comp.rows if _matches(exp.variant, r)]
         if not rows:
             results.extend(
-                ExpectationResult(variant=exp.variant, row=None, check=c, expected="", observed="not in this run",
-                                  status="skipped", note=exp.note)
+                ExpectationResult(
+                    variant=exp.variant,
+                    row=None,
+                    check=c,
+                    expected="",
+                    observed="not in this run",
+                    status="skipped",
+                    note=exp.note,
+                )
                 for c in exp.checks
             )
             continue
         for row in rows:
             why_not = _applies(spec.when, row) or _applies(exp.when, row)
             for check, want in exp.checks.items():
-                base = ExpectationResult(variant=exp.variant, row=row.label, check=check, expected="",
-                                         observed="", status="skipped", note=exp.note)
+                base = ExpectationResult(
+                    variant=exp.variant,
+                    row=row.label,
+                    check=check,
+                    expected="",
+                    observed="",
+                    status="skipped",
+                    note=exp.note,
+                )
                 if why_not:
                     base.observed = why_not
                     results.append(base)

@@ -15,9 +15,13 @@ __all__ = ["compare_cmd", "report_cmd"]
 
 @app.command("compare")
 def compare_cmd(
-    paths: list[Path] = typer.Argument(..., help="Run directories and/or trace files (.json, .json.gz), mixed."),
+    paths: list[Path] = typer.Argument(
+        ..., help="Run directories and/or trace files (.json, .json.gz), mixed."
+    ),
     baseline: str | None = typer.Option(
-        None, "--baseline", help="Variant or trace to compare against (default: naive-inplace, else the first)."
+        None,
+        "--baseline",
+        help="Variant or trace to compare against (default: naive-inplace, else the first).",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON (attnprof.compare/1)."),
     expect: str | None = typer.Option(
@@ -25,7 +29,9 @@ def compare_cmd(
     ),
     strict: bool = typer.Option(False, "--strict", help="Exit 3 when any expectation is not met."),
     diff: bool = typer.Option(
-        False, "--diff", help="Kernel-level diff: two traces, two runs (per variant), or each variant vs the baseline."
+        False,
+        "--diff",
+        help="Kernel-level diff: two traces, two runs (per variant), or each variant vs the baseline.",
     ),
     no_color: bool = typer.Option(False, "--no-color", help="Plain text, no colours."),
 ) -> None:
@@ -58,15 +64,22 @@ def compare_cmd(
 
 @app.command("report")
 def report_cmd(
-    run_dir: Path = typer.Argument(..., help="A run directory (or a folder of run directories, for scaling)."),
+    run_dir: Path = typer.Argument(
+        ..., help="A run directory (or a folder of run directories, for scaling)."
+    ),
     fmt: str = typer.Option("html", "--format", help="html (default) or md."),
     lang: str = typer.Option("en", "--lang", help="Language: en, id (Indonesian) or th (Thai)."),
     output: Path | None = typer.Option(
-        None, "-o", "--output", help="Output file ('-' for stdout). Default: RUN_DIR/report.<lang>.html; md goes to stdout."
+        None,
+        "-o",
+        "--output",
+        help="Output file ('-' for stdout). Default: RUN_DIR/report.<lang>.html; md goes to stdout.",
     ),
     summary_only: bool = typer.Option(False, "--summary-only", help="Only the bullet summary (Markdown)."),
     expect: str = typer.Option(
-        "auto", "--expect", help="Expectations to show: a TOML file, cpu, blog-cuda, auto (by device) or none."
+        "auto",
+        "--expect",
+        help="Expectations to show: a TOML file, cpu, blog-cuda, auto (by device) or none.",
     ),
     baseline: str | None = typer.Option(None, "--baseline", help="Variant to compare against."),
 ) -> None:
@@ -83,8 +96,10 @@ def report_cmd(
         from attnprof.report.markdown import render_markdown, summary_markdown
 
         target = output if output is not None and str(output) != "-" else None
-        text = summary_markdown(data, t) if summary_only else render_markdown(
-            data, t, out_dir=target.parent if target else Path(run_dir)
+        text = (
+            summary_markdown(data, t)
+            if summary_only
+            else render_markdown(data, t, out_dir=target.parent if target else Path(run_dir))
         )
         if target is None:
             sys.stdout.write(text)

@@ -39,7 +39,9 @@ HeadDim = Annotated[int | None, typer.Option("-d", "--head-dim", help="Head dime
 Shape = Annotated[str | None, typer.Option("--shape", help="B,H,S,D in one go, e.g. 8,16,1024,64.")]
 KvHeads = Annotated[int | None, typer.Option("--kv-heads", help="Key/value heads (GQA); default = heads.")]
 KvSeq = Annotated[int | None, typer.Option("--kv-seq", help="Key/value length; default = seq.")]
-Dtype = Annotated[str | None, typer.Option("--dtype", help="fp32, fp16 or bf16 (default: bf16 on CUDA, fp32 on CPU).")]
+Dtype = Annotated[
+    str | None, typer.Option("--dtype", help="fp32, fp16 or bf16 (default: bf16 on CUDA, fp32 on CPU).")
+]
 Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 Causal = Annotated[bool, typer.Option("--causal/--no-causal", help="Causal mask (default on).")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed for the inputs.")]
@@ -65,7 +67,11 @@ def resolve_device(device: str) -> str:
         import torch
 
         if not torch.cuda.is_available():
-            build = "a CPU-only build" if "+cpu" in torch.__version__ or not torch.version.cuda else "a CUDA build"
+            build = (
+                "a CPU-only build"
+                if "+cpu" in torch.__version__ or not torch.version.cuda
+                else "a CUDA build"
+            )
             raise UserError(
                 f"--device {device}: no CUDA GPU is visible to torch {torch.__version__} ({build}); use --device cpu"
             )

@@ -32,7 +32,9 @@ __all__: list[str] = []
 def _parse_steps(text: str) -> tuple[int, int, int]:
     parts = text.split(",")
     if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
-        raise UserError(f"--steps {text!r} is not WAIT,WARMUP,ACTIVE: give three integers, e.g. --steps 1,1,3")
+        raise UserError(
+            f"--steps {text!r} is not WAIT,WARMUP,ACTIVE: give three integers, e.g. --steps 1,1,3"
+        )
     w, wu, a = (int(p) for p in parts)
     if a < 1:
         raise UserError("--steps needs at least one active step, e.g. --steps 1,1,3")
@@ -43,7 +45,12 @@ def _parse_steps(text: str) -> tuple[int, int, int]:
 def run_command(
     variants: Annotated[
         list[str] | None,
-        typer.Option("--variants", "--variant", "-v", help="Variants (comma-separated or repeated); module:func or file.py:func for your own."),
+        typer.Option(
+            "--variants",
+            "--variant",
+            "-v",
+            help="Variants (comma-separated or repeated); module:func or file.py:func for your own.",
+        ),
     ] = None,
     batch: Batch = None,
     heads: Heads = None,
@@ -56,14 +63,28 @@ def run_command(
     device: Device = "auto",
     causal: Causal = True,
     seed: Seed = 0,
-    compile: Annotated[bool, typer.Option("--compile", help="Add a torch.compile twin of each eager variant.")] = False,
+    compile: Annotated[
+        bool, typer.Option("--compile", help="Add a torch.compile twin of each eager variant.")
+    ] = False,
     steps: Annotated[str, typer.Option("--steps", help="Profiler schedule WAIT,WARMUP,ACTIVE.")] = "1,1,3",
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory (default ./attnprof-runs/<timestamp>).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Run variants even when their memory estimate exceeds what is free.")] = False,
-    budget: Annotated[float | None, typer.Option("--time-budget", help="Seconds of clean timing per variant.")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Run directory (default ./attnprof-runs/<timestamp>).")
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Run variants even when their memory estimate exceeds what is free."),
+    ] = False,
+    budget: Annotated[
+        float | None, typer.Option("--time-budget", help="Seconds of clean timing per variant.")
+    ] = None,
     no_profile: Annotated[bool, typer.Option("--no-profile", help="Time only; no traces.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the run record as JSON instead of a table.")] = False,
-    expect: Annotated[str | None, typer.Option("--expect", help="Expectations TOML (or a built-in name) to check the run against.")] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the run record as JSON instead of a table.")
+    ] = False,
+    expect: Annotated[
+        str | None,
+        typer.Option("--expect", help="Expectations TOML (or a built-in name) to check the run against."),
+    ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="With --expect: exit 3 on any mismatch.")] = False,
     no_color: Annotated[bool, typer.Option("--no-color", help="No colours in the output.")] = False,
 ) -> None:
@@ -73,8 +94,17 @@ def run_command(
     from attnprof.variants.registry import resolve_variants
 
     workload = build_workload(
-        batch=batch, heads=heads, seq=seq, head_dim=head_dim, shape=shape, kv_heads=kv_heads,
-        kv_seq=kv_seq, dtype=dtype, device=device, causal=causal, seed=seed,
+        batch=batch,
+        heads=heads,
+        seq=seq,
+        head_dim=head_dim,
+        shape=shape,
+        kv_heads=kv_heads,
+        kv_seq=kv_seq,
+        dtype=dtype,
+        device=device,
+        causal=causal,
+        seed=seed,
     )
     names = split_list(variants)
     opts = RunOptions(
@@ -116,7 +146,16 @@ def list_command(
     from attnprof.variants.registry import list_variants
 
     workload = build_workload(
-        batch=None, heads=None, seq=None, head_dim=None, shape=shape, kv_heads=None, kv_seq=None,
-        dtype=dtype, device=device, causal=True, seed=0,
+        batch=None,
+        heads=None,
+        seq=None,
+        head_dim=None,
+        shape=shape,
+        kv_heads=None,
+        kv_seq=None,
+        dtype=dtype,
+        device=device,
+        causal=True,
+        seed=0,
     )
     render_list(workload, list_variants(workload), json_out=json_out, no_color=no_color)

@@ -50,7 +50,9 @@ def peak_from_trace_events(events: list[dict[str, Any]], ranges: list[tuple[floa
     mem = sorted(
         (e["ts"], e["args"].get("Total Allocated", 0))
         for e in events
-        if e.get("name") == "[memory]" and isinstance(e.get("args"), dict) and e["args"].get("Device Type", 0) == 0
+        if e.get("name") == "[memory]"
+        and isinstance(e.get("args"), dict)
+        and e["args"].get("Device Type", 0) == 0
     )
     if not mem:
         return None

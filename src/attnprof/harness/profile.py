@@ -74,7 +74,7 @@ def _summarize(events: list[Any], cuda: bool) -> tuple[ProfileSummary, set[str]]
 
 def _table(prof: Any, cuda: bool) -> str:
     averages = prof.key_averages()
-    for key in (("cuda_time_total", "device_time_total") if cuda else ("cpu_time_total",)):
+    for key in ("cuda_time_total", "device_time_total") if cuda else ("cpu_time_total",):
         try:
             # wide name column: the default cuts kernel names at 55 characters
             return str(averages.table(sort_by=key, row_limit=25, max_name_column_width=100))

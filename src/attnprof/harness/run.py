@@ -64,7 +64,9 @@ def default_out_dir() -> Path:
 
 def prepare_out_dir(out: Path) -> Path:
     """Create `out`, refusing one that already holds a run: an earlier run is never overwritten."""
-    if (out / "run.json").exists() or (out.exists() and any((out / d).exists() for d in ("traces", "tables"))):
+    if (out / "run.json").exists() or (
+        out.exists() and any((out / d).exists() for d in ("traces", "tables"))
+    ):
         raise UserError(f"{out} already holds an earlier run; pass a new --out DIR (nothing was overwritten)")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file; pass a directory")
@@ -223,7 +225,11 @@ def _prepare(
                     trace_path = base / "traces" / f"{tag}.json.gz"
                     table_path = base / "tables" / f"{tag}.txt"
                     prof = profile.profile_call(
-                        built.call, device=workload.device, steps=opts.steps, trace_path=trace_path, table_path=table_path
+                        built.call,
+                        device=workload.device,
+                        steps=opts.steps,
+                        trace_path=trace_path,
+                        table_path=table_path,
                     )
                 if out is not None:
                     result.trace = str(trace_path.relative_to(out))

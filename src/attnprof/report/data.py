@@ -58,7 +58,9 @@ def find_run_dirs(path: str | Path) -> list[Path]:
         raise UserError(f"{p}: no such run directory")
     found = sorted(d for d in p.iterdir() if (d / "run.json").is_file())
     if not found:
-        raise UserError(f"{p}: no run.json here or in its subfolders; give a directory made by `attnprof run --out DIR`")
+        raise UserError(
+            f"{p}: no run.json here or in its subfolders; give a directory made by `attnprof run --out DIR`"
+        )
     return found
 
 

@@ -46,7 +46,10 @@ def _plots(data: ReportData, t: Translator) -> list[tuple[str, str | None]]:
     timeline_lane = next((r.timeline_lane for r in rows if r.timeline), "cpu" if lane_cpu else "gpu")
     out: list[tuple[str, str | None]] = [
         (t("plot.time"), plots.time_plot(rows)),
-        (t("plot.categories_gpu") if gpu else t("plot.categories_cpu"), plots.category_plot(rows, "gpu" if gpu else "cpu")),
+        (
+            t("plot.categories_gpu") if gpu else t("plot.categories_cpu"),
+            plots.category_plot(rows, "gpu" if gpu else "cpu"),
+        ),
         (t(f"plot.timeline_{timeline_lane}"), plots.timeline_plot(rows)),
     ]
     if data.scaling_axis:
@@ -58,8 +61,12 @@ def _plots(data: ReportData, t: Translator) -> list[tuple[str, str | None]]:
 def render_html(data: ReportData, t: Translator, *, out_dir: Path | None = None) -> str:
     """out_dir: where the file will be written, so links to the traces can be relative."""
     w = data.record.workload
-    title = t("report.title", shape=f"{w.batch}x{w.heads}x{w.seq}x{w.head_dim}", dtype=w.dtype,
-              device=data.record.environment.device_name)
+    title = t(
+        "report.title",
+        shape=f"{w.batch}x{w.heads}x{w.seq}x{w.head_dim}",
+        dtype=w.dtype,
+        device=data.record.environment.device_name,
+    )
     link = Markup('<a href="{0}">{0}</a>').format(PERFETTO)
     perfetto_line = escape(t("traces.perfetto", perfetto="\x00")).replace("\x00", link)
     template = _env().get_template("report.html.j2")

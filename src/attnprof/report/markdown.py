@@ -43,12 +43,21 @@ def summary_markdown(data: ReportData, t: Translator) -> str:
 
 def _title(data: ReportData, t: Translator) -> str:
     w = data.record.workload
-    return t("report.title", shape=f"{w.batch}x{w.heads}x{w.seq}x{w.head_dim}", dtype=w.dtype,
-             device=data.record.environment.device_name)
+    return t(
+        "report.title",
+        shape=f"{w.batch}x{w.heads}x{w.seq}x{w.head_dim}",
+        dtype=w.dtype,
+        device=data.record.environment.device_name,
+    )
 
 
 def render_markdown(data: ReportData, t: Translator, *, out_dir: Path | None = None) -> str:
-    lines = [f"# {_title(data, t)}", "", t("report.generated", version=data.version, source=", ".join(data.run_dirs)), ""]
+    lines = [
+        f"# {_title(data, t)}",
+        "",
+        t("report.generated", version=data.version, source=", ".join(data.run_dirs)),
+        "",
+    ]
     lines += [f"## {t('h.summary')}", "", summary_markdown(data, t)]
     lines += [f"## {t('h.environment')}", ""] + [f"- **{k}**: {v}" for k, v in env_items(data, t)] + [""]
     lines += [f"## {t('h.comparison')}", "", *_table(comparison_table(data, t)), ""]
@@ -69,11 +78,17 @@ def render_markdown(data: ReportData, t: Translator, *, out_dir: Path | None = N
         lines.append(t("findings.none"))
     lines += ["", f"## {t('h.expectations')}", ""]
     if data.expectations:
-        lines += [t("expect.source", file=data.expectation_file or "-"), "", *_table(expectation_table(data, t))]
+        lines += [
+            t("expect.source", file=data.expectation_file or "-"),
+            "",
+            *_table(expectation_table(data, t)),
+        ]
     else:
         lines.append(t("expect.none"))
     lines += ["", f"## {t('h.traces')}", ""]
     for variant, link, exists in trace_items(data, out_dir):
-        lines.append(f"- {variant}: [{Path(link).name}]({link})" + ("" if exists else " " + t("traces.missing")))
+        lines.append(
+            f"- {variant}: [{Path(link).name}]({link})" + ("" if exists else " " + t("traces.missing"))
+        )
     lines += ["", t("traces.perfetto", perfetto=PERFETTO), ""]
     return "\n".join(lines)

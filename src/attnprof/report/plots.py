@@ -85,8 +85,14 @@ def time_plot(rows: Sequence[Row]) -> str | None:
     fig = _figure(len(timed))
     ax = fig.add_subplot()
     data = [[x * scale for x in (r.samples_ms or [r.median_ms or 0.0])] for r in timed]
-    ax.boxplot(data, orientation="horizontal", tick_labels=[r.label for r in timed], widths=0.6,
-               showfliers=False, medianprops={"color": "#d62728", "linewidth": 2})
+    ax.boxplot(
+        data,
+        orientation="horizontal",
+        tick_labels=[r.label for r in timed],
+        widths=0.6,
+        showfliers=False,
+        medianprops={"color": "#d62728", "linewidth": 2},
+    )
     ax.set_xlabel(f"{unit} per forward")
     ax.set_xlim(left=0)
     ax.grid(axis="x", alpha=0.3)
@@ -100,8 +106,10 @@ def category_plot(rows: Sequence[Row], lane: str) -> str | None:
     have = [r for r in rows if getattr(r, attr)]
     if not have:
         return None
-    cats = sorted({c for r in have for c in getattr(r, attr)},
-                  key=lambda c: -sum(getattr(r, attr).get(c, 0.0) for r in have))
+    cats = sorted(
+        {c for r in have for c in getattr(r, attr)},
+        key=lambda c: -sum(getattr(r, attr).get(c, 0.0) for r in have),
+    )
     fig = _figure(len(have))
     ax = fig.add_subplot()
     labels = [r.label for r in have]
@@ -131,9 +139,15 @@ def timeline_plot(rows: Sequence[Row]) -> str | None:
         for op in r.timeline:
             # a zero-length op still shows as a sliver so that counts stay visible
             width = max(op.dur_us, span * 0.002)
-            ax.broken_barh([(op.start_us, width)], (i - 0.35, 0.7), facecolors=_color(op.category),
-                           edgecolor="white", linewidth=0.3)
+            ax.broken_barh(
+                [(op.start_us, width)],
+                (i - 0.35, 0.7),
+                facecolors=_color(op.category),
+                edgecolor="white",
+                linewidth=0.3,
+            )
             seen.setdefault(op.category, _color(op.category))
+
     def ops(r: Row) -> str:
         n = r.gpu_ops_per_forward if r.timeline_lane == "gpu" else r.cpu_ops_per_forward
         return f"{r.label} ({n:.0f})" if n is not None else r.label
@@ -141,8 +155,13 @@ def timeline_plot(rows: Sequence[Row]) -> str | None:
     ax.set_yticks(range(len(have)), [ops(r) for r in have])
     ax.set_ylim(len(have) - 0.5, -0.5)
     ax.set_xlabel("µs from the start of the forward")
-    ax.legend(handles=[Patch(color=c, label=k) for k, c in seen.items()], loc="upper left",
-              bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.legend(
+        handles=[Patch(color=c, label=k) for k, c in seen.items()],
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize=8,
+        frameon=False,
+    )
     ax.grid(axis="x", alpha=0.3)
     return _svg(fig)
 

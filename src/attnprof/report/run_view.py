@@ -30,7 +30,9 @@ __all__ = ["ProgressReporter", "check_run_expectations", "format_ms", "render_li
 
 
 def _console(no_color: bool, stderr: bool = False) -> Console:
-    return Console(stderr=stderr, no_color=no_color, highlight=False, width=None if sys.stdout.isatty() else 100)
+    return Console(
+        stderr=stderr, no_color=no_color, highlight=False, width=None if sys.stdout.isatty() else 100
+    )
 
 
 def format_ms(ms: float) -> str:
@@ -66,7 +68,9 @@ class ProgressReporter:
         self.progress.start()
         return self
 
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.progress.stop()
 
     def __call__(self, label: str, stage: str) -> None:
@@ -83,8 +87,12 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
     wide = console.width >= 130
     table = Table(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
     columns = [
-        ("variant", "left"), ("backend", "left"), ("median ± IQR", "right"), ("vs fastest", "right"),
-        ("peak mem", "right"), ("max err", "right"),
+        ("variant", "left"),
+        ("backend", "left"),
+        ("median ± IQR", "right"),
+        ("vs fastest", "right"),
+        ("peak mem", "right"),
+        ("max err", "right"),
     ] + ([("trace", "left")] if wide else [])
     for col, justify in columns:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
@@ -118,7 +126,9 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
         elif r.status != "ok":
             console.print(f"[yellow]{r.label}: {r.status}: {r.reason}[/]")
     if traces:
-        console.print(f"[dim]traces: {out}/traces/ ({', '.join(Path(t).name.split('_', 4)[-1].removesuffix('.json.gz') for t in traces)})[/]")
+        console.print(
+            f"[dim]traces: {out}/traces/ ({', '.join(Path(t).name.split('_', 4)[-1].removesuffix('.json.gz') for t in traces)})[/]"
+        )
     env = record.environment
     threads = ok[0].timing.threads if ok and ok[0].timing else env.threads
     console.print(
@@ -126,18 +136,31 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
         f"{record.workload.dtype} on {env.device_name} ({env.device}, {threads} threads), torch {env.torch_version}; "
         f"~ marks noisy timings (IQR > 10% of median)[/]"
     )
-    console.print(f"run directory: {out}  (run.json, traces/, tables/; open a trace in https://ui.perfetto.dev)")
+    console.print(
+        f"run directory: {out}  (run.json, traces/, tables/; open a trace in https://ui.perfetto.dev)"
+    )
 
 
-def render_list(workload: Workload, rows: list[tuple[Variant, Decision]], *, json_out: bool, no_color: bool) -> None:
+def render_list(
+    workload: Workload, rows: list[tuple[Variant, Decision]], *, json_out: bool, no_color: bool
+) -> None:
     if json_out:
         import json
 
         data: list[dict[str, Any]] = [
-            {"variant": v.name, "available": d.accepted, "reason": d.reason, "layout": v.layout, "description": v.description}
+            {
+                "variant": v.name,
+                "available": d.accepted,
+                "reason": d.reason,
+                "layout": v.layout,
+                "description": v.description,
+            }
             for v, d in rows
         ]
-        sys.stdout.write(json.dumps({"device": workload.device, "dtype": workload.dtype, "variants": data}, indent=2) + "\n")
+        sys.stdout.write(
+            json.dumps({"device": workload.device, "dtype": workload.dtype, "variants": data}, indent=2)
+            + "\n"
+        )
         return
     console = _console(no_color)
     table = Table(header_style="bold", pad_edge=False)

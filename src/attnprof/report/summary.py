@@ -112,11 +112,18 @@ def summarize(data: ReportData, t: Translator) -> list[str]:
         lo = min(mem, key=lambda r: r.peak_bytes or 0)
         if (hi.peak_bytes or 0) > 1.5 * max(lo.peak_bytes or 0, 1):
             out.append(
-                t("summary.memory", high=fmt_bytes(hi.peak_bytes), high_variant=hi.label,
-                  low=fmt_bytes(lo.peak_bytes), low_variant=lo.label)
+                t(
+                    "summary.memory",
+                    high=fmt_bytes(hi.peak_bytes),
+                    high_variant=hi.label,
+                    low=fmt_bytes(lo.peak_bytes),
+                    low_variant=lo.label,
+                )
             )
     out.extend(
-        t("summary.accuracy", variant=r.label, err=fmt_err(r.max_abs_err)) for r in ran if r.accuracy_ok is False
+        t("summary.accuracy", variant=r.label, err=fmt_err(r.max_abs_err))
+        for r in ran
+        if r.accuracy_ok is False
     )
     noisy = [r.label for r in ran if r.noisy]
     if noisy:
@@ -129,7 +136,9 @@ def summarize(data: ReportData, t: Translator) -> list[str]:
         failed = [e for e in checked if e.status == "not met"]
         if failed:
             names = sorted({f"{e.row or e.variant} {e.check}" for e in failed})
-            out.append(t("summary.expect_some", not_met=len(failed), total=len(checked), list=", ".join(names)))
+            out.append(
+                t("summary.expect_some", not_met=len(failed), total=len(checked), list=", ".join(names))
+            )
         else:
             out.append(t("summary.expect_all", met=len(checked)))
     return out

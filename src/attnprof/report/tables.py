@@ -63,10 +63,23 @@ def _occ(r: Row) -> str:
 def comparison_table(data: ReportData, t: Translator) -> TextTable:
     comp = data.comparison
     header = [
-        t("col.variant"), t("col.backend"), t("col.median"), t("col.iqr"),
-        t("col.speed", baseline=comp.baseline or "-"), t("col.gpu_time"), t("col.cpu_time"),
-        t("col.gpu_ops"), t("col.cpu_ops"), t("col.memcpy"), t("col.tensor_cores"), t("col.fused"),
-        t("col.occupancy"), t("col.peak_memory"), t("col.max_error"), t("col.tflops"), t("col.findings"),
+        t("col.variant"),
+        t("col.backend"),
+        t("col.median"),
+        t("col.iqr"),
+        t("col.speed", baseline=comp.baseline or "-"),
+        t("col.gpu_time"),
+        t("col.cpu_time"),
+        t("col.gpu_ops"),
+        t("col.cpu_ops"),
+        t("col.memcpy"),
+        t("col.tensor_cores"),
+        t("col.fused"),
+        t("col.occupancy"),
+        t("col.peak_memory"),
+        t("col.max_error"),
+        t("col.tflops"),
+        t("col.findings"),
     ]
     rows: list[list[str]] = []
     classes: list[str] = []
@@ -77,16 +90,31 @@ def comparison_table(data: ReportData, t: Translator) -> TextTable:
         tflops = "-" if r.tflops_useful is None else f"{r.tflops_useful:.3g}"
         if r.pct_of_peak is not None:
             tflops += f" ({fmt_pct(r.pct_of_peak)})"
-        rows.append([
-            r.label, r.backend or "-", fmt_ms(r.median_ms), fmt_ms(r.iqr_ms), speed,
-            fmt_us(r.gpu_time_us_per_forward), fmt_us(r.cpu_time_us_per_forward),
-            fmt_count(r.gpu_ops_per_forward), fmt_count(r.cpu_ops_per_forward),
-            fmt_count(r.memcpy_per_forward), fmt_pct(r.tensor_core_share),
-            ", ".join(r.fused_families) or "-", _occ(r), fmt_bytes(r.peak_bytes), fmt_err(r.max_abs_err),
-            tflops, ", ".join(r.finding_codes) or "-",
-        ])
+        rows.append(
+            [
+                r.label,
+                r.backend or "-",
+                fmt_ms(r.median_ms),
+                fmt_ms(r.iqr_ms),
+                speed,
+                fmt_us(r.gpu_time_us_per_forward),
+                fmt_us(r.cpu_time_us_per_forward),
+                fmt_count(r.gpu_ops_per_forward),
+                fmt_count(r.cpu_ops_per_forward),
+                fmt_count(r.memcpy_per_forward),
+                fmt_pct(r.tensor_core_share),
+                ", ".join(r.fused_families) or "-",
+                _occ(r),
+                fmt_bytes(r.peak_bytes),
+                fmt_err(r.max_abs_err),
+                tflops,
+                ", ".join(r.finding_codes) or "-",
+            ]
+        )
         classes.append(cls)
-    table = TextTable(header=header, rows=rows, classes=classes, numeric={2, 3, 5, 6, 7, 8, 9, 10, 13, 14, 15})
+    table = TextTable(
+        header=header, rows=rows, classes=classes, numeric={2, 3, 5, 6, 7, 8, 9, 10, 13, 14, 15}
+    )
     # columns with nothing to say for this run go (a CPU run has no GPU time, ops, memcpy,
     # tensor cores or occupancy); variant, backend, median, IQR and speed always stay
     no_gpu = not any((r.gpu_ops_per_forward or 0) > 0 for r in comp.rows)
@@ -114,7 +142,10 @@ def not_run_table(data: ReportData, t: Translator) -> TextTable:
 def expectation_table(data: ReportData, t: Translator) -> TextTable:
     status = {"met": t("status.met"), "not met": t("status.not_met"), "skipped": t("status.skipped")}
     css = {"met": "met", "not met": "notmet", "skipped": "skipped"}
-    rows = [[e.row or e.variant, e.check, e.expected or "-", e.observed, status[e.status]] for e in data.expectations]
+    rows = [
+        [e.row or e.variant, e.check, e.expected or "-", e.observed, status[e.status]]
+        for e in data.expectations
+    ]
     return TextTable(
         header=[t("col.variant"), t("col.check"), t("col.expected"), t("col.observed"), t("col.result")],
         rows=rows,
@@ -135,27 +166,48 @@ def diff_tables(diffs: list[Diff], t: Translator, *, top: int = 12) -> list[Text
         for fam, k in picked:
             delta = k.delta_us
             sign = "+" if delta > 0 else "-" if delta < 0 else "±"
-            rows.append([fam.family, k.short or short_name(k.name, 60), change[k.change], fmt_count(k.count_a),
-                         fmt_count(k.count_b), sign + fmt_us(abs(delta))])
-        out.append(TextTable(
-            header=[t("col.family"), t("col.kernel"), t("col.change"), t("col.per_fwd", name=d.a),
-                    t("col.per_fwd", name=d.b), t("col.delta")],
-            rows=rows,
-            classes=[k.change for _, k in picked],
-            numeric={3, 4, 5},
-            title=f"{d.b} vs {d.a}: {fmt_count(d.ops_a)} -> {fmt_count(d.ops_b)} {d.lane.upper()} ops, "
-                  f"{fmt_us(d.time_a_us)} -> {fmt_us(d.time_b_us)}; +{d.added} / -{d.removed} / ~{d.changed}",
-        ))
+            rows.append(
+                [
+                    fam.family,
+                    k.short or short_name(k.name, 60),
+                    change[k.change],
+                    fmt_count(k.count_a),
+                    fmt_count(k.count_b),
+                    sign + fmt_us(abs(delta)),
+                ]
+            )
+        out.append(
+            TextTable(
+                header=[
+                    t("col.family"),
+                    t("col.kernel"),
+                    t("col.change"),
+                    t("col.per_fwd", name=d.a),
+                    t("col.per_fwd", name=d.b),
+                    t("col.delta"),
+                ],
+                rows=rows,
+                classes=[k.change for _, k in picked],
+                numeric={3, 4, 5},
+                title=f"{d.b} vs {d.a}: {fmt_count(d.ops_a)} -> {fmt_count(d.ops_b)} {d.lane.upper()} ops, "
+                f"{fmt_us(d.time_a_us)} -> {fmt_us(d.time_b_us)}; +{d.added} / -{d.removed} / ~{d.changed}",
+            )
+        )
     return out
 
 
 def env_items(data: ReportData, t: Translator) -> list[tuple[str, str]]:
     e, w = data.record.environment, data.record.workload
     device = e.device_name + (f" (sm {e.compute_capability})" if e.compute_capability else "")
-    soft = f"PyTorch {e.torch_version}, Python {e.python}" + (f", CUDA {e.cuda_version}" if e.cuda_version else "")
+    soft = f"PyTorch {e.torch_version}, Python {e.python}" + (
+        f", CUDA {e.cuda_version}" if e.cuda_version else ""
+    )
     shapes = sorted({(p.batch, p.heads, p.seq, p.head_dim) for p in data.scaling})
-    shape = ", ".join(f"{b}, {h}, {s}, {d}" for b, h, s, d in shapes) if shapes else \
-        f"{w.batch}, {w.heads}, {w.seq}, {w.head_dim}"
+    shape = (
+        ", ".join(f"{b}, {h}, {s}, {d}" for b, h, s, d in shapes)
+        if shapes
+        else f"{w.batch}, {w.heads}, {w.seq}, {w.head_dim}"
+    )
     if w.kv_heads != w.heads or w.kv_seq != w.seq:
         shape += f" (kv heads {w.kv_heads}, kv seq {w.kv_seq})"
     return [

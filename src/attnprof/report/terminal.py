@@ -46,7 +46,11 @@ _SAME = 1.1  # within 10% the colour would claim a difference the noise cannot s
 
 
 def make_console(
-    *, no_color: bool = False, file: IO[str] | None = None, width: int | None = None, force_terminal: bool | None = None
+    *,
+    no_color: bool = False,
+    file: IO[str] | None = None,
+    width: int | None = None,
+    force_terminal: bool | None = None,
 ) -> Console:
     out = file or sys.stdout
     detected = Console(file=out).width if out.isatty() else MAX_WIDTH
@@ -119,14 +123,18 @@ def _timing_table(console: Console, comp: Comparison) -> None:
             speed_text(r, comp.baseline),
             fmt_bytes(r.peak_bytes),
             Text(fmt_err(r.max_abs_err), style="red" if r.accuracy_ok is False else ""),
-            "-" if r.tflops_useful is None else f"{r.tflops_useful:.3g}"
+            "-"
+            if r.tflops_useful is None
+            else f"{r.tflops_useful:.3g}"
             + (f" ({fmt_pct(r.pct_of_peak)})" if r.pct_of_peak is not None else ""),
         )
     console.print(timing)
 
 
 def _trace_table(console: Console, comp: Comparison) -> None:
-    trace = Table(title="Per forward, from the trace", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+    trace = Table(
+        title="Per forward, from the trace", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False
+    )
     trace.add_column("variant", no_wrap=True)
     for name in ("GPU time", "CPU time", "GPU ops", "CPU ops", "memcpy", "TC GEMM"):
         trace.add_column(name, justify="right", no_wrap=True)
@@ -147,8 +155,12 @@ def _trace_table(console: Console, comp: Comparison) -> None:
     kern = [r for r in comp.rows if r.ok and (r.fused_families or r.occupancy_kernel)]
     if not kern:
         return
-    table = Table(title="Main kernel: the fused attention kernel, else the longest one",
-                  box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+    table = Table(
+        title="Main kernel: the fused attention kernel, else the longest one",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        pad_edge=False,
+    )
     table.add_column("variant", no_wrap=True)
     table.add_column("fused family (or kernel)", no_wrap=True, overflow="ellipsis", max_width=34)
     table.add_column("occupancy (ach./theor.)", no_wrap=True)
@@ -198,15 +210,25 @@ def render_diff(console: Console, diff: Diff, *, top: int = 12) -> None:
     shown = 0
     for fam in diff.families:
         table.add_row(
-            Text(fam.family, style="bold"), "", "",
-            fmt_count(fam.count_a), fmt_count(fam.count_b), _delta(fam.delta_us),
+            Text(fam.family, style="bold"),
+            "",
+            "",
+            fmt_count(fam.count_a),
+            fmt_count(fam.count_b),
+            _delta(fam.delta_us),
         )
         for k in fam.kernels:
             if k.change == "same" or shown >= top:
                 continue
             shown += 1
-            table.add_row("", k.short or short_name(k.name, 46), Text(k.change, style=style[k.change]),
-                          fmt_count(k.count_a), fmt_count(k.count_b), _delta(k.delta_us))
+            table.add_row(
+                "",
+                k.short or short_name(k.name, 46),
+                Text(k.change, style=style[k.change]),
+                fmt_count(k.count_a),
+                fmt_count(k.count_b),
+                _delta(k.delta_us),
+            )
     console.print(table)
 
 
@@ -220,8 +242,12 @@ def _grouped(results: Sequence[ExpectationResult]) -> list[tuple[ExpectationResu
     should not fill an fp32 run's table with a dozen identical 'skipped' lines."""
     out: list[tuple[ExpectationResult, int]] = []
     for r in results:
-        if out and r.status == "skipped" and out[-1][0].status == "skipped" and (
-            out[-1][0].row, out[-1][0].variant, out[-1][0].observed) == (r.row, r.variant, r.observed):
+        if (
+            out
+            and r.status == "skipped"
+            and out[-1][0].status == "skipped"
+            and (out[-1][0].row, out[-1][0].variant, out[-1][0].observed) == (r.row, r.variant, r.observed)
+        ):
             out[-1] = (out[-1][0], out[-1][1] + 1)
         else:
             out.append((r, 1))
@@ -258,5 +284,7 @@ def print_comparison(comp: Comparison, *, no_color: bool = False) -> None:
         render_diff(console, d)
 
 
-def print_expectations(results: Sequence[ExpectationResult], *, no_color: bool = False, title: str = "") -> None:
+def print_expectations(
+    results: Sequence[ExpectationResult], *, no_color: bool = False, title: str = ""
+) -> None:
     render_expectations(make_console(no_color=no_color), results, title=title)

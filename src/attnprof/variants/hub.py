@@ -82,7 +82,9 @@ def load_flash_kernel() -> Any:
 
 def _capability(workload: Workload) -> Decision:
     if not workload.device.startswith("cuda"):
-        return Decision.no(f"hub-flash: FlashAttention kernels run on CUDA only; this run is on {workload.device}")
+        return Decision.no(
+            f"hub-flash: FlashAttention kernels run on CUDA only; this run is on {workload.device}"
+        )
     if workload.dtype == "fp32":
         return Decision.no("hub-flash needs fp16 or bf16; got fp32 (use --dtype bf16)")
     reason = _missing_reason()

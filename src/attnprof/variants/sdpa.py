@@ -33,7 +33,12 @@ BACKEND_OPS: dict[str, str] = {
     "aten::_scaled_dot_product_attention_math_for_mps": "math",
 }
 
-_ENUM = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION"}
+_ENUM = {
+    "math": "MATH",
+    "flash": "FLASH_ATTENTION",
+    "efficient": "EFFICIENT_ATTENTION",
+    "cudnn": "CUDNN_ATTENTION",
+}
 
 
 def backend_from_ops(op_names: list[str] | set[str]) -> str | None:
@@ -55,9 +60,9 @@ def _probe(workload: Workload) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     the dispatch checks look at, at a fraction of the cost of the real inputs."""
     import torch
 
-    kw = {"dtype": workload.torch_dtype, "device": workload.device}
-    q = torch.empty(1, workload.heads, workload.seq, workload.head_dim, **kw)  # type: ignore[arg-type]
-    k = torch.empty(1, workload.kv_heads, workload.kv_seq, workload.head_dim, **kw)  # type: ignore[arg-type]
+    dt, dev = workload.torch_dtype, workload.device
+    q = torch.empty(1, workload.heads, workload.seq, workload.head_dim, dtype=dt, device=dev)
+    k = torch.empty(1, workload.kv_heads, workload.kv_seq, workload.head_dim, dtype=dt, device=dev)
     return q, k, torch.empty_like(k)
 
 
@@ -98,7 +103,9 @@ def _capability(backend: str):  # type: ignore[no-untyped-def]
         if not _is_cuda(workload):
             if backend == "flash":
                 return Decision.ok()  # aten::_scaled_dot_product_flash_attention_for_cpu
-            return Decision.no(f"{name}: PyTorch implements it for CUDA only; this run is on {workload.device}")
+            return Decision.no(
+                f"{name}: PyTorch implements it for CUDA only; this run is on {workload.device}"
+            )
         idx = torch.device(workload.device).index or 0
         major, minor = torch.cuda.get_device_capability(idx)
         if backend == "flash":
@@ -139,7 +146,9 @@ def _builder(backend: str):  # type: ignore[no-untyped-def]
 
             def call() -> torch.Tensor:
                 with sdpa_kernel([pinned]):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa)
+                    return F.scaled_dot_product_attention(
+                        q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa
+                    )
 
         return Built(call=call)
 

@@ -40,7 +40,9 @@ def _load_module(ref: str) -> Any:
     try:
         return importlib.import_module(ref)
     except ImportError as exc:
-        raise UserError(f"cannot import module {ref!r} ({exc}): give module:function or file.py:function") from exc
+        raise UserError(
+            f"cannot import module {ref!r} ({exc}): give module:function or file.py:function"
+        ) from exc
 
 
 def load_user_variant(spec: str) -> Variant:
