@@ -18,8 +18,10 @@ __all__ = [
     "Dtype",
     "HeadDim",
     "Heads",
+    "JsonOut",
     "KvHeads",
     "KvSeq",
+    "NoColor",
     "Seed",
     "Seq",
     "Shape",
@@ -45,6 +47,8 @@ Dtype = Annotated[
 Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 Causal = Annotated[bool, typer.Option("--causal/--no-causal", help="Causal mask (default on).")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed for the inputs.")]
+JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+NoColor = Annotated[bool, typer.Option("--no-color", help="No colours in the output.")]
 
 
 def split_list(values: list[str] | None) -> list[str]:
@@ -88,17 +92,17 @@ def resolve_device(device: str) -> str:
 
 def build_workload(
     *,
-    batch: int | None,
-    heads: int | None,
-    seq: int | None,
-    head_dim: int | None,
-    shape: str | None,
-    kv_heads: int | None,
-    kv_seq: int | None,
-    dtype: str | None,
-    device: str,
-    causal: bool,
-    seed: int,
+    batch: int | None = None,
+    heads: int | None = None,
+    seq: int | None = None,
+    head_dim: int | None = None,
+    shape: str | None = None,
+    kv_heads: int | None = None,
+    kv_seq: int | None = None,
+    dtype: str | None = None,
+    device: str = "auto",
+    causal: bool = True,
+    seed: int = 0,
 ) -> Workload:
     """A Workload from CLI values: explicit flags win over --shape, which wins over the device's
     default shape. Validation (one clear line per problem) happens in Workload itself."""

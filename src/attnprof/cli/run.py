@@ -16,8 +16,10 @@ from attnprof.cli.options import (
     Dtype,
     HeadDim,
     Heads,
+    JsonOut,
     KvHeads,
     KvSeq,
+    NoColor,
     Seed,
     Seq,
     Shape,
@@ -78,15 +80,13 @@ def run_command(
         float | None, typer.Option("--time-budget", help="Seconds of clean timing per variant.")
     ] = None,
     no_profile: Annotated[bool, typer.Option("--no-profile", help="Time only; no traces.")] = False,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print the run record as JSON instead of a table.")
-    ] = False,
+    json_out: JsonOut = False,
     expect: Annotated[
         str | None,
         typer.Option("--expect", help="Expectations TOML (or a built-in name) to check the run against."),
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="With --expect: exit 3 on any mismatch.")] = False,
-    no_color: Annotated[bool, typer.Option("--no-color", help="No colours in the output.")] = False,
+    no_color: NoColor = False,
 ) -> None:
     """Run attention variants: profile (traces + key_averages tables), time, check, measure."""
     from attnprof.harness.run import RunOptions, default_out_dir, prepare_out_dir, run
@@ -138,24 +138,12 @@ def list_command(
     dtype: Dtype = None,
     device: Device = "auto",
     shape: Shape = None,
-    json_out: Annotated[bool, typer.Option("--json", help="JSON instead of a table.")] = False,
-    no_color: Annotated[bool, typer.Option("--no-color", help="No colours in the output.")] = False,
+    json_out: JsonOut = False,
+    no_color: NoColor = False,
 ) -> None:
     """Every variant, whether it can run here, and why not when it cannot."""
     from attnprof.report.run_view import render_list
     from attnprof.variants.registry import list_variants
 
-    workload = build_workload(
-        batch=None,
-        heads=None,
-        seq=None,
-        head_dim=None,
-        shape=shape,
-        kv_heads=None,
-        kv_seq=None,
-        dtype=dtype,
-        device=device,
-        causal=True,
-        seed=0,
-    )
+    workload = build_workload(shape=shape, dtype=dtype, device=device)
     render_list(workload, list_variants(workload), json_out=json_out, no_color=no_color)
