@@ -114,3 +114,20 @@ def test_internal_error_is_short_without_debug(tmp_path: Path) -> None:
     (out / "run.json").mkdir()  # a directory named run.json: refused as an earlier run (exit 2)
     p = attnprof("run", "-v", "naive", "--out", str(out))
     assert p.returncode == 2 and "Traceback" not in p.stderr
+
+
+def test_run_expect_strict(tmp_path: Path) -> None:
+    from importlib.resources import files
+
+    common = ["--variants", "naive,naive-inplace", "--shape", "1,2,64,16", "--time-budget", "0.05", "--no-color"]
+    ok = attnprof("run", *common, "--expect", "cpu", "--strict", "--out", str(tmp_path / "a"))
+    assert ok.returncode == 0, ok.stderr
+    assert "not met" in ok.stdout and "0 not met" in ok.stdout
+
+    wrong = tmp_path / "wrong.toml"
+    text = (files("attnprof") / "expectations" / "cpu.toml").read_text()
+    wrong.write_text(text.replace("cpu_ops_per_forward = 36", "cpu_ops_per_forward = 30", 1))
+    bad = attnprof("run", *common, "--expect", str(wrong), "--strict", "--out", str(tmp_path / "b"))
+    assert bad.returncode == 3, bad.stderr
+    assert "1 not met" in bad.stdout
+    assert (tmp_path / "b" / "run.json").exists()  # the run itself is kept
