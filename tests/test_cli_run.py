@@ -119,7 +119,15 @@ def test_internal_error_is_short_without_debug(tmp_path: Path) -> None:
 def test_run_expect_strict(tmp_path: Path) -> None:
     from importlib.resources import files
 
-    common = ["--variants", "naive,naive-inplace", "--shape", "1,2,64,16", "--time-budget", "0.05", "--no-color"]
+    common = [
+        "--variants",
+        "naive,naive-inplace",
+        "--shape",
+        "1,2,64,16",
+        "--time-budget",
+        "0.05",
+        "--no-color",
+    ]
     ok = attnprof("run", *common, "--expect", "cpu", "--strict", "--out", str(tmp_path / "a"))
     assert ok.returncode == 0, ok.stderr
     assert "not met" in ok.stdout and "0 not met" in ok.stdout

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from attnprof.errors import UserError
@@ -27,7 +28,7 @@ from attnprof.records import (
     TimingSummary,
     WorkloadRecord,
 )
-from attnprof.store import SCHEMA_VERSION, Filters, ResultRow, Store, now_iso
+from attnprof.store import SCHEMA_VERSION, Filters, ResultRow, Store, StoredResult, now_iso
 from attnprof.store.export import export_rows
 from attnprof.store.schema import migrate, schema_version
 
@@ -157,6 +158,18 @@ def test_round_trip_of_metrics_and_samples(tmp_path: Path) -> None:
         full = st.run_result("a")
         assert full is not None and full.timing is not None and full.timing.n == 3
         assert st.query()[0].samples_ms is None  # samples only when asked
+
+
+def test_stored_row_carries_the_whole_workload(tmp_path: Path) -> None:
+    # StoredResult is flat, so it declares the workload's fields again: they must agree, and the
+    # store writes each one and reads it back
+    stored = {f.name: f.type for f in msgspec.structs.fields(StoredResult)}
+    for f in msgspec.structs.fields(WorkloadRecord):
+        assert stored.get(f.name) == f.type, f.name
+    row = make_row("a")
+    with Store(tmp_path / "r.db") as st:
+        st.record(row)
+        assert st.query()[0].workload() == row.workload
 
 
 def test_unknown_status_is_rejected(tmp_path: Path) -> None:

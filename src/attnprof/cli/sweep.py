@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -22,39 +23,37 @@ __all__: list[str] = []
 
 StoreOpt = Annotated[Path, typer.Option("--store", help="SQLite results store.")]
 
-_AXES = {
-    # flag value name -> (grid field, parser kind, flag spelling)
-    "batch": ("batch", "int", "--batch"),
-    "heads": ("heads", "int", "--heads"),
-    "kv_heads": ("kv_heads", "int", "--kv-heads"),
-    "seq": ("seq", "int", "--seq"),
-    "kv_seq": ("kv_seq", "int", "--kv-seq"),
-    "head_dim": ("head_dim", "int", "--head-dim"),
-    "dtype": ("dtype", "str", "--dtype"),
-    "causal": ("causal", "bool", "--causal"),
-    "variants": ("variants", "str", "--variants"),
-    "compile": ("compile", "bool", "--compile"),
+# how the comma list of each list-valued flag parses; the flag is --NAME with "-" for "_"
+_LIST_KINDS = {
+    **dict.fromkeys(("batch", "heads", "kv_heads", "seq", "kv_seq", "head_dim"), "int"),
+    **dict.fromkeys(("causal", "compile"), "bool"),
+    **dict.fromkeys(("dtype", "variants", "variant", "status", "device", "retry"), "str"),
 }
 
 
-def _config(config: Path | None, flags: dict[str, Any], settings: dict[str, Any]) -> SweepConfig:
-    from attnprof.sweep.grid import load_config, parse_bools, parse_ints, parse_strs
+def _parse_list(name: str, raw: str | list[str]) -> list[Any]:
+    """The values of the list flag --NAME (a comma list, or repeated: a list of them)."""
+    from attnprof.sweep.grid import parse_bools, parse_ints, parse_strs
+
+    parsers: dict[str, Callable[[str, str], list[Any]]] = {
+        "int": parse_ints,
+        "bool": parse_bools,
+        "str": parse_strs,
+    }
+    text = ",".join(raw) if isinstance(raw, list) else raw
+    return parsers[_LIST_KINDS[name]](text, "--" + name.replace("_", "-"))
+
+
+def _config(config: Path | None, axes: dict[str, Any], settings: list[tuple[str, str, Any]]) -> SweepConfig:
+    """The config file (or the defaults) with the grid axes and (section, key, value) settings
+    given on the command line put over it; None means not given."""
+    from attnprof.sweep.grid import load_config
 
     cfg = load_config(config)
-    for name, raw in flags.items():
-        if raw is None:
-            continue
-        field, kind, flag = _AXES[name]
-        text = ",".join(raw) if isinstance(raw, list) else str(raw)
-        value: list[Any]
-        if kind == "int":
-            value = parse_ints(text, flag)
-        elif kind == "bool":
-            value = parse_bools(text, flag)
-        else:
-            value = parse_strs(text, flag)
-        setattr(cfg.grid, field, value)
-    for section, key, value in settings.get("items", []):
+    for name, raw in axes.items():
+        if raw is not None:
+            setattr(cfg.grid, name, _parse_list(name, raw))
+    for section, key, value in settings:
         if value is not None:
             setattr(getattr(cfg, section), key, value)
     return cfg
@@ -133,13 +132,14 @@ def sweep_command(
 ) -> None:
     """Run a grid of (configuration, variant) jobs in isolated workers; store every result; resume."""
     from attnprof.sweep import run_sweep
-    from attnprof.sweep.grid import expand, parse_strs, render_config
+    from attnprof.sweep.grid import expand, render_config
 
-    flags = {
+    axes = {
         "batch": batch, "heads": heads, "kv_heads": kv_heads, "seq": seq, "kv_seq": kv_seq,
         "head_dim": head_dim, "dtype": dtype, "causal": causal, "variants": variants, "compile": compile,
     }  # fmt: skip
-    items: list[tuple[str, str, Any]] = [
+    settings: list[tuple[str, str, Any]] = [
+        ("grid", "device", device),
         ("sweep", "store", str(store) if store else None),
         ("sweep", "executor", executor),
         ("sweep", "ray_address", ray_address),
@@ -147,17 +147,15 @@ def sweep_command(
         ("sweep", "workers", workers),
         ("sweep", "timeout_s", timeout),
         ("sweep", "keep_traces", str(keep_traces) if keep_traces else None),
-        ("sweep", "retry", parse_strs(retry, "--retry") if retry else None),
+        ("sweep", "retry", _parse_list("retry", retry) if retry else None),
         ("run", "time_budget_s", time_budget),
         ("run", "min_samples", min_samples),
         ("run", "warmup_s", warmup),
         ("run", "profile", False if no_profile else None),
     ]
-    cfg = _config(config, flags, {"items": items})
+    cfg = _config(config, axes, settings)
     if cfg.sweep.executor not in ("local", "ray"):
         raise UserError(f"unknown --executor {cfg.sweep.executor!r}: use local or ray")
-    if device is not None:
-        cfg.grid.device = device
     if cfg.sweep.workers < 0:
         raise UserError("--workers must be >= 1 (or 0 for the default)")
     if cfg.sweep.timeout_s < 0:
@@ -353,34 +351,25 @@ def results_command(
     """List, filter and export the results in a store."""
     from attnprof.store import STATUSES, Filters, Store
     from attnprof.store.export import FORMATS, export_rows
-    from attnprof.sweep.grid import parse_bools, parse_ints, parse_strs
 
     if fmt not in FORMATS:
         raise UserError(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
     f = Filters()
-    if variant:
-        f.variant = parse_strs(variant, "--variant")
-    if status:
-        f.status = parse_strs(status, "--status")
-        bad = set(f.status) - set(STATUSES)
+    lists = {
+        "variant": variant, "status": status, "dtype": dtype, "seq": seq, "head_dim": head_dim,
+        "batch": batch, "heads": heads, "device": device,
+    }  # fmt: skip
+    for name, raw in lists.items():
+        if not raw:
+            continue
+        setattr(f, name, _parse_list(name, raw))
+        bad = set(f.status) - set(STATUSES)  # checked as soon as --status is read
         if bad:
             raise UserError(
                 f"--status {','.join(sorted(bad))}: not a status; use some of {', '.join(STATUSES)}"
             )
-    if dtype:
-        f.dtype = parse_strs(dtype, "--dtype")
-    if seq:
-        f.seq = parse_ints(seq, "--seq")
-    if head_dim:
-        f.head_dim = parse_ints(head_dim, "--head-dim")
-    if batch:
-        f.batch = parse_ints(batch, "--batch")
-    if heads:
-        f.heads = parse_ints(heads, "--heads")
-    if device:
-        f.device = parse_strs(device, "--device")
     if causal:
-        values = parse_bools(causal, "--causal")
+        values = _parse_list("causal", causal)
         if len(values) == 1:
             f.causal = values[0]
     with Store(store, readonly=True) as st:

@@ -60,6 +60,11 @@ class ResultRow(msgspec.Struct, kw_only=True):
     sweep_id: int | None = None
 
 
+# The workload's fields, each a column of the results table and a field of StoredResult: the row
+# is flat (one export column per field), so it declares them again; tests check the two agree.
+_WORKLOAD_FIELDS = tuple(f.name for f in msgspec.structs.fields(WorkloadRecord))
+
+
 class StoredResult(msgspec.Struct, kw_only=True):
     """One row of the results table, as `attnprof results` and `attnprof recommend` read it."""
 
@@ -103,18 +108,7 @@ class StoredResult(msgspec.Struct, kw_only=True):
     samples_ms: list[float] | None = None
 
     def workload(self) -> WorkloadRecord:
-        return WorkloadRecord(
-            batch=self.batch,
-            heads=self.heads,
-            kv_heads=self.kv_heads,
-            seq=self.seq,
-            kv_seq=self.kv_seq,
-            head_dim=self.head_dim,
-            dtype=self.dtype,
-            device=self.device,
-            causal=self.causal,
-            seed=self.seed,
-        )
+        return WorkloadRecord(**{name: getattr(self, name) for name in _WORKLOAD_FIELDS})
 
     def flat(self, *, samples: bool = False) -> dict[str, Any]:
         """A flat dict for csv/parquet/json export (samples only where asked: they are long)."""
@@ -252,16 +246,8 @@ class Store:
             "job_key": row.job_key,
             "variant": row.variant,
             "mode": row.mode,
-            "batch": w.batch,
-            "heads": w.heads,
-            "kv_heads": w.kv_heads,
-            "seq": w.seq,
-            "kv_seq": w.kv_seq,
-            "head_dim": w.head_dim,
-            "dtype": w.dtype,
-            "device": w.device,
+            **msgspec.structs.asdict(w),
             "causal": int(w.causal),
-            "seed": w.seed,
             "config": msgspec.json.encode({"workload": w, "variant": row.variant, "mode": row.mode}).decode(),
             "status": r.status,
             "reason": r.reason,

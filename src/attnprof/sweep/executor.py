@@ -7,14 +7,19 @@ sweep grows from a laptop to a cluster by changing --executor, nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
+
+import msgspec
 
 from attnprof.records import Environment
 from attnprof.sweep.jobs import JobReply, JobRequest
 
-__all__ = ["Executor", "Finished"]
+__all__ = ["Executor", "Finished", "ShouldRun"]
+
+# asked just before a job is dispatched; False: another sweep on the store finished it meanwhile
+ShouldRun = Callable[[JobRequest], bool]
 
 
 @dataclass
@@ -36,6 +41,23 @@ class Finished:
     started: float = 0.0
     finished: float = 0.0
 
+    @classmethod
+    def from_outcome(cls, request: JobRequest, out: Mapping[str, Any]) -> Finished:
+        """The end of a job that a worker pool ran: out holds a pool TaskOutcome's fields (see
+        TaskOutcome.fields), where an "ok" outcome's value is the JobReply as plain data."""
+        kind = out["kind"]
+        return cls(
+            request=request,
+            kind=kind,
+            reply=msgspec.convert(out["value"], type=JobReply) if kind == "ok" else None,
+            message=out["message"],
+            log_tail=out["log_tail"],
+            worker=out["worker"],
+            wall_s=out["wall_s"],
+            started=out["started"],
+            finished=out["finished"],
+        )
+
 
 class Executor(Protocol):
     name: str
@@ -46,11 +68,7 @@ class Executor(Protocol):
         ...
 
     def run(
-        self,
-        requests: Sequence[JobRequest],
-        *,
-        timeout_s: float | None,
-        should_run: Callable[[JobRequest], bool] | None = None,
+        self, requests: Sequence[JobRequest], *, timeout_s: float | None, should_run: ShouldRun | None = None
     ) -> Iterator[Finished]:
         """Run the requests; yield each one's end as it happens, in completion order."""
         ...

@@ -81,6 +81,9 @@ DEFAULT_VARIANTS = (
     "sdpa-cudnn",
 )
 
+# The grid axes that make a workload, outermost first: the order jobs are expanded in
+_WORKLOAD_AXES = ("dtype", "causal", "head_dim", "batch", "heads", "kv_heads", "seq", "kv_seq")
+
 
 class GridSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     batch: list[int] = msgspec.field(default_factory=lambda: [1])
@@ -279,26 +282,14 @@ def expand(cfg: SweepConfig) -> tuple[list[JobSpec], list[str]]:
     jobs: list[JobSpec] = []
     dropped: dict[str, int] = {}
     seen: set[WorkloadRecord] = set()
-    axes = itertools.product(
-        g.dtype, g.causal, g.head_dim, g.batch, g.heads, g.kv_heads or [0], g.seq, g.kv_seq or [0]
-    )
-    for dtype, causal, head_dim, batch, heads, kv_heads, seq, kv_seq in axes:
-        if kv_heads and heads % kv_heads:
+    # only kv_heads and kv_seq may be empty (checked above): they then mean "same as heads/seq"
+    for values in itertools.product(*(getattr(g, axis) or [0] for axis in _WORKLOAD_AXES)):
+        axes: dict[str, Any] = dict(zip(_WORKLOAD_AXES, values, strict=True))
+        if axes["kv_heads"] and axes["heads"] % axes["kv_heads"]:
             reason = "heads not a multiple of kv_heads"
             dropped[reason] = dropped.get(reason, 0) + 1
             continue
-        wl = Workload(
-            batch=batch,
-            heads=heads,
-            seq=seq,
-            head_dim=head_dim,
-            kv_heads=kv_heads,
-            kv_seq=kv_seq,
-            dtype=dtype,
-            device=device,
-            causal=causal,
-            seed=g.seed,
-        ).to_record()
+        wl = Workload(**axes, device=device, seed=g.seed).to_record()
         if wl in seen:  # kv_heads 0 and kv_heads == heads are the same workload
             continue
         seen.add(wl)

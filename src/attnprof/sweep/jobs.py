@@ -145,16 +145,8 @@ def execute(req: JobRequest) -> JobReply:
 
     choice = _pytorch_choice(wl)
     s = req.run
-    options = RunOptions(
-        steps=s.steps,
-        profile=s.profile,
-        warmup_calls=s.warmup_calls,
-        time_budget_s=s.time_budget_s,
-        warmup_s=s.warmup_s,
-        min_samples=s.min_samples,
-        check_accuracy=s.check_accuracy,
-        compile=spec.compile,
-    )
+    # RunSettings is the sweep's name for RunOptions' measurement fields
+    options = RunOptions(**msgspec.structs.asdict(s), compile=spec.compile)
     out = Path(req.trace_dir) / spec.slug() if req.trace_dir else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

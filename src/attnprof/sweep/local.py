@@ -17,8 +17,8 @@ import msgspec
 
 from attnprof.errors import UserError
 from attnprof.records import Environment
-from attnprof.sweep.executor import Finished
-from attnprof.sweep.jobs import JobReply, JobRequest
+from attnprof.sweep.executor import Finished, ShouldRun
+from attnprof.sweep.jobs import JobRequest
 from attnprof.sweep.pool import Task, WorkerPool
 
 __all__ = ["LocalExecutor", "auto_device", "visible_gpus"]
@@ -86,28 +86,12 @@ class LocalExecutor:
         return msgspec.convert(value, type=Environment)
 
     def run(
-        self,
-        requests: Sequence[JobRequest],
-        *,
-        timeout_s: float | None,
-        should_run: Callable[[JobRequest], bool] | None = None,
+        self, requests: Sequence[JobRequest], *, timeout_s: float | None, should_run: ShouldRun | None = None
     ) -> Iterator[Finished]:
         tasks = [Task(fn="run", payload=msgspec.to_builtins(r), timeout_s=timeout_s, tag=r) for r in requests]
         check = None if should_run is None else (lambda t: should_run(t.tag))
         for out in self.pool.run(tasks, should_run=check):
-            req: JobRequest = out.task.tag
-            reply = msgspec.convert(out.value, type=JobReply) if out.kind == "ok" else None
-            yield Finished(
-                request=req,
-                kind=out.kind,
-                reply=reply,
-                message=out.message,
-                log_tail=out.log_tail,
-                worker=out.worker,
-                wall_s=out.wall_s,
-                started=out.started,
-                finished=out.finished,
-            )
+            yield Finished.from_outcome(out.task.tag, out.fields())
 
     def close(self) -> None:
         self.pool.close()

@@ -17,6 +17,7 @@ no threads, so the caller can write to SQLite from the generator's loop body.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import selectors
@@ -68,6 +69,10 @@ class TaskOutcome:
     started: float = 0.0  # time.time() when dispatched
     finished: float = 0.0
 
+    def fields(self) -> dict[str, Any]:
+        """Everything but the task, as plain data (what a Ray task hands back to the driver)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "task"}
+
 
 def describe_exit(returncode: int | None) -> str:
     if returncode is None:
@@ -108,6 +113,22 @@ class _Worker:
     def tail_text(self) -> str:
         text = self.tail.decode("utf-8", "replace")
         return "\n".join(text.splitlines()[-TAIL_LINES:])
+
+    def outcome(
+        self, task: Task, kind: Kind, *, message: str = "", value: Any = None, log_tail: str | None = None
+    ) -> TaskOutcome:
+        """How `task` ended on this worker, now; log_tail defaults to the worker's output tail."""
+        return TaskOutcome(
+            task=task,
+            kind=kind,
+            value=value,
+            message=message,
+            log_tail=self.tail_text() if log_tail is None else log_tail,
+            worker=self.name,
+            wall_s=time.monotonic() - self.started_mono,
+            started=self.started_wall,
+            finished=time.time(),
+        )
 
 
 class WorkerPool:
@@ -314,15 +335,8 @@ class WorkerPool:
                 t = w.task
                 w.task = None
                 self._retire(w, kill=True)
-                yield TaskOutcome(
-                    task=t,
-                    kind="timeout",
-                    message=f"job ran longer than its {t.timeout_s:g} s timeout; worker killed",
-                    log_tail=w.tail_text(),
-                    worker=w.name,
-                    wall_s=now - w.started_mono,
-                    started=w.started_wall,
-                    finished=time.time(),
+                yield w.outcome(
+                    t, "timeout", message=f"job ran longer than its {t.timeout_s:g} s timeout; worker killed"
                 )
 
     def _finish(self, w: _Worker, msg: dict[str, Any]) -> TaskOutcome:
@@ -331,16 +345,13 @@ class WorkerPool:
         w.task = None
         w.tasks_done += 1
         self._drain(w)
-        out = TaskOutcome(
-            task=t,
-            kind="ok" if msg.get("ok") else "error",
+        ok = bool(msg.get("ok"))
+        out = w.outcome(
+            t,
+            "ok" if ok else "error",
             value=msg.get("value"),
             message=msg.get("error", ""),
-            log_tail="" if msg.get("ok") else w.tail_text(),
-            worker=w.name,
-            wall_s=time.monotonic() - w.started_mono,
-            started=w.started_wall,
-            finished=time.time(),
+            log_tail="" if ok else None,
         )
         if isinstance(out.value, dict) and out.value.get("recycle"):
             # the handler says this process is no longer trustworthy (e.g. after a CUDA error
@@ -367,16 +378,7 @@ class WorkerPool:
                         + (w.tail_text().strip().splitlines() or ["(none)"])[-1]
                     )
             return
-        yield TaskOutcome(
-            task=t,
-            kind="crashed",
-            message=how,
-            log_tail=w.tail_text(),
-            worker=w.name,
-            wall_s=time.monotonic() - w.started_mono,
-            started=w.started_wall,
-            finished=time.time(),
-        )
+        yield w.outcome(t, "crashed", message=how)
 
     def call(self, fn: str, payload: Any, *, timeout_s: float | None = None) -> Any:
         """Run one task and return its value; raise AttnprofError if it failed."""

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgspec
 
 from attnprof.errors import MissingExtra, UserError
 from attnprof.records import Environment
-from attnprof.sweep.executor import Finished
-from attnprof.sweep.jobs import JobReply, JobRequest
+from attnprof.sweep.executor import Finished, ShouldRun
+from attnprof.sweep.jobs import JobRequest
 
 __all__ = ["RayExecutor"]
 
@@ -61,16 +61,7 @@ def ray_job(payload: dict[str, Any], timeout_s: float | None) -> dict[str, Any]:
     outs = list(_pool().run([Task(fn="run", payload=payload, timeout_s=timeout_s)]))
     assert len(outs) == 1
     out = outs[0]
-    return {
-        "kind": out.kind,
-        "value": out.value,
-        "message": out.message,
-        "log_tail": out.log_tail,
-        "worker": f"{_where()}/{out.worker}",
-        "wall_s": out.wall_s,
-        "started": out.started,
-        "finished": out.finished,
-    }
+    return out.fields() | {"worker": f"{_where()}/{out.worker}"}
 
 
 def ray_probe(device: str) -> dict[str, Any]:
@@ -128,11 +119,7 @@ class RayExecutor:
         return msgspec.convert(value, type=Environment)
 
     def run(
-        self,
-        requests: Sequence[JobRequest],
-        *,
-        timeout_s: float | None,
-        should_run: Callable[[JobRequest], bool] | None = None,
+        self, requests: Sequence[JobRequest], *, timeout_s: float | None, should_run: ShouldRun | None = None
     ) -> Iterator[Finished]:
         ray = self._ray
         pending: deque[JobRequest] = deque(requests)
@@ -188,18 +175,7 @@ class RayExecutor:
                 started=wall0,
                 finished=time.time(),
             )
-        reply = msgspec.convert(out["value"], type=JobReply) if out["kind"] == "ok" else None
-        return Finished(
-            request=req,
-            kind=out["kind"],
-            reply=reply,
-            message=out["message"],
-            log_tail=out["log_tail"],
-            worker=out["worker"],
-            wall_s=out["wall_s"],
-            started=out["started"],
-            finished=out["finished"],
-        )
+        return Finished.from_outcome(req, out)
 
     def close(self) -> None:
         if self._owns:
