@@ -4,6 +4,7 @@ recorded here with torch.profiler (DOMAIN.md section 2 predicts their findings).
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,67 @@ def test_live_sdpa_flash_transposes_before_the_fused_op(live: dict[str, TraceAna
     for code in ("UNFUSED_ATTENTION", "FP32_UPCAST", "MASK_REBUILT_EACH_CALL", "OUT_OF_PLACE_COPY"):
         assert code not in a.codes
     assert a.device["kind"] == "cpu"
+
+
+def _plain_cpu_self_times(path: Path, region: str) -> tuple[dict[str, list[float]], int]:
+    """Per op name (count, self time) summed over the region's annotations, from the JSON with a
+    stack: nothing shared with the analyser."""
+    spans = [e for e in _events(path) if e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))]
+    annots = [e for e in spans if e.get("name") == region and e.get("cat") == "user_annotation"]
+    ops = sorted((e for e in spans if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
+    stats: dict[str, list[float]] = {}
+    for ann in annots:
+        t0, t1 = ann["ts"], ann["ts"] + ann["dur"]
+        inside = [e for e in ops if e["tid"] == ann["tid"] and t0 <= e["ts"] and e["ts"] + e["dur"] <= t1]
+        stack: list[dict[str, Any]] = []
+        child_time: dict[int, float] = {}
+        for e in inside:
+            while stack and e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]:
+                stack.pop()
+            if stack:
+                child_time[id(stack[-1])] = child_time.get(id(stack[-1]), 0.0) + e["dur"]
+            stack.append(e)
+        for e in inside:
+            st = stats.setdefault(e["name"], [0.0, 0.0])
+            st[0] += 1
+            st[1] += max(0.0, e["dur"] - child_time.get(id(e), 0.0))
+    return stats, len(annots)
+
+
+def test_live_regions_list_cpu_ops_in_order_with_self_times(live: dict[str, TraceAnalysis]) -> None:
+    a = live["naive"]
+    r = a.to_dict()["regions"][0]
+    ops = r["cpu_ops"]
+    # the first instance, every op, in order of start; an op before the ops inside it
+    assert len(ops) == r["per_instance"][0]["cpu_ops"] == r["cpu_ops_per_instance"]
+    assert set(ops[0]) == {"name", "start_us", "dur_us", "self_us", "depth"}
+    assert [o["start_us"] for o in ops] == sorted(o["start_us"] for o in ops)
+    depths = [o["depth"] for o in ops]
+    assert depths[0] == 0 and all(0 <= b <= a + 1 for a, b in itertools.pairwise(depths))
+    cpu_time = r["per_instance"][0]["cpu_time_us"]
+    for o in ops:
+        assert o["start_us"] >= 0 and o["start_us"] + o["dur_us"] <= cpu_time + 0.01
+        assert 0 <= o["self_us"] <= o["dur_us"] + 1e-9
+    # self times split the outermost ops' time among all ops
+    outer = sum(o["dur_us"] for o in ops if o["depth"] == 0)
+    assert sum(o["self_us"] for o in ops) == pytest.approx(outer, abs=0.01 * len(ops))
+    matmul = next(o for o in ops if o["name"] == "aten::matmul")
+    inside = ops[ops.index(matmul) + 1 :]
+    assert inside[0]["depth"] == matmul["depth"] + 1  # aten::matmul calls aten::bmm and friends
+
+    # per op name over every instance, against a plain count from the JSON
+    by_name = {o["name"]: o for o in r["cpu_ops_by_name"]}
+    plain, n = _plain_cpu_self_times(Path(a.path), "attn_fwd")
+    assert n == r["instances"] == 3 and set(by_name) == set(plain)
+    for name, (count, self_us) in plain.items():
+        assert by_name[name]["per_instance"] == pytest.approx(count / n, abs=1e-3)
+        assert by_name[name]["self_us_per_instance"] == pytest.approx(self_us / n, abs=1e-3)
+    assert by_name["aten::bmm"]["per_instance"] == 2
+    times = [o["self_us_per_instance"] for o in r["cpu_ops_by_name"]]
+    assert times == sorted(times, reverse=True)
+    assert sum(o["per_instance"] for o in by_name.values()) == pytest.approx(r["cpu_ops_per_instance"])
+    # the DataFrame keeps one row per region, without the nested lists
+    assert not {"cpu_ops", "cpu_ops_by_name"} & set(a.regions_df().columns)
 
 
 def test_live_upcast_confirmed_with_record_shapes(tmp_path: Path) -> None:

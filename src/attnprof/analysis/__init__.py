@@ -94,11 +94,13 @@ def _find_peak(doc: Any) -> tuple[float, str] | None:
 
 
 def _one(path: PathLike, region: str | None, workload: Workload | None, top: int) -> TraceAnalysis:
-    from attnprof.analysis.pipeline import analyze_path
+    from attnprof.analysis.pipeline import analyze_trace
+    from attnprof.trace.load import load_trace
 
     run_wl, peak, materialises = run_context(path)
-    return analyze_path(
-        path,
+    return analyze_trace(
+        load_trace(path),
+        path=str(path),
         region=region,
         workload=workload if workload is not None else run_wl,
         top=top,

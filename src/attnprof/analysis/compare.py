@@ -413,92 +413,50 @@ def cpu_category(name: str) -> str:
     return "other"
 
 
-def _cpu_ops_from_region(region: Mapping[str, Any] | None) -> list[OpStat]:
-    """CPU op counts per forward by name (the region's top_cpu_ops; no times in the contract)."""
+def _cpu_ops(region: Mapping[str, Any] | None) -> list[OpStat]:
+    """CPU ops per forward by name, with their self time: the region's cpu_ops_by_name (the
+    largest self time first)."""
     out = []
-    for o in (region or {}).get("top_cpu_ops") or []:
+    for o in (region or {}).get("cpu_ops_by_name") or []:
         if isinstance(o, Mapping) and o.get("name"):
             name = str(o["name"])
             cat = cpu_category(name)
             out.append(
                 OpStat(
-                    name=name, category=cat, family=cat, count=_num(o.get("per_instance")) or 0.0, time_us=0.0
+                    name=name,
+                    category=cat,
+                    family=cat,
+                    count=_num(o.get("per_instance")) or 0.0,
+                    time_us=_num(o.get("self_us_per_instance")) or 0.0,
                 )
             )
     return out
 
 
-def _self_segments(ev: dict[str, Any], kids: list[dict[str, Any]], t0: float) -> list[dict[str, Any]]:
-    """The parts of an op's interval that none of its direct children cover: when it, and not an
-    op inside it, was running."""
-    out, cursor, end = [], float(ev["ts"]), float(ev["ts"] + ev["dur"])
-    for k in kids:
-        if k["ts"] > cursor:
-            out.append({"name": ev["name"], "start_us": cursor - t0, "dur_us": k["ts"] - cursor})
-        cursor = max(cursor, float(k["ts"] + k["dur"]))
-    if end > cursor:
-        out.append({"name": ev["name"], "start_us": cursor - t0, "dur_us": end - cursor})
+def _self_segments(ops: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What ran when in one forward: the parts of each op's interval that none of the ops directly
+    inside it cover, in time order. ops: the region's cpu_ops (in order, each with its depth)."""
+    kids: list[list[Mapping[str, Any]]] = [[] for _ in ops]
+    stack: list[int] = []
+    for i, o in enumerate(ops):
+        del stack[int(o.get("depth") or 0) :]
+        if stack:
+            kids[stack[-1]].append(o)
+        stack.append(i)
+    out: list[dict[str, Any]] = []
+    for o, inside in zip(ops, kids, strict=True):
+        name = o.get("name", "?")
+        cursor = _num(o.get("start_us")) or 0.0
+        end = cursor + (_num(o.get("dur_us")) or 0.0)
+        for k in inside:
+            start = _num(k.get("start_us")) or 0.0
+            if start > cursor:
+                out.append({"name": name, "start_us": cursor, "dur_us": start - cursor})
+            cursor = max(cursor, start + (_num(k.get("dur_us")) or 0.0))
+        if end > cursor:
+            out.append({"name": name, "start_us": cursor, "dur_us": end - cursor})
+    out.sort(key=lambda seg: seg["start_us"])
     return out
-
-
-def _cpu_forward(
-    path: Path, region: str
-) -> tuple[list[dict[str, Any]], dict[str, tuple[float, float]]] | None:
-    """CPU ops of a CPU-only trace inside its `region` annotations: for the first instance, what
-    ran when (each op's self-time segments, in time order), and per op name (count, self time in
-    µs) per instance.
-
-    The analysis contract gives CPU op counts but neither CPU op times nor their order, which a
-    CPU run's timeline strip and category plot need; until it does, this reads them from the
-    trace (a run's CPU trace is small). Self time = duration minus that of the ops directly inside."""
-    import gzip
-
-    import orjson
-
-    try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        doc = orjson.loads(raw)
-    except (OSError, EOFError, orjson.JSONDecodeError, gzip.BadGzipFile):
-        return None
-    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
-    spans = [
-        e
-        for e in events
-        if isinstance(e, dict) and e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))
-    ]
-    annots = sorted(
-        (e for e in spans if e.get("name") == region and e.get("cat") == "user_annotation"),
-        key=lambda e: e["ts"],
-    )
-    ops = sorted((e for e in spans if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
-    if not annots or not ops:
-        return None
-    stats: dict[str, list[float]] = {}
-    segments: list[dict[str, Any]] = []
-    for n, ann in enumerate(annots):
-        t0, t1 = ann["ts"], ann["ts"] + ann["dur"]
-        inside = [
-            e for e in ops if e.get("tid") == ann.get("tid") and t0 <= e["ts"] and e["ts"] + e["dur"] <= t1
-        ]
-        stack: list[dict[str, Any]] = []
-        kids: dict[int, list[dict[str, Any]]] = {id(e): [] for e in inside}
-        for e in inside:
-            while stack and e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]:
-                stack.pop()
-            if stack:
-                kids[id(stack[-1])].append(e)
-            stack.append(e)
-        for e in inside:
-            st = stats.setdefault(e["name"], [0.0, 0.0])
-            st[0] += 1
-            st[1] += max(0.0, e["dur"] - sum(k["dur"] for k in kids[id(e)]))
-            if n == 0:
-                segments += _self_segments(e, kids[id(e)], t0)
-    segments.sort(key=lambda seg: seg["start_us"])
-    k = len(annots)
-    return segments, {name: (c / k, t / k) for name, (c, t) in stats.items()}
 
 
 def _apply_analysis(row: Row, a: Mapping[str, Any]) -> None:
@@ -560,24 +518,17 @@ def _apply_analysis(row: Row, a: Mapping[str, Any]) -> None:
     gpu_ops = _gpu_ops(a, per)
     if gpu_ops:
         row.ops, row.ops_lane = gpu_ops, "gpu"
-    else:
-        row.ops, row.ops_lane = _cpu_ops_from_region(region), "cpu"
+        return
+    # no GPU ops (a CPU run): the CPU ops by name with their self time, that time by group, and
+    # the first forward's ops in order for the timeline strip
+    row.ops, row.ops_lane = _cpu_ops(region), "cpu"
+    agg: dict[str, float] = {}
+    for o in row.ops:
+        agg[o.category] = agg.get(o.category, 0.0) + o.time_us
+    row.cpu_category_time_us = {c: v for c, v in sorted(agg.items(), key=lambda kv: -kv[1]) if v > 0}
     cpu_seq = [o for o in (region or {}).get("cpu_ops") or [] if isinstance(o, Mapping)]
-    if cpu_seq and not gpu_seq:  # a later analyser may list CPU ops in order; prefer it
-        row.timeline, row.timeline_lane = _timeline(cpu_seq, cpu_category), "cpu"
-    if not gpu_ops and not cpu_seq and region is not None and row.trace:
-        found = _cpu_forward(Path(row.trace), str(region.get("name")))
-        if found is not None:
-            seq, by_name = found
-            row.timeline, row.timeline_lane = _timeline(seq, cpu_category), "cpu"
-            row.ops = [
-                OpStat(name=n, category=cpu_category(n), family=cpu_category(n), count=c, time_us=t)
-                for n, (c, t) in sorted(by_name.items(), key=lambda kv: -kv[1][1])
-            ]
-            agg: dict[str, float] = {}
-            for o in row.ops:
-                agg[o.category] = agg.get(o.category, 0.0) + o.time_us
-            row.cpu_category_time_us = {c: v for c, v in sorted(agg.items(), key=lambda kv: -kv[1]) if v > 0}
+    if cpu_seq:
+        row.timeline, row.timeline_lane = _timeline(_self_segments(cpu_seq), cpu_category), "cpu"
 
 
 def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:

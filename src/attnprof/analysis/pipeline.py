@@ -6,7 +6,6 @@ region instances or findings, never over events.
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -19,14 +18,13 @@ from attnprof.analysis.classify import CATEGORIES, Classification, classify
 from attnprof.analysis.cpu_ops import CpuEvidence, count_gemm_softmax_gemm, cpu_evidence
 from attnprof.analysis.links import Links, link
 from attnprof.analysis.occupancy import DeviceLimits, device_limits, theoretical_occupancy
-from attnprof.analysis.regions import Region, find_region
+from attnprof.analysis.regions import Instance, Region, cpu_nesting, find_region
 from attnprof.analysis.result import TraceAnalysis
 from attnprof.analysis.roofline import roofline
-from attnprof.trace.load import load_trace
 from attnprof.trace.model import Kind, Trace
 from attnprof.workload import Workload
 
-__all__ = ["Context", "analyze_path", "analyze_trace", "short_name"]
+__all__ = ["Context", "analyze_trace", "short_name"]
 
 _DRIVER_LAUNCHES = {"cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchKernel_ptsz", "cuLaunchKernelEx_ptsz"}
 
@@ -49,27 +47,6 @@ class Context:
     totals: dict[str, Any]
     roofline: dict[str, Any] | None
     workload: Workload | None
-
-
-def analyze_path(
-    path: str | os.PathLike[str],
-    *,
-    region: str | None = None,
-    workload: Workload | None = None,
-    top: int = 20,
-    cpu_peak: tuple[float, str] | None = None,
-    materialises: bool | None = None,
-) -> TraceAnalysis:
-    trace = load_trace(path)
-    return analyze_trace(
-        trace,
-        path=str(path),
-        region=region,
-        workload=workload,
-        top=top,
-        cpu_peak=cpu_peak,
-        materialises=materialises,
-    )
 
 
 _CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
@@ -462,7 +439,7 @@ def _region_dict(
     def mean(key: str) -> float:
         return round(sum(p[key] for p in per) / n, 3) if per else 0.0
 
-    first = insts[0].gpu[:500] if insts else np.zeros(0, np.int64)
+    first = insts[0].gpu[:_FIRST_OPS] if insts else np.zeros(0, np.int64)
     t0 = float(g_ts[first].min()) if first.size else 0.0
     gpu_ops = [
         {
@@ -481,6 +458,7 @@ def _region_dict(
                 {trace.names[int(a)]: int(b) for a, b in zip(u.tolist(), c.tolist(), strict=True)}
             )
     k = min(len(insts), 200) or 1
+    cpu_ops, cpu_ops_by_name = _cpu_ops(trace, insts)
     return {
         "name": reg.name,
         "selector": reg.selector,
@@ -497,7 +475,50 @@ def _region_dict(
         },
         "top_cpu_ops": [{"name": a, "per_instance": round(b / k, 3)} for a, b in op_counter.most_common(15)],
         "per_instance": per[:100],
+        "cpu_ops": cpu_ops,
+        "cpu_ops_by_name": cpu_ops_by_name,
     }
+
+
+_FIRST_OPS = 500  # ops listed in order from a region's first instance, GPU and CPU alike
+
+
+def _cpu_ops(trace: Trace, insts: list[Instance]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The first instance's CPU ops in order (start, the longer first: an op before those inside
+    it), and per op name the count and self time per instance, over every instance."""
+    if not insts:
+        return [], []
+    every = np.concatenate([inst.cpu_ops for inst in insts])
+    rows = np.unique(every)
+    depth, self_us = cpu_nesting(trace, rows)
+    first = insts[0].cpu_ops
+    first = first[np.lexsort((-trace.dur[first], trace.ts[first]))][:_FIRST_OPS]
+    at = np.searchsorted(rows, first)
+    level = depth[at] - (int(depth[at].min()) if at.size else 0)
+    ordered = [
+        {
+            "name": trace.names[int(trace.name[r])],
+            "start_us": round(float(trace.ts[r]) - insts[0].start, 3),
+            "dur_us": round(float(trace.dur[r]), 3),
+            "self_us": round(s, 3),
+            "depth": d,
+        }
+        for r, s, d in zip(first.tolist(), self_us[at].tolist(), level.tolist(), strict=True)
+    ]
+    names, idx = np.unique(trace.name[every], return_inverse=True)
+    idx = idx.reshape(-1)
+    counts = np.bincount(idx, minlength=names.size)
+    times = np.bincount(idx, weights=self_us[np.searchsorted(rows, every)], minlength=names.size)
+    n = len(insts)
+    by_name = [
+        {
+            "name": trace.names[int(names[i])],
+            "per_instance": round(int(counts[i]) / n, 3),
+            "self_us_per_instance": round(float(times[i]) / n, 3),
+        }
+        for i in np.argsort(-times, kind="stable").tolist()
+    ]
+    return ordered, by_name
 
 
 def gpu_unfused_count(ctx: Context, idx: np.ndarray) -> int:

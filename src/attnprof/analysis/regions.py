@@ -26,12 +26,13 @@ from attnprof.analysis.links import Links
 from attnprof.errors import UserError
 from attnprof.trace.model import Kind, Trace
 
-__all__ = ["DEFAULT_REGION", "Instance", "Region", "find_region"]
+__all__ = ["DEFAULT_REGION", "Instance", "Region", "cpu_nesting", "find_region"]
 
 DEFAULT_REGION = "attn_fwd"
 _STEP = re.compile(r"ProfilerStep#\d+")
 
 I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 
 
 @dataclass
@@ -172,3 +173,46 @@ def find_region(trace: Trace, links: Links, region: str | None = None) -> Region
         gpu = gpu[np.argsort(gpu_ts[gpu], kind="stable")].astype(np.int64)
         out.instances.append(Instance(r, start, end, cpu, gpu))
     return out
+
+
+def cpu_nesting(trace: Trace, rows: I64) -> tuple[I64, F64]:
+    """The depth and self time of each CPU-op row in rows (in rows' order).
+
+    An op's parent is the innermost op among rows, on its lane, that started before it (the longer
+    first when two start together) and is still running when it starts (one that ends as it starts
+    does not hold it), as a stack walked in that order finds it; depth counts the enclosing ops,
+    and self time is the duration less that of the direct children: when the op, and not an op
+    inside it, was running. Vectorised: a sweep over start and end points gives each op's depth,
+    and one search its parent.
+    """
+    n = int(rows.size)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    lane, ts, dur = trace.lane[rows], trace.ts[rows], trace.dur[rows]
+    order = np.lexsort((-dur, ts, lane))
+    lane, ts, dur = lane[order], ts[order], dur[order]
+    pos = np.arange(n, dtype=np.int64)
+    zero = dur <= 0
+    # at one instant ends come before starts, except a zero-length op's end, right after its start
+    point = np.concatenate([ts, np.where(zero, ts, ts + dur)])
+    group = np.concatenate([np.ones(n, np.int8), zero.astype(np.int8)])
+    seq = np.concatenate([2 * pos, 2 * pos + 1])
+    step = np.concatenate([np.ones(n, np.int64), -np.ones(n, np.int64)])
+    sweep = np.lexsort((seq, group, point, np.concatenate([lane, lane])))
+    level = np.cumsum(step[sweep])
+    starts = sweep < n
+    depth = np.empty(n, np.int64)
+    depth[sweep[starts]] = level[starts] - 1
+    # the parent: the last earlier op one level up, found among the keys (depth, position)
+    keys = np.sort(depth * n + pos)
+    j = np.searchsorted(keys, (depth - 1) * n + pos) - 1
+    cand = keys[np.maximum(j, 0)]
+    parent = np.where((depth > 0) & (j >= 0) & (cand // n == depth - 1), cand % n, -1)
+    parent = np.where((parent >= 0) & (lane[np.maximum(parent, 0)] == lane), parent, -1)
+    has = parent >= 0
+    children = np.bincount(parent[has], weights=dur[has], minlength=n)
+    depth_out = np.empty(n, np.int64)
+    self_out = np.empty(n, np.float64)
+    depth_out[order] = depth
+    self_out[order] = np.maximum(dur - children, 0.0)
+    return depth_out, self_out

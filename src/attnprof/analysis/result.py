@@ -28,7 +28,13 @@ Top-level keys:
                   unplaced_gpu_ops, gpu_ops (first instance, in order: [{name, category, start_us
                   (from the instance's first GPU op), time_us}]),
                   categories_per_instance {category: count}, top_cpu_ops [{name, per_instance}],
-                  per_instance [{start_us, cpu_time_us, cpu_ops, gpu_ops, gpu_time_us, gpu_span_us}]}]
+                  per_instance [{start_us, cpu_time_us, cpu_ops, gpu_ops, gpu_time_us, gpu_span_us}],
+                  cpu_ops (first instance, in order of start, an op before the ops inside it, at
+                  most 500: [{name, start_us (from the instance's start), dur_us, self_us, depth
+                  (0 = not inside another op of the instance)}]),
+                  cpu_ops_by_name (every instance, by self time: [{name, per_instance (count),
+                  self_us_per_instance}])}]
+                 self time (self_us): an op's duration less that of the ops directly inside it
     roofline     null, or {basis, workload, flops_useful, flops_executed, bytes_min, time_us,
                   achieved_tflops, achieved_tbps, peak_tflops, peak_tbps, peak_source,
                   pct_of_peak_flops, pct_of_peak_bandwidth, note}
@@ -136,7 +142,14 @@ class TraceAnalysis:
     def regions_df(self) -> pd.DataFrame:
         import pandas as pd
 
-        flat = ("gpu_ops", "per_instance", "top_cpu_ops", "categories_per_instance")
+        flat = (
+            "gpu_ops",
+            "per_instance",
+            "top_cpu_ops",
+            "categories_per_instance",
+            "cpu_ops",
+            "cpu_ops_by_name",
+        )
         return pd.DataFrame([{k: v for k, v in r.items() if k not in flat} for r in self.regions])
 
     def launch_apis_df(self) -> pd.DataFrame:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from attnprof.report.units import fmt_bytes as format_bytes
+
 __all__ = ["available_bytes", "cuda_peak_bytes", "format_bytes", "peak_from_trace_events"]
 
 
@@ -23,14 +25,6 @@ def available_bytes(device: str) -> int:
     import psutil
 
     return int(psutil.virtual_memory().available)
-
-
-def format_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def cuda_peak_bytes(call: Callable[[], Any], device: str) -> int:

@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from attnprof.report.units import fmt_us
+
 if TYPE_CHECKING:
     from attnprof.analysis.result import TraceAnalysis
 
@@ -20,16 +22,6 @@ __all__ = ["render_analysis"]
 
 MAX_WIDTH = 100
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-
-
-def _us(v: float | None) -> str:
-    if v is None:
-        return "-"
-    if v >= 1e6:
-        return f"{v / 1e6:.3g} s"
-    if v >= 1e3:
-        return f"{v / 1e3:.3g} ms"
-    return f"{v:.3g} µs"
 
 
 def _tc(v: bool | None) -> Text:
@@ -77,7 +69,7 @@ def render_analysis(result: TraceAnalysis, console: Console | None = None) -> No
     rank = f", rank {tr['rank']}" if tr.get("rank") is not None else ""
     console.print(
         f"events: {tr['events']:,} ({tr['kept_events']:,} analysed{rank}); "
-        f"kernels {t['kernels']:,} ({_us(t['kernel_time_us'])}), memcpy {t['memcpy']:,}, "
+        f"kernels {t['kernels']:,} ({fmt_us(t['kernel_time_us'])}), memcpy {t['memcpy']:,}, "
         f"memset {t['memset']:,}, cpu ops {t['cpu_ops']:,}"
     )
     for line in d["repairs"]:
@@ -111,8 +103,8 @@ def render_analysis(result: TraceAnalysis, console: Console | None = None) -> No
                 k["family"],
                 _tc(k["tensor_cores"]),
                 f"{k['count']:,}",
-                _us(k["time_us"]),
-                _us(k["mean_us"]),
+                fmt_us(k["time_us"]),
+                fmt_us(k["mean_us"]),
                 _occ(k.get("occupancy")),
             )
         console.print(table)
@@ -131,7 +123,7 @@ def render_analysis(result: TraceAnalysis, console: Console | None = None) -> No
         cat.add_column("time", justify="right")
         cat.add_column("%", justify="right")
         for c in d["categories"]:
-            cat.add_row(c["category"], f"{c['count']:,}", _us(c["time_us"]), f"{c['pct_time']:.1f}")
+            cat.add_row(c["category"], f"{c['count']:,}", fmt_us(c["time_us"]), f"{c['pct_time']:.1f}")
         console.print(cat)
 
     for r in d["regions"]:
@@ -149,9 +141,9 @@ def render_analysis(result: TraceAnalysis, console: Console | None = None) -> No
             str(r["instances"]),
             f"{r['cpu_ops_per_instance']:g}",
             f"{r['gpu_ops_per_instance']:g}",
-            _us(r["cpu_time_us_per_instance"]),
-            _us(r["gpu_time_us_per_instance"]),
-            _us(r["gpu_span_us_per_instance"]),
+            fmt_us(r["cpu_time_us_per_instance"]),
+            fmt_us(r["gpu_time_us_per_instance"]),
+            fmt_us(r["gpu_span_us_per_instance"]),
         )
         console.print(reg)
         if r["gpu_ops"] and len(r["gpu_ops"]) <= 30:

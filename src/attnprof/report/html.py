@@ -7,6 +7,7 @@ the reader follows by choice). Content is the Markdown report's plus the plots.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import jinja2
@@ -15,17 +16,7 @@ from markupsafe import Markup, escape
 from attnprof.report import plots
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
-from attnprof.report.markdown import PERFETTO
-from attnprof.report.summary import summarize
-from attnprof.report.tables import (
-    comparison_table,
-    diff_tables,
-    env_items,
-    expectation_table,
-    finding_items,
-    not_run_table,
-    trace_items,
-)
+from attnprof.report.tables import PERFETTO, report_content
 
 __all__ = ["render_html"]
 
@@ -60,32 +51,17 @@ def _plots(data: ReportData, t: Translator) -> list[tuple[str, str | None]]:
 
 def render_html(data: ReportData, t: Translator, *, out_dir: Path | None = None) -> str:
     """out_dir: where the file will be written, so links to the traces can be relative."""
-    w = data.record.workload
-    title = t(
-        "report.title",
-        shape=f"{w.batch}x{w.heads}x{w.seq}x{w.head_dim}",
-        dtype=w.dtype,
-        device=data.record.environment.device_name,
-    )
+    content = report_content(data, t, out_dir)
     link = Markup('<a href="{0}">{0}</a>').format(PERFETTO)
     perfetto_line = escape(t("traces.perfetto", perfetto="\x00")).replace("\x00", link)
     template = _env().get_template("report.html.j2")
     return template.render(
         lang=t.lang,
         t=t,
-        title=title,
         version=data.version,
-        generated=t("report.generated", version=data.version, source=", ".join(data.run_dirs)),
-        summary=summarize(data, t),
-        env=env_items(data, t),
-        comparison=comparison_table(data, t),
-        not_run=not_run_table(data, t),
         plots=_plots(data, t),
         baseline=data.comparison.baseline or "-",
-        diffs=diff_tables(data.comparison.diffs, t),
-        findings=finding_items(data, t),
-        expectations=expectation_table(data, t),
         expectation_file=data.expectation_file or "-",
-        traces=trace_items(data, out_dir),
         perfetto_line=perfetto_line,
+        **{f.name: getattr(content, f.name) for f in fields(content)},
     )

@@ -8,20 +8,9 @@ from pathlib import Path
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.summary import summarize
-from attnprof.report.tables import (
-    TextTable,
-    comparison_table,
-    diff_tables,
-    env_items,
-    expectation_table,
-    finding_items,
-    not_run_table,
-    trace_items,
-)
+from attnprof.report.tables import PERFETTO, TextTable, report_content
 
 __all__ = ["render_markdown", "summary_markdown"]
-
-PERFETTO = "https://ui.perfetto.dev"
 
 
 def _cell(s: str) -> str:
@@ -37,42 +26,29 @@ def _table(tt: TextTable) -> list[str]:
     return lines
 
 
+def _bullets(lines: list[str]) -> str:
+    return "\n".join(f"- {line}" for line in lines) + "\n"
+
+
 def summary_markdown(data: ReportData, t: Translator) -> str:
-    return "\n".join(f"- {line}" for line in summarize(data, t)) + "\n"
-
-
-def _title(data: ReportData, t: Translator) -> str:
-    w = data.record.workload
-    return t(
-        "report.title",
-        shape=f"{w.batch}x{w.heads}x{w.seq}x{w.head_dim}",
-        dtype=w.dtype,
-        device=data.record.environment.device_name,
-    )
+    return _bullets(summarize(data, t))
 
 
 def render_markdown(data: ReportData, t: Translator, *, out_dir: Path | None = None) -> str:
-    lines = [
-        f"# {_title(data, t)}",
-        "",
-        t("report.generated", version=data.version, source=", ".join(data.run_dirs)),
-        "",
-    ]
-    lines += [f"## {t('h.summary')}", "", summary_markdown(data, t)]
-    lines += [f"## {t('h.environment')}", ""] + [f"- **{k}**: {v}" for k, v in env_items(data, t)] + [""]
-    lines += [f"## {t('h.comparison')}", "", *_table(comparison_table(data, t)), ""]
-    nr = not_run_table(data, t)
-    if nr.rows:
-        lines += [f"### {t('h.not_run')}", "", *_table(nr), ""]
-    diffs = diff_tables(data.comparison.diffs, t)
-    if diffs:
+    c = report_content(data, t, out_dir)
+    lines = [f"# {c.title}", "", c.generated, ""]
+    lines += [f"## {t('h.summary')}", "", _bullets(c.summary)]
+    lines += [f"## {t('h.environment')}", ""] + [f"- **{k}**: {v}" for k, v in c.env] + [""]
+    lines += [f"## {t('h.comparison')}", "", *_table(c.comparison), ""]
+    if c.not_run.rows:
+        lines += [f"### {t('h.not_run')}", "", *_table(c.not_run), ""]
+    if c.diffs:
         lines += [f"## {t('h.diff', baseline=data.comparison.baseline or '-')}", ""]
-        for dt in diffs:
+        for dt in c.diffs:
             lines += [f"**{dt.title}**", ""] + (_table(dt) or ["-"]) + [""]
     lines += [f"## {t('h.findings')}", ""]
-    findings = finding_items(data, t)
-    if findings:
-        for variant, code, severity, msg, ev in findings:
+    if c.findings:
+        for variant, code, severity, msg, ev in c.findings:
             lines.append(f"- **{variant}** `{code}` ({severity}): {msg}" + (f" — `{ev}`" if ev else ""))
     else:
         lines.append(t("findings.none"))
@@ -81,12 +57,12 @@ def render_markdown(data: ReportData, t: Translator, *, out_dir: Path | None = N
         lines += [
             t("expect.source", file=data.expectation_file or "-"),
             "",
-            *_table(expectation_table(data, t)),
+            *_table(c.expectations),
         ]
     else:
         lines.append(t("expect.none"))
     lines += ["", f"## {t('h.traces')}", ""]
-    for variant, link, exists in trace_items(data, out_dir):
+    for variant, link, exists in c.traces:
         lines.append(
             f"- {variant}: [{Path(link).name}]({link})" + ("" if exists else " " + t("traces.missing"))
         )

@@ -19,28 +19,20 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from attnprof.harness.memory import format_bytes
+from attnprof.report.units import fmt_bytes, fmt_ms
 
 if TYPE_CHECKING:
     from attnprof.records import RunRecord
     from attnprof.variants.registry import Decision, Variant
     from attnprof.workload import Workload
 
-__all__ = ["ProgressReporter", "check_run_expectations", "format_ms", "render_list", "render_run"]
+__all__ = ["ProgressReporter", "check_run_expectations", "render_list", "render_run"]
 
 
 def _console(no_color: bool, stderr: bool = False) -> Console:
     return Console(
         stderr=stderr, no_color=no_color, highlight=False, width=None if sys.stdout.isatty() else 100
     )
-
-
-def format_ms(ms: float) -> str:
-    if ms >= 1000:
-        return f"{ms / 1000:.2f} s"
-    if ms >= 1:
-        return f"{ms:.3g} ms"
-    return f"{ms * 1000:.3g} µs"
 
 
 class ProgressReporter:
@@ -105,11 +97,11 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
         err = "-"
         if r.accuracy:
             err = f"{r.accuracy.max_abs_err:.1e}" + ("" if r.accuracy.ok else " [red]✗[/]")
-        mem = format_bytes(r.memory.peak_bytes) if r.memory and r.memory.peak_bytes is not None else "-"
+        mem = fmt_bytes(r.memory.peak_bytes if r.memory else None)
         row = [
             r.label + (" [yellow]~[/]" if r.timing.noisy else ""),
             r.backend or "-",
-            f"{format_ms(r.timing.median_ms)} ± {format_ms(r.timing.iqr_ms)}",
+            f"{fmt_ms(r.timing.median_ms)} ± {fmt_ms(r.timing.iqr_ms)}",
             f"[{colour}]{ratio:.2f}x[/]",
             mem,
             err,

@@ -1,5 +1,6 @@
-"""The report's tables as plain (header, rows) text, shared by the Markdown and HTML renderers so
-both show the same figures with the same units."""
+"""The report's content as plain text: its tables as (header, rows), and `report_content`, all the
+Markdown and HTML reports show but the plots, so that both show the same figures with the same
+units and only lay them out."""
 
 from __future__ import annotations
 
@@ -9,18 +10,22 @@ from pathlib import Path
 from attnprof.analysis.compare import Diff, Row
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
+from attnprof.report.summary import summarize
 from attnprof.report.units import (
     fmt_bytes,
     fmt_count,
+    fmt_delta_us,
     fmt_err,
     fmt_ms,
     fmt_pct,
-    fmt_ratio,
+    fmt_speed,
     fmt_us,
     short_name,
 )
 
 __all__ = [
+    "PERFETTO",
+    "ReportContent",
     "TextTable",
     "comparison_table",
     "diff_tables",
@@ -28,9 +33,13 @@ __all__ = [
     "expectation_table",
     "finding_items",
     "not_run_table",
+    "report_content",
     "speed_cell",
     "trace_items",
 ]
+
+
+PERFETTO = "https://ui.perfetto.dev"
 
 
 @dataclass
@@ -48,9 +57,8 @@ def speed_cell(r: Row, baseline: str | None, t: Translator) -> tuple[str, str]:
         return "-", ""
     if r.label == baseline:
         return t("speed.baseline"), "base"
-    if r.speedup >= 1:
-        return t("speed.faster", ratio=fmt_ratio(r.speedup)), "faster" if r.speedup >= 1.1 else ""
-    return t("speed.slower", ratio=fmt_ratio(1 / r.speedup)), "slower" if 1 / r.speedup >= 1.1 else ""
+    way, ratio, notable = fmt_speed(r.speedup)
+    return t(f"speed.{way}", ratio=ratio), way if notable else ""
 
 
 def _occ(r: Row) -> str:
@@ -164,8 +172,6 @@ def diff_tables(diffs: list[Diff], t: Translator, *, top: int = 12) -> list[Text
         )[:top]
         rows: list[list[str]] = []
         for fam, k in picked:
-            delta = k.delta_us
-            sign = "+" if delta > 0 else "-" if delta < 0 else "±"
             rows.append(
                 [
                     fam.family,
@@ -173,7 +179,7 @@ def diff_tables(diffs: list[Diff], t: Translator, *, top: int = 12) -> list[Text
                     change[k.change],
                     fmt_count(k.count_a),
                     fmt_count(k.count_b),
-                    sign + fmt_us(abs(delta)),
+                    fmt_delta_us(k.delta_us),
                 ]
             )
         out.append(
@@ -264,3 +270,41 @@ def trace_items(data: ReportData, out_dir: Path | None) -> list[tuple[str, str, 
                 link = p.resolve().as_uri()
         items.append((r.label, link, p.is_file()))
     return items
+
+
+@dataclass
+class ReportContent:
+    """What a report says, in the reader's language, but the plots."""
+
+    title: str
+    generated: str
+    summary: list[str]
+    env: list[tuple[str, str]]
+    comparison: TextTable
+    not_run: TextTable
+    diffs: list[TextTable]
+    findings: list[tuple[str, str, str, str, str]]
+    expectations: TextTable
+    traces: list[tuple[str, str, bool]]
+
+
+def report_content(data: ReportData, t: Translator, out_dir: Path | None) -> ReportContent:
+    """out_dir: where the report will be written, so links to the traces can be relative."""
+    w = data.record.workload
+    return ReportContent(
+        title=t(
+            "report.title",
+            shape=f"{w.batch}x{w.heads}x{w.seq}x{w.head_dim}",
+            dtype=w.dtype,
+            device=data.record.environment.device_name,
+        ),
+        generated=t("report.generated", version=data.version, source=", ".join(data.run_dirs)),
+        summary=summarize(data, t),
+        env=env_items(data, t),
+        comparison=comparison_table(data, t),
+        not_run=not_run_table(data, t),
+        diffs=diff_tables(data.comparison.diffs, t),
+        findings=finding_items(data, t),
+        expectations=expectation_table(data, t),
+        traces=trace_items(data, out_dir),
+    )

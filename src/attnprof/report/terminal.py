@@ -22,10 +22,11 @@ from attnprof.analysis.expect import ExpectationResult, summarize_results
 from attnprof.report.units import (
     fmt_bytes,
     fmt_count,
+    fmt_delta_us,
     fmt_err,
     fmt_ms,
     fmt_pct,
-    fmt_ratio,
+    fmt_speed,
     fmt_us,
     short_name,
 )
@@ -42,7 +43,6 @@ __all__ = [
 ]
 
 MAX_WIDTH = 100
-_SAME = 1.1  # within 10% the colour would claim a difference the noise cannot support
 
 
 def make_console(
@@ -70,12 +70,8 @@ def speed_text(row: Row, baseline: str | None) -> Text:
         return Text("-")
     if row.label == baseline:
         return Text("1.00x (base)", style="bold")
-    s = row.speedup
-    if s >= 1:
-        text, style = f"{fmt_ratio(s)}x faster", "green" if s >= _SAME else ""
-    else:
-        text, style = f"{fmt_ratio(1 / s)}x slower", "red" if 1 / s >= _SAME else ""
-    return Text(text, style=style)
+    way, ratio, notable = fmt_speed(row.speedup)
+    return Text(f"{ratio}x {way}", style=("green" if way == "faster" else "red") if notable else "")
 
 
 def _occupancy(r: Row) -> str:
@@ -215,7 +211,7 @@ def render_diff(console: Console, diff: Diff, *, top: int = 12) -> None:
             "",
             fmt_count(fam.count_a),
             fmt_count(fam.count_b),
-            _delta(fam.delta_us),
+            fmt_delta_us(fam.delta_us),
         )
         for k in fam.kernels:
             if k.change == "same" or shown >= top:
@@ -227,14 +223,9 @@ def render_diff(console: Console, diff: Diff, *, top: int = 12) -> None:
                 Text(k.change, style=style[k.change]),
                 fmt_count(k.count_a),
                 fmt_count(k.count_b),
-                _delta(k.delta_us),
+                fmt_delta_us(k.delta_us),
             )
     console.print(table)
-
-
-def _delta(us: float) -> str:
-    sign = "+" if us > 0 else "-" if us < 0 else "±"
-    return sign + fmt_us(abs(us))
 
 
 def _grouped(results: Sequence[ExpectationResult]) -> list[tuple[ExpectationResult, int]]:

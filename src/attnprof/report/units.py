@@ -8,7 +8,19 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["fmt_bytes", "fmt_count", "fmt_err", "fmt_ms", "fmt_pct", "fmt_ratio", "fmt_us", "short_name"]
+__all__ = [
+    "NOTABLE_SPEEDUP",
+    "fmt_bytes",
+    "fmt_count",
+    "fmt_delta_us",
+    "fmt_err",
+    "fmt_ms",
+    "fmt_pct",
+    "fmt_ratio",
+    "fmt_speed",
+    "fmt_us",
+    "short_name",
+]
 
 
 def fmt_ms(ms: float | None) -> str:
@@ -26,15 +38,22 @@ def fmt_us(us: float | None) -> str:
     return "-" if us is None else fmt_ms(us / 1000.0)
 
 
+def fmt_delta_us(us: float) -> str:
+    """A time change given in microseconds, signed: +1.2 ms, -350 µs, ±0 µs."""
+    return ("+" if us > 0 else "-" if us < 0 else "±") + fmt_us(abs(us))
+
+
 def fmt_bytes(n: float | None) -> str:
+    """A size in B, KiB, MiB, GiB or TiB, three significant digits: the one byte formatter, which
+    the harness's messages (attnprof.harness.memory.format_bytes) use too."""
     if n is None:
         return "-"
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
+        if abs(value) < 1024:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.3g} {unit}"
         value /= 1024
-    return f"{value:.3g} TiB"  # pragma: no cover
+    return f"{value:.3g} TiB"
 
 
 def fmt_count(x: float | None) -> str:
@@ -50,6 +69,17 @@ def fmt_ratio(x: float | None) -> str:
     if x >= 100:
         return f"{x:.0f}"
     return f"{x:.1f}" if x >= 1.5 else f"{x:.2f}"
+
+
+NOTABLE_SPEEDUP = 1.1  # within 10% a colour would claim a difference the noise cannot support
+
+
+def fmt_speed(speedup: float) -> tuple[str, str, bool]:
+    """Relative speed (baseline time / this time) as ("faster" or "slower", the ratio of the two
+    as fmt_ratio writes it, whether the difference is 10% or more)."""
+    if speedup >= 1:
+        return "faster", fmt_ratio(speedup), speedup >= NOTABLE_SPEEDUP
+    return "slower", fmt_ratio(1 / speedup), 1 / speedup >= NOTABLE_SPEEDUP
 
 
 def fmt_pct(frac: float | None) -> str:
