@@ -185,9 +185,9 @@ class _Progress:
         self.task: Any = None
 
     def start(self, plan: SweepPlan) -> None:
-        from rich.console import Console
+        from attnprof.report.console import make_console
 
-        err = Console(stderr=True)
+        err = make_console(stderr=True)
         already = f", {plan.already} already in the store" if plan.already else ""
         for note in plan.notes:
             err.print(f"[dim]{note}[/dim]")
@@ -245,10 +245,11 @@ def _summary_dict(s: SweepSummary) -> dict[str, Any]:
 
 
 def _print_summary(s: SweepSummary) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    from attnprof.report.console import make_console
+
+    con = make_console()
     counts = ", ".join(f"{n} {status}" for status, n in sorted(s.counts.items())) or "nothing new"
     con.print(f"[bold]{s.ran} job(s) run[/bold] in {s.elapsed_s:.1f} s: {counts}")
     if s.already:
@@ -377,7 +378,10 @@ def results_command(
     if fmt == "table":
         from rich.console import Console
 
-        con = Console(width=200) if output is None else Console(file=output.open("w"), width=200)
+        from attnprof.report.console import make_console
+
+        # a table written to a file keeps every column on one line; on screen it fits 100 columns
+        con = make_console() if output is None else Console(file=output.open("w"), width=200)
         con.print(_results_table(rows))
         con.print(f"{len(rows)} result(s) in {store}")
         return
@@ -455,9 +459,9 @@ def recommend_command(
     if json_out:
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(recs), indent=2).decode() + "\n")
         return
-    from rich.console import Console
+    from attnprof.report.console import make_console
 
-    con = Console(width=200)
+    con = make_console()
     con.print(_recommend_table(recs))
     n = sum(r.differs for r in recs)
     con.print(

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from attnprof.report.console import make_console
 from attnprof.report.units import fmt_us
 
 if TYPE_CHECKING:
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = ["render_analysis"]
 
-MAX_WIDTH = 100
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
@@ -58,10 +58,7 @@ def _device_line(d: dict[str, Any]) -> str:
 
 def render_analysis(result: TraceAnalysis, console: Console | None = None) -> None:
     if console is None:
-        probe = Console()
-        # a terminal narrower than 100 columns gets its own width; a pipe or file gets 100
-        width = min(MAX_WIDTH, probe.width) if probe.is_terminal else MAX_WIDTH
-        console = Console(width=width)
+        console = make_console()
     d = result.to_dict()
     t, tr = d["totals"], d["trace"]
     console.print(Text(f"{d['source']}", style="bold"))

@@ -19,6 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from attnprof.report.console import make_console
 from attnprof.report.units import fmt_bytes, fmt_ms
 
 if TYPE_CHECKING:
@@ -30,9 +31,7 @@ __all__ = ["ProgressReporter", "check_run_expectations", "render_list", "render_
 
 
 def _console(no_color: bool, stderr: bool = False) -> Console:
-    return Console(
-        stderr=stderr, no_color=no_color, highlight=False, width=None if sys.stdout.isatty() else 100
-    )
+    return make_console(no_color=no_color, stderr=stderr)
 
 
 class ProgressReporter:

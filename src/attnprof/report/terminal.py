@@ -8,9 +8,7 @@ The terminal speaks English; the translated reports are Markdown and HTML.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
-from typing import IO
 
 from rich import box
 from rich.console import Console
@@ -19,6 +17,7 @@ from rich.text import Text
 
 from attnprof.analysis.compare import Comparison, Diff, Row
 from attnprof.analysis.expect import ExpectationResult, summarize_results
+from attnprof.report.console import MAX_WIDTH, make_console
 from attnprof.report.units import (
     fmt_bytes,
     fmt_count,
@@ -41,28 +40,6 @@ __all__ = [
     "render_expectations",
     "speed_text",
 ]
-
-MAX_WIDTH = 100
-
-
-def make_console(
-    *,
-    no_color: bool = False,
-    file: IO[str] | None = None,
-    width: int | None = None,
-    force_terminal: bool | None = None,
-) -> Console:
-    out = file or sys.stdout
-    detected = Console(file=out).width if out.isatty() else MAX_WIDTH
-    return Console(
-        file=out,
-        force_terminal=force_terminal,
-        no_color=no_color,
-        highlight=False,
-        width=min(width or detected, MAX_WIDTH),
-        emoji=False,
-        soft_wrap=False,
-    )
 
 
 def speed_text(row: Row, baseline: str | None) -> Text:
