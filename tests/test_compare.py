@@ -44,6 +44,11 @@ def test_rows_join_timing_and_trace_analysis(comp: Comparison) -> None:
     # CUDA-only variants are rows with their reason, not silently dropped
     eff = rows["sdpa-efficient"]
     assert eff.status == "unsupported" and eff.reason and "CUDA" in eff.reason
+    # throughput and % of peak both come from the clean timing, never one from the profiled trace
+    for r in (naive, inplace, flash):
+        assert r.tflops_useful and r.pct_of_peak
+        peak_tflops = r.tflops_useful / r.pct_of_peak
+        assert peak_tflops == pytest.approx(inplace.tflops_useful / inplace.pct_of_peak)  # type: ignore[operator]
 
 
 def test_cpu_diff_names_the_clone(comp: Comparison) -> None:

@@ -497,9 +497,10 @@ def _apply_analysis(row: Row, a: Mapping[str, Any]) -> None:
     ]
     roof = a.get("roofline")
     if isinstance(roof, Mapping):
-        pct = _num(roof.get("pct_of_peak_flops"))
-        row.pct_of_peak = pct / 100 if pct is not None else None
+        # a run's clean timing beats the trace's profiled time; traces alone use the roofline
         if row.tflops_useful is None:
+            pct = _num(roof.get("pct_of_peak_flops"))
+            row.pct_of_peak = pct / 100 if pct is not None else None
             row.tflops_useful = _num(roof.get("achieved_tflops"))
     dev = a.get("device")
     if row.device_name is None and isinstance(dev, Mapping) and dev.get("name"):
@@ -536,9 +537,7 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
     run_dir = Path(src.path)
     t = res.timing
     row = Row(
-        label=res.variant
-        if res.mode == "eager" or res.variant.endswith("_compile")
-        else f"{res.variant}_compile",
+        label=res.label,  # "naive", or "naive:compile" for a compiled twin
         kind="run",
         source=src.path,
         variant=res.variant,
@@ -561,6 +560,8 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         max_rel_err=res.accuracy.max_rel_err if res.accuracy else None,
         accuracy_ok=res.accuracy.ok if res.accuracy else None,
         tflops_useful=res.tflops_useful,
+        # from the clean timing, like tflops_useful; the trace's roofline is only a fallback
+        pct_of_peak=res.pct_of_peak / 100 if res.pct_of_peak is not None else None,
         trace=str(run_dir / res.trace) if res.trace else None,
     )
     if res.profile is not None:  # the harness's own per-forward counts; the analysis refines them
