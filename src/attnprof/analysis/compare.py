@@ -496,12 +496,11 @@ def _apply_analysis(row: Row, a: Mapping[str, Any]) -> None:
         if isinstance(f, Mapping) and f.get("code")
     ]
     roof = a.get("roofline")
-    if isinstance(roof, Mapping):
-        # a run's clean timing beats the trace's profiled time; traces alone use the roofline
-        if row.tflops_useful is None:
-            pct = _num(roof.get("pct_of_peak_flops"))
-            row.pct_of_peak = pct / 100 if pct is not None else None
-            row.tflops_useful = _num(roof.get("achieved_tflops"))
+    # a run's clean timing beats the trace's profiled time; traces alone use the roofline
+    if isinstance(roof, Mapping) and row.tflops_useful is None:
+        pct = _num(roof.get("pct_of_peak_flops"))
+        row.pct_of_peak = pct / 100 if pct is not None else None
+        row.tflops_useful = _num(roof.get("achieved_tflops"))
     dev = a.get("device")
     if row.device_name is None and isinstance(dev, Mapping) and dev.get("name"):
         row.device_name = str(dev["name"])
