@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -59,6 +60,25 @@ def test_terminal_output_fits_100_columns_and_names_the_findings() -> None:
         "FUSED_ATTENTION",
     ):
         assert word in text
+
+
+def test_no_color_leaves_out_the_colours() -> None:
+    env = {**os.environ, "FORCE_COLOR": "1"}  # colours even on a pipe, unless --no-color
+    runs = [
+        subprocess.run(
+            [*ATTNPROF, "analyze", *flags, str(trace(H100))],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+        for flags in ([], ["--no-color"])
+    ]
+    assert all(p.returncode == 0 for p in runs), [p.stderr for p in runs]
+    colour = re.compile(r"\x1b\[(?:[0-9]+;)*(?:3[0-8]|9[0-7])(?:;[0-9]+)*m")  # a foreground colour
+    coloured, plain = (p.stdout for p in runs)
+    assert colour.search(coloured)
+    assert not colour.search(plain) and "\x1b[1m" in plain  # bold stays: it is not a colour
 
 
 @pytest.mark.parametrize(

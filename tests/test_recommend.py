@@ -130,9 +130,15 @@ def test_recommend_on_a_real_cpu_sweep(
         )
         assert policy.backend_for(q, q, q, is_causal=True) == r["best_sdpa"]
     # the table names a variant per bucket and says where PyTorch's choice differs
-    assert main(["recommend", "--store", str(swept)]) == 0
+    assert main(["recommend", "--store", str(swept), "--no-color"]) == 0
     table = capsys.readouterr().out
-    assert "4 bucket(s)" in table and "PyTorch picks" in table
+    assert "4 bucket(s)" in table and "PyTorch" in table and "differs" in table
+    # it fits 100 columns, names the device once in a title and every winner whole
+    assert max(len(line) for line in table.splitlines()) <= 100
+    assert table.splitlines()[0].startswith("fastest per bucket on cpu")
+    assert "…" not in table
+    for r in recs:
+        assert f"{r['best']['variant']} " in table
     n_differs = sum(r["differs"] for r in recs)
     assert f"differs from the fastest SDPA backend in {n_differs}" in table
 

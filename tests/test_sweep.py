@@ -436,9 +436,17 @@ def test_results_command_formats_and_filters(tmp_path: Path, capsys: pytest.Capt
     store = tmp_path / "r.db"
     run_sweep(small_config(store, ["naive-inplace", "sdpa-flash", "sdpa-efficient"]))
     capsys.readouterr()
-    assert main(["results", "--store", str(store)]) == 0
+    assert main(["results", "--store", str(store), "--no-color"]) == 0
     table = capsys.readouterr().out
     assert "sdpa-efficient" in table and "unsupported" in table and "6 result(s)" in table
+    # it fits 100 columns with every variant name whole; why a row is not ok is said below it
+    assert max(len(line) for line in table.splitlines()) <= 100
+    assert "naive-inplace " in table and "sdpa-flash " in table and "…" not in table
+    assert "sdpa-efficient (2 rows): unsupported: " in table
+    assert "ops" not in table.split("\n", 2)[1]  # profiling was off: no empty ops/peak columns
+    wide = tmp_path / "results.txt"
+    assert main(["results", "--store", str(store), "-o", str(wide)]) == 0
+    assert "6 result(s)" in wide.read_text()
     assert main(["results", "--store", str(store), "--format", "csv", "--status", "ok"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert len(rows) == 4 and {r["variant"] for r in rows} == {"naive-inplace", "sdpa-flash"}

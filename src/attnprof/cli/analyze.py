@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 
 from attnprof.cli import app
+from attnprof.cli.options import NoColor
 from attnprof.errors import UserError
 
 __all__ = ["analyze_command"]
@@ -38,6 +39,7 @@ def analyze_command(
         None, "--dtype", help="Workload dtype for the roofline: fp32, fp16, bf16."
     ),
     causal: bool = typer.Option(True, "--causal/--no-causal", help="Workload causal mask (with --shape)."),
+    no_color: NoColor = False,
 ) -> None:
     """Analyse PyTorch profiler traces: kernels, categories, regions, occupancy, findings."""
     from attnprof.analysis import analyze
@@ -63,6 +65,8 @@ def analyze_command(
         sys.stdout.buffer.write(b"\n")
         return
     from attnprof.report.analysis_view import render_analysis
+    from attnprof.report.console import make_console
 
+    console = make_console(no_color=no_color)
     for r in results:
-        render_analysis(r)
+        render_analysis(r, console=console)

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from attnprof.cli import app
+from attnprof.cli.options import NoColor
 from attnprof.errors import UserError
 
 if TYPE_CHECKING:
-    from attnprof.recommend import Recommendation
+    from attnprof.recommend import Bucket, Recommendation
     from attnprof.store import StoredResult
     from attnprof.sweep import SweepConfig, SweepPlan, SweepSummary
 
@@ -269,17 +270,11 @@ def _print_summary(s: SweepSummary) -> None:
 
 # -- results ----------------------------------------------------------------------------------
 
-
-def _fmt(x: float | None, spec: str) -> str:
-    return "" if x is None else format(x, spec)
+_BAD_STATUS = {"crashed", "timeout", "error", "oom"}  # red; any other status that is not ok: yellow
 
 
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return ""
-    from attnprof.harness.memory import format_bytes
-
-    return format_bytes(n)
+def _status_style(status: str) -> str:
+    return "" if status == "ok" else ("red" if status in _BAD_STATUS else "yellow")
 
 
 def _short_variant(name: str) -> str:
@@ -290,39 +285,157 @@ def _short_variant(name: str) -> str:
     return name
 
 
-def _results_table(rows: list[StoredResult]) -> Any:
-    from rich.table import Table
+def _fit(label: str, width: int = 32) -> str:
+    """A variant as the tables show it: every built-in name (22 characters at most, ":compile"
+    included) whole; a user's longer file.py:function keeps both ends (the json and csv output
+    have the full name)."""
+    if len(label) <= width:
+        return label
+    head = (width - 1) // 2
+    return label[:head] + "…" + label[-(width - 1 - head) :]
 
-    t = Table(show_edge=False, header_style="bold")
-    for col, just in (
-        ("variant", "left"), ("shape B,H/Hkv,S/Skv,D", "left"), ("dtype", "left"), ("mask", "left"),
-        ("status", "left"), ("backend", "left"), ("median ms", "right"), ("IQR ms", "right"),
-        ("ops/fwd", "right"), ("peak", "right"), ("max err", "right"), ("TFLOP/s", "right"), ("reason", "left"),
-    ):  # fmt: skip
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
+
+def _label(r: StoredResult) -> str:
+    return _fit(_short_variant(r.variant) + (":compile" if r.mode == "compile" else ""))
+
+
+def _shape(r: StoredResult) -> str:
+    """A configuration in a few characters: B,H,S,D (with /Hkv and /Skv only where K/V differ),
+    the dtype, and "full" where there is no causal mask."""
+    kvh = f"/{r.kv_heads}" if r.kv_heads != r.heads else ""
+    kvs = f"/{r.kv_seq}" if r.kv_seq != r.seq else ""
+    shape = f"{r.batch},{r.heads}{kvh},{r.seq}{kvs},{r.head_dim} {r.dtype}"
+    return shape + ("" if r.causal else " full")
+
+
+def _device(r: StoredResult) -> str:
+    return f"{r.device} ({r.device_name})" if r.device_name else r.device
+
+
+def _config_key(r: StoredResult) -> tuple[Any, ...]:
+    return (r.device, r.device_name, r.dtype, r.batch, r.heads, r.kv_heads, r.seq, r.kv_seq,
+            r.head_dim, r.causal)  # fmt: skip
+
+
+def _speed_style(ratio: float) -> str:
+    """Colour for a time relative to the fastest of its configuration (1.0 = the fastest)."""
+    from attnprof.report.units import NOTABLE_SPEEDUP
+
+    return "green" if ratio < NOTABLE_SPEEDUP else ("yellow" if ratio < 2 else "red")
+
+
+def _tflops(x: float | None) -> str | None:
+    if x is None:
+        return None
+    return f"{x:.3g}" if x >= 0.001 else f"{x:.1e}"  # at most 7 characters, the header's width
+
+
+def _results_tables(rows: list[StoredResult]) -> list[Any]:
+    """The results as tables that fit 100 columns, one per device (named in its title), each
+    configuration a bold line over its variants; then dim lines: why the rows that are not ok
+    are not, and what the notation means.
+
+    The store gives the rows sorted by device and configuration. A row that is not ok has no
+    timing: its status, coloured, stands where the timing would."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    from attnprof.report.units import fmt_bytes, fmt_count, fmt_err, fmt_ms
+
+    rows = sorted(rows, key=_device)  # stable: the store's order of configurations stays
+    fastest: dict[tuple[Any, ...], float] = {}
+    n_ok: dict[tuple[Any, ...], int] = {}
     for r in rows:
-        kvh = f"/{r.kv_heads}" if r.kv_heads != r.heads else ""
-        kvs = f"/{r.kv_seq}" if r.kv_seq != r.seq else ""
-        ops = r.gpu_ops_per_forward if r.device.startswith("cuda") else r.cpu_ops_per_forward
-        style = {"ok": "green", "crashed": "red", "timeout": "red", "error": "red", "oom": "red"}.get(
-            r.status, "yellow"
-        )
-        t.add_row(
-            _short_variant(r.variant) + (":compile" if r.mode == "compile" else ""),
-            f"{r.batch},{r.heads}{kvh},{r.seq}{kvs},{r.head_dim}",
-            r.dtype,
-            "causal" if r.causal else "full",
-            f"[{style}]{r.status}[/{style}]",
-            r.backend or "",
-            _fmt(r.median_ms, ".4g"),
-            _fmt(r.iqr_ms, ".2g"),
-            _fmt(ops, ".0f"),
-            _bytes(r.peak_bytes),
-            _fmt(r.max_abs_err, ".2g"),
-            _fmt(r.tflops, ".3g"),
-            (r.reason or "")[:80],
-        )
-    return t
+        if r.status == "ok" and r.median_ms:
+            key = _config_key(r)
+            fastest[key] = min(fastest.get(key, r.median_ms), r.median_ms)
+            n_ok[key] = n_ok.get(key, 0) + 1
+
+    def timing(r: StoredResult) -> Text:
+        if r.status != "ok" or r.median_ms is None:
+            return Text(r.status, style=_status_style(r.status))
+        text = fmt_ms(r.median_ms) + (f" ± {fmt_ms(r.iqr_ms)}" if r.iqr_ms is not None else "")
+        key = _config_key(r)
+        return Text(text, style=_speed_style(r.median_ms / fastest[key]) if n_ok[key] > 1 else "")
+
+    def err(r: StoredResult) -> Text | None:
+        if r.max_abs_err is None:
+            return None
+        if r.accuracy_ok is False:  # the mark says it without colour too
+            return Text(fmt_err(r.max_abs_err) + " ✗", style="red")
+        return Text(fmt_err(r.max_abs_err))
+
+    def ops(r: StoredResult) -> float | None:
+        return r.gpu_ops_per_forward if r.device.startswith("cuda") else r.cpu_ops_per_forward
+
+    # (header, justify, cell); a column with no value in any row is left out
+    columns: list[tuple[str, str, Callable[[StoredResult], str | Text | None]]] = [
+        ("variant", "left", lambda r: "  " + _label(r)),
+        ("backend", "left", lambda r: r.backend),
+        ("median ± IQR", "right", timing),
+        ("ops", "right", lambda r: None if ops(r) is None else fmt_count(ops(r))),
+        ("peak", "right", lambda r: None if r.peak_bytes is None else fmt_bytes(r.peak_bytes)),
+        ("max err", "right", err),
+        ("TFLOP/s", "right", lambda r: _tflops(r.tflops)),
+    ]
+    cells = [[cell(r) for r in rows] for _, _, cell in columns]
+    keep = [i for i, col in enumerate(cells) if any(c is not None and str(c) for c in col)]
+
+    out: list[Any] = []
+    table: Any = None
+    for n, r in enumerate(rows):
+        if n == 0 or _device(r) != _device(rows[n - 1]):
+            table = Table(
+                title=f"results on {_device(r)}",
+                title_justify="left",
+                title_style="bold",
+                box=box.SIMPLE_HEAD,
+                show_edge=False,
+                pad_edge=False,
+                collapse_padding=True,
+                header_style="bold",
+            )
+            for i in keep:
+                header, justify, _ = columns[i]
+                # only the timing wraps, and only where 100 columns cannot hold a row
+                no_wrap = header != "median ± IQR"
+                table.add_column(header, justify=justify, no_wrap=no_wrap)  # type: ignore[arg-type]
+            out.append(table)
+        if n == 0 or _config_key(r) != _config_key(rows[n - 1]):
+            table.add_row(Text(_shape(r), style="bold"), *[""] * (len(keep) - 1))
+        table.add_row(*(cells[i][n] if cells[i][n] is not None else "-" for i in keep))
+
+    why: dict[tuple[str, str, str], int] = {}
+    for r in rows:
+        if r.status != "ok":
+            lines = (r.reason or "").strip().splitlines()
+            reason = lines[0].removeprefix(f"{r.variant}: ")[:240] if lines else "no reason given"
+            k = (_label(r), r.status, reason)
+            why[k] = why.get(k, 0) + 1
+    for (label, status, reason), count in why.items():
+        times = f" ({count} rows)" if count > 1 else ""
+        out.append(Text(f"{label}{times}: {status}: {reason}", style="dim"))
+    legend = ["shape lines: B,H,S,D dtype"]
+    if any(r.kv_heads != r.heads or r.kv_seq != r.seq for r in rows):
+        legend.append("/N after H or S: K/V heads or length where they differ")
+    if not all(r.causal for r in rows):
+        legend.append("full: no causal mask")
+    if any(columns[i][0] == "ops" for i in keep):
+        legend.append("ops: profiled operators per forward")
+    if any(r.accuracy_ok is False for r in rows):
+        legend.append("✗: outside the accuracy tolerance")
+    if n_ok and max(n_ok.values()) > 1:
+        legend.append("times coloured by how they compare with the fastest of their shape")
+    out.append(Text("; ".join(legend), style="dim"))
+    return out
+
+
+def _print_results(con: Any, rows: list[StoredResult], store: Path) -> None:
+    if rows:
+        for item in _results_tables(rows):
+            con.print(item)
+    con.print(f"{len(rows)} result(s) in {store}")
 
 
 @app.command("results")
@@ -348,6 +461,7 @@ def results_command(
     samples: Annotated[
         bool, typer.Option("--samples", help="json/parquet: include the raw timing samples.")
     ] = False,
+    no_color: NoColor = False,
 ) -> None:
     """List, filter and export the results in a store."""
     from attnprof.store import STATUSES, Filters, Store
@@ -376,14 +490,16 @@ def results_command(
     with Store(store, readonly=True) as st:
         rows = st.query(f, samples=samples)
     if fmt == "table":
+        if output is None:
+            from attnprof.report.console import make_console
+
+            _print_results(make_console(no_color=no_color), rows, store)
+            return
         from rich.console import Console
 
-        from attnprof.report.console import make_console
-
-        # a table written to a file keeps every column on one line; on screen it fits 100 columns
-        con = make_console() if output is None else Console(file=output.open("w"), width=200)
-        con.print(_results_table(rows))
-        con.print(f"{len(rows)} result(s) in {store}")
+        # on screen the table fits 100 columns; written to a file, the notes below it keep to one line
+        with output.open("w") as fh:
+            _print_results(Console(file=fh, width=200, highlight=False, force_terminal=False), rows, store)
         return
     text = export_rows(rows, fmt, path=output, samples=samples)
     if text is not None:
@@ -395,40 +511,69 @@ def results_command(
 # -- recommend --------------------------------------------------------------------------------
 
 
-def _recommend_table(recs: list[Recommendation]) -> Any:
-    from rich.table import Table
+def _bucket_label(b: Bucket) -> str:
+    """A bucket in a few characters: dtype, head dim, the lengths (S≤1024: 513 to 1024), gqa,
+    and "full" where there is no causal mask (the device is in the table's title)."""
+    seq = f"S≤{b.seq_max}" + (f" kv≤{b.kv_seq_max}" if b.kv_seq_max != b.seq_max else "")
+    return f"{b.dtype} D={b.head_dim} {seq}{' gqa' if b.gqa else ''}{'' if b.causal else ' full'}"
 
-    t = Table(show_edge=False, header_style="bold")
-    for col in (
-        "device",
-        "bucket",
-        "configs",
-        "fastest correct",
-        "margin",
-        "runner-up",
-        "best SDPA",
-        "PyTorch picks",
-        "",
-    ):
-        t.add_column(col)
+
+def _recommend_tables(recs: list[Recommendation]) -> list[Any]:
+    """One table per device (named in its title), each fitting 100 columns."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    from attnprof.report.units import NOTABLE_SPEEDUP, fmt_ratio
+
+    groups: dict[tuple[str, str], list[Recommendation]] = {}
     for r in recs:
-        flag = (
-            "[yellow]differs[/yellow]" if r.differs else ("same" if r.pytorch_choice and r.best_sdpa else "")
+        groups.setdefault((r.bucket.device, r.bucket.device_name), []).append(r)
+    tables = []
+    for (device, name), group in groups.items():
+        t = Table(
+            title=f"fastest per bucket on {device} ({name})" if name else f"fastest per bucket on {device}",
+            title_justify="left",
+            title_style="bold",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            collapse_padding=True,
+            header_style="bold",
         )
-        if r.differs and r.gain_over_pytorch:
-            flag += f" (x{r.gain_over_pytorch:.2f}{', within noise' if r.gain_within_noise else ''})"
-        t.add_row(
-            f"{r.bucket.device} {r.bucket.device_name[:28]}",
-            r.bucket.describe(),
-            str(r.configurations),
-            _short_variant(r.best.variant) if r.best else "[red]none correct[/red]",
-            (f"x{r.margin:.2f}" + (" (noise)" if r.within_noise else "")) if r.margin else "",
-            _short_variant(r.runner_up.variant) if r.runner_up else "",
-            r.best_sdpa or "",
-            r.pytorch_choice or "?",
-            flag,
-        )
-    return t
+        for col, justify in (
+            ("bucket", "left"), ("n", "right"), ("fastest", "left"), ("margin", "right"),
+            ("runner-up", "left"), ("best SDPA", "left"), ("PyTorch", "left"), ("differs", "left"),
+        ):  # fmt: skip
+            # only the bucket wraps, and only where 100 columns cannot hold a row
+            t.add_column(col, justify=justify, no_wrap=col != "bucket")  # type: ignore[arg-type]
+        for r in group:
+            margin = Text("-")
+            if r.margin:
+                style = "dim" if r.within_noise else ("green" if r.margin >= NOTABLE_SPEEDUP else "yellow")
+                margin = Text(f"{fmt_ratio(r.margin)}x" + ("~" if r.within_noise else ""), style=style)
+            flag = Text("")
+            if r.differs:
+                gain = ""
+                if r.gain_over_pytorch:
+                    gain = f" {fmt_ratio(r.gain_over_pytorch)}x" + ("~" if r.gain_within_noise else "")
+                flag = Text("yes" + gain, style="dim" if r.gain_within_noise else "yellow")
+            elif r.pytorch_choice and r.best_sdpa:
+                flag = Text("no", style="dim")
+            t.add_row(
+                _bucket_label(r.bucket),
+                str(r.configurations),
+                Text(_fit(_short_variant(r.best.variant), 24))
+                if r.best
+                else Text("none correct", style="red"),
+                margin,
+                _fit(_short_variant(r.runner_up.variant), 24) if r.runner_up else "-",
+                r.best_sdpa or "-",
+                r.pytorch_choice or "?",
+                flag,
+            )
+        tables.append(t)
+    return tables
 
 
 @app.command("recommend")
@@ -438,6 +583,7 @@ def recommend_command(
     policy_out: Annotated[
         Path | None, typer.Option("--policy-out", help="Write a policy file for attnprof.policy.")
     ] = None,
+    no_color: NoColor = False,
 ) -> None:
     """Name the fastest correct variant per (device, dtype, shape bucket); flag PyTorch's own choice.
 
@@ -459,15 +605,25 @@ def recommend_command(
     if json_out:
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(recs), indent=2).decode() + "\n")
         return
+    from rich.text import Text
+
     from attnprof.report.console import make_console
 
-    con = make_console()
-    con.print(_recommend_table(recs))
+    con = make_console(no_color=no_color)
+    for table in _recommend_tables(recs):
+        con.print(table)
     n = sum(r.differs for r in recs)
+    con.print(f"{len(recs)} bucket(s); PyTorch's own dispatch differs from the fastest SDPA backend in {n}.")
+    b = recs[0].bucket
     con.print(
-        f"{len(recs)} bucket(s); PyTorch's own dispatch differs from the fastest SDPA backend in {n}. "
-        "margin = runner-up time / fastest time (geometric mean over the bucket's configurations); "
-        "(noise): smaller than the timing noise, a tie."
+        Text(
+            f"S≤{b.seq_max}: query lengths {b.seq_min} to {b.seq_max}; "
+            "n: configurations in the bucket; margin: runner-up "
+            "time / fastest time (geometric mean over the bucket's configurations); PyTorch: the "
+            "backend PyTorch's own dispatch picks; differs: it is not the fastest SDPA backend, "
+            "which is that many times faster; ~: within the timing noise, a tie.",
+            style="dim",
+        )
     )
     if policy_out is not None:
         con.print(
