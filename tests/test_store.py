@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -216,6 +217,31 @@ def test_concurrent_writers_store_each_key_once(tmp_path: Path) -> None:
         assert st.integrity_ok()
         assert st.count() == 60
         assert st.done_keys() == set(keys)
+
+
+def _opener(path: str, barrier: Any, key: str) -> None:
+    barrier.wait()  # every process opens the fresh file at the same moment
+    for i in range(15):  # then opens it again and again while the others write
+        with Store(path) as st:
+            st.record(make_row(f"{key}-{i}"))
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_processes_racing_to_create_one_store(tmp_path: Path, round_: int) -> None:
+    """Opening races (a peer switching the new file to WAL, or migrating it) must wait, not fail
+    with 'database is locked' (seen once in CI before Store retried them)."""
+    path = str(tmp_path / "fresh.db")
+    ctx = mp.get_context("spawn")
+    n = 6
+    barrier = ctx.Barrier(n)
+    procs = [ctx.Process(target=_opener, args=(path, barrier, f"k{i}")) for i in range(n)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    with Store(path) as st:
+        assert st.integrity_ok() and st.count() == n * 15
 
 
 _KILL_WRITER = r"""

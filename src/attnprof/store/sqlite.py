@@ -19,6 +19,7 @@ import json
 import os
 import socket
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -156,23 +157,45 @@ class Store:
             parent = self.path.parent
             if not parent.exists():
                 raise UserError(f"cannot create store {self.path}: folder {parent} does not exist")
+        # Opening a store races with other processes opening it: switching a fresh file to WAL
+        # and the first migration need a lock, and SQLite answers some of these races (a peer
+        # mid-way through the switch to WAL, say) with SQLITE_BUSY at once, without waiting in
+        # busy_timeout. Those are retried with a short backoff; any other error is final.
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        delay = 0.01
+        while True:
+            try:
+                self.conn = self._connect()
+                break
+            except sqlite3.OperationalError as exc:
+                transient = "locked" in str(exc) or "busy" in str(exc)
+                if not transient or time.monotonic() > deadline:
+                    raise UserError(f"store {self.path} is not a usable SQLite database: {exc}") from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+            except sqlite3.DatabaseError as exc:
+                raise UserError(f"store {self.path} is not a usable SQLite database: {exc}") from exc
+        self._env_ids: dict[str, int] = {}
+
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: autocommit; every write below opens its own explicit
+        # transaction, so a job's rows commit together or not at all.
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         try:
-            # isolation_level=None: autocommit; every write below opens its own explicit
-            # transaction, so a job's rows commit together or not at all.
-            self.conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise UserError(
                     f"store {self.path}: SQLite could not switch to WAL mode (got {mode}); "
                     "put the store on a local file system"
                 )
-            self.conn.execute("PRAGMA synchronous = NORMAL")
-            self.conn.execute("PRAGMA foreign_keys = ON")
-            migrate(self.conn, path=str(self.path))
-        except sqlite3.DatabaseError as exc:
-            raise UserError(f"store {self.path} is not a usable SQLite database: {exc}") from exc
-        self._env_ids: dict[str, int] = {}
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            migrate(conn, path=str(self.path))
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def close(self) -> None:
         self.conn.close()
