@@ -25,6 +25,7 @@ __all__ = [
     "Seed",
     "Seq",
     "Shape",
+    "Variants",
     "build_workload",
     "resolve_device",
     "split_list",
@@ -47,6 +48,15 @@ Dtype = Annotated[
 Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 Causal = Annotated[bool, typer.Option("--causal/--no-causal", help="Causal mask (default on).")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed for the inputs.")]
+Variants = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--variants",
+        "--variant",
+        "-v",
+        help="Variants (comma-separated or repeated); file.py:func or module:func for your own.",
+    ),
+]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 NoColor = Annotated[bool, typer.Option("--no-color", help="No colours in the output.")]
 

@@ -23,6 +23,7 @@ from attnprof.cli.options import (
     Seed,
     Seq,
     Shape,
+    Variants,
     build_workload,
     split_list,
 )
@@ -45,15 +46,7 @@ def _parse_steps(text: str) -> tuple[int, int, int]:
 
 @app.command("run")
 def run_command(
-    variants: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--variants",
-            "--variant",
-            "-v",
-            help="Variants (comma-separated or repeated); module:func or file.py:func for your own.",
-        ),
-    ] = None,
+    variants: Variants = None,
     batch: Batch = None,
     heads: Heads = None,
     seq: Seq = None,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from attnprof.cli import app
-from attnprof.cli.options import NoColor
+from attnprof.cli.options import NoColor, Variants
 from attnprof.errors import UserError
 
 if TYPE_CHECKING:
@@ -73,15 +73,7 @@ def sweep_command(
     head_dim: Annotated[str | None, typer.Option("-d", "--head-dim", help="Head dims, e.g. 64,128.")] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="Dtypes, e.g. fp32,bf16.")] = None,
     causal: Annotated[str | None, typer.Option("--causal", help="true, false or both.")] = None,
-    variants: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--variants",
-            "--variant",
-            "-v",
-            help="Variants (comma list or repeated); file.py:func for your own.",
-        ),
-    ] = None,
+    variants: Variants = None,
     compile: Annotated[
         str | None, typer.Option("--compile", help="false, true or both (torch.compile twins).")
     ] = None,

@@ -103,26 +103,30 @@ def run_variant(
 ) -> RunResult:
     """Check, estimate, profile, time, verify and measure one variant. Never raises for a
     variant's own failure: that is recorded in the result's status and reason."""
-    from attnprof.harness.timing import time_call
-
     opts = options or RunOptions()
     result, built = _prepare(workload, variant, out, opts, inputs, reference, progress)
     if built is not None:
         if progress:
             progress(result.label, "timing")
         try:
-            summary = time_call(
-                built.call,
-                device=workload.device,
-                budget_s=opts.time_budget_s,
-                min_samples=opts.min_samples,
-                warmup_s=opts.warmup_s,
-            )
+            summary = _time_one(built, workload, opts)
         except Exception as exc:
             _record_failure(result, "timing", exc, workload.device)
         else:
             _apply_timing(result, summary, peak_tflops)
     return result
+
+
+def _time_one(built: Built, workload: Workload, opts: RunOptions) -> TimingSummary:
+    from attnprof.harness.timing import time_call
+
+    return time_call(
+        built.call,
+        device=workload.device,
+        budget_s=opts.time_budget_s,
+        min_samples=opts.min_samples,
+        warmup_s=opts.warmup_s,
+    )
 
 
 def _record_failure(result: RunResult, stage: str, exc: BaseException, device: str) -> None:
@@ -301,7 +305,7 @@ def run(
     from attnprof.harness.accuracy import reference as make_reference
     from attnprof.harness.env import environment as get_env
     from attnprof.harness.env import peak_for
-    from attnprof.harness.timing import time_call, time_interleaved
+    from attnprof.harness.timing import time_interleaved
     from attnprof.variants.registry import resolve_variants
 
     opts = options or RunOptions()
@@ -363,13 +367,7 @@ def run(
                     continue
                 try:
                     with torch.no_grad():
-                        summaries[r.label] = time_call(
-                            b.call,
-                            device=workload.device,
-                            budget_s=opts.time_budget_s,
-                            min_samples=opts.min_samples,
-                            warmup_s=opts.warmup_s,
-                        )
+                        summaries[r.label] = _time_one(b, workload, opts)
                 except Exception as exc:
                     _record_failure(r, "timing", exc, workload.device)
         for r, b in prepared:
