@@ -193,3 +193,24 @@ def test_blog_kernel_counts_on_cuda(tmp_path: Path) -> None:
         if r.status == "ok":
             assert r.memory and r.memory.peak_bytes is not None and "cuda" in r.memory.method
             assert r.timing and "cuda events" in r.timing.method
+
+
+def test_compile_twin_runs_and_is_tagged(tmp_path: Path) -> None:
+    rec = run(
+        TINY,
+        ["naive-inplace"],
+        out=tmp_path / "r",
+        options=RunOptions(time_budget_s=0.05, min_samples=5, compile=True),
+    )
+    labels = {r.label: r for r in rec.results}
+    twin = labels["naive-inplace:compile"]
+    assert twin.status == "ok" and twin.mode == "compile" and twin.backend == "inductor"
+    assert twin.accuracy and twin.accuracy.ok
+    assert (tmp_path / "r" / "traces" / "1_2_64_16_naive-inplace_compile.json.gz").exists()
+    # inductor fuses the eager op chain: far fewer aten ops per forward than the eager variant
+    eager = labels["naive-inplace"]
+    assert (
+        twin.profile
+        and eager.profile
+        and twin.profile.cpu_ops_per_forward < eager.profile.cpu_ops_per_forward
+    )

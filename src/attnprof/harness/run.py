@@ -285,6 +285,8 @@ def _backend(v: Variant, op_names: set[str]) -> str | None:
         return seen or v.backend
     if v.backend:
         return v.backend
+    if v.compiled:
+        return "inductor"  # the aten ops are fused into generated code
     return "aten" if v.family == "builtin" else "user"
 
 
