@@ -38,3 +38,22 @@ def cpu_run(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
         options=RunOptions(time_budget_s=0.05, min_samples=5),
     )
     return out, record
+
+
+@pytest.fixture(scope="session")
+def cpu_store(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A small real CPU sweep into a results store: S 32, 64, 128 at head_dim 16 and 32 (two
+    panels of scaling curves), naive-inplace and sdpa-flash, and sdpa-efficient, which CPU
+    cannot run (a standard harness reason)."""
+    from attnprof.sweep import GridSpec, RunSettings, SweepConfig, SweepSettings, run_sweep
+
+    store = tmp_path_factory.mktemp("store") / "attnprof-results.db"
+    cfg = SweepConfig(
+        grid=GridSpec(device="cpu", heads=[2], seq=[32, 64, 128], head_dim=[16, 32], dtype=["fp32"],
+                      variants=["naive-inplace", "sdpa-flash", "sdpa-efficient"]),
+        run=RunSettings(profile=False, time_budget_s=0.03, min_samples=3, warmup_calls=2),
+        sweep=SweepSettings(store=str(store)),
+    )  # fmt: skip
+    summary = run_sweep(cfg)
+    assert summary.counts == {"ok": 12, "unsupported": 6}
+    return store

@@ -61,3 +61,40 @@ def test_report_renders_offline_with_every_plot(browser, cpu_run, tmp_path: Path
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"report-{lang}.png"), full_page=True)
     page.close()
+
+
+@pytest.mark.parametrize("lang", ["th", "id", "en"])
+def test_store_report_renders_offline_with_its_scaling_plots(
+    browser, cpu_store, tmp_path: Path, lang: str
+) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / f"store.{lang}.html"
+    assert main(["report", "--store", str(cpu_store), "--lang", lang, "-o", str(out)]) == 0
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    requests: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(out.as_uri())
+    page.wait_for_load_state("load")
+
+    assert errors == []
+    assert [u for u in requests if not u.startswith("file://")] == []
+    plots = page.locator("figure.plot svg")
+    assert plots.count() == 2  # one panel per head_dim
+    for i in range(plots.count()):
+        box = plots.nth(i).bounding_box()
+        assert box is not None and box["width"] > 100 and box["height"] > 50, (i, box)
+        # one drawn line per variant that ran
+        for variant in ("naive-inplace", "sdpa-flash"):
+            line = plots.nth(i).locator(f'g[id$="-series-{variant}"]')
+            assert line.count() == 1
+            lbox = line.bounding_box()
+            assert lbox is not None and lbox["width"] > 10, (i, variant, lbox)
+    assert page.locator("#recommendation-table tbody tr").count() == 6
+    assert page.locator("#results-table tbody tr").count() == 18
+    assert page.locator("ul.summary li").count() >= 8
+    assert page.locator("html").get_attribute("lang") == lang
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"store-report-{lang}.png"), full_page=True)
+    page.close()

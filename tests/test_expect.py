@@ -57,6 +57,11 @@ def test_builtin_cpu_file_is_met_on_a_live_fp32_run(cpu_run: tuple[Path, object]
     # the bf16-only entry is skipped on an fp32 run, with the reason
     skipped = [r for r in _by(results, "skipped") if r.row == "sdpa-math"]
     assert skipped and all(r.observed == "applies to dtype=bf16; this is fp32" for r in skipped)
+    # ... and as a code with its values, which reports say in the reader's language
+    assert all(
+        (r.observed_code, r.observed_args) == ("applies_to", {"key": "dtype", "want": "bf16", "have": "fp32"})
+        for r in skipped
+    )
 
 
 def test_builtin_cpu_file_on_bf16_names_the_upcast(bf16_run: Path) -> None:

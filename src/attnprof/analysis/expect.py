@@ -48,6 +48,7 @@ else:  # pragma: no cover - Python 3.10
 __all__ = [
     "BUILTINS",
     "CHECKS",
+    "OBSERVED",
     "ExpectationFile",
     "ExpectationResult",
     "builtin_for_device",
@@ -55,6 +56,7 @@ __all__ = [
     "check_expectations",
     "enforce",
     "load_expectations",
+    "observed_text",
     "render_results",
     "resolve_expectation_path",
     "summarize_results",
@@ -66,6 +68,46 @@ BUILTINS: dict[str, str] = {"cpu": "cpu.toml", "blog-cuda": "blog_cuda.toml", "b
 Status = Literal["met", "not met", "skipped"]
 _SKIP_STATUSES = {"unsupported", "refused", "skipped"}  # the variant cannot run here: nothing to check
 
+# observed_code -> the English text of the observation (str.format with observed_args); the
+# report's catalogs say the same in other languages (message ids "observed.<code>")
+OBSERVED: dict[str, str] = {
+    "not_in_run": "not in this run",
+    "applies_to": "applies to {key}={want}; this is {have}",
+    "applies_unknown": "applies to {key}={want}; {key} unknown here",
+    "did_not_run": "did not run: {status}",
+    "did_not_run_reason": "did not run: {status} ({reason})",
+    "not_measured": "not measured",
+    "not_measured_no_gemm": "not measured (no GEMM of known kind)",
+    "not_measured_no_timing": "not measured (no clean timing)",
+    "not_recorded": "not recorded",
+    "none_seen": "(none)",
+    "no": "no",
+    "present": "present",
+    "absent": "absent",
+    "present_list": "present: {list}",
+    "missing_families": "missing {missing} (families: {seen})",
+    "missing_families_none": "missing {missing} (families: none)",
+    "missing_findings": "missing {missing} (has: {has})",
+    "missing_findings_none": "missing {missing} (has: none)",
+    "per_forward": "{n} per forward",
+    "tensor_core_share": "{pct}% of GEMM time on tensor cores",
+}
+
+# an observation: plain text, or (code, values) to be worded from OBSERVED
+Observed = str | tuple[str, dict[str, str]]
+
+
+def _obs(code: str, **args: str) -> tuple[str, dict[str, str]]:
+    return code, args
+
+
+def observed_text(obs: Observed) -> tuple[str, str, dict[str, str]]:
+    """(English text, code, values) of an observation."""
+    if isinstance(obs, str):
+        return obs, "", {}
+    code, args = obs
+    return OBSERVED[code].format(**args), code, args
+
 
 class ExpectationResult(msgspec.Struct, kw_only=True):
     variant: str  # the pattern from the file
@@ -75,6 +117,11 @@ class ExpectationResult(msgspec.Struct, kw_only=True):
     observed: str
     status: Status
     note: str = ""
+    # the observation as a code and its values, for reports that say it in another language
+    # (OBSERVED holds the English templates); "" where `observed` is a plain value (a count, a
+    # status, kernel families)
+    observed_code: str = ""
+    observed_args: dict[str, str] = {}
 
     @property
     def met(self) -> bool:
@@ -246,15 +293,15 @@ def _fmt_range(lo: float, hi: float, unit: str = "") -> str:
     return f"{_fmt(lo)}..{_fmt(hi)}{unit}"
 
 
-def _applies(when: Mapping[str, str], row: Row) -> str | None:
+def _applies(when: Mapping[str, str], row: Row) -> Observed | None:
     """None if `when` matches the row, else why not."""
     for key, want in when.items():
         have = getattr(row, key, None)
         if have is None:
-            return f"applies to {key}={want}; {key} unknown here"
+            return _obs("applies_unknown", key=key, want=want)
         ok = str(have) == want or str(have).startswith(want + ":") if key == "device" else str(have) == want
         if not ok:
-            return f"applies to {key}={want}; this is {have}"
+            return _obs("applies_to", key=key, want=want, have=str(have))
     return None
 
 
@@ -288,80 +335,90 @@ def _baseline_row(comp: Comparison, row: Row, name: str | None) -> Row | None:
 
 def _check(
     name: str, want: Any, row: Row, comp: Comparison, baseline: str | None
-) -> tuple[str, str, bool | None]:
+) -> tuple[str, Observed, bool | None]:
     """(expected text, observed text, met?) with met None when the observation is missing."""
     if name == "status":
         return " or ".join(want), row.status, row.status in want
     if name == "backend":
-        return " or ".join(want), row.backend or "not recorded", row.backend in want
+        return " or ".join(want), row.backend or _obs("not_recorded"), row.backend in want
     if name in ("gpu_ops_per_forward", "cpu_ops_per_forward"):
         lo, hi = want
         got = getattr(row, name)
-        return _fmt_range(lo, hi), _fmt(got), None if got is None else lo - 1e-9 <= got <= hi + 1e-9
+        return (
+            _fmt_range(lo, hi),
+            _obs("not_measured") if got is None else _fmt(got),
+            None if got is None else lo - 1e-9 <= got <= hi + 1e-9,
+        )
     if name == "categories":
         if row.analysis_error is not None or (not row.category_sequence and row.gpu_ops_per_forward is None):
-            return " > ".join(want), "not measured", None
+            return " > ".join(want), _obs("not_measured"), None
         return (
             " > ".join(want),
-            " > ".join(row.category_sequence) or "(none)",
+            " > ".join(row.category_sequence) or _obs("none_seen"),
             list(want) == row.category_sequence,
         )
     if name in ("families_present", "families_absent"):
         if row.analysis_error or (row.forwards is None and not row.families and row.kind == "run"):
-            return ", ".join(want), "not measured", None
+            return ", ".join(want), _obs("not_measured"), None
         hits = {w: _family_hit(w, row.families) for w in want}
         if name == "families_present":
             missing = [w for w, h in hits.items() if h is None]
-            seen = ", ".join(row.families) or "none"
-            return (
-                ", ".join(want),
-                (
-                    f"missing {', '.join(missing)} (families: {seen})"
-                    if missing
-                    else ", ".join(str(h) for h in hits.values())
-                ),
-                not missing,
-            )
+            observed: Observed = ", ".join(str(h) for h in hits.values())
+            if missing and row.families:
+                observed = _obs("missing_families", missing=", ".join(missing), seen=", ".join(row.families))
+            elif missing:
+                observed = _obs("missing_families_none", missing=", ".join(missing))
+            return ", ".join(want), observed, not missing
         found = [str(h) for h in hits.values() if h is not None]
-        return ", ".join(want), (f"present: {', '.join(found)}" if found else "absent"), not found
+        return (
+            ", ".join(want),
+            _obs("present_list", list=", ".join(found)) if found else _obs("absent"),
+            not found,
+        )
     if name == "fused_attention":
         if row.analysis_error is not None:
-            return str(want).lower(), "not measured", None
+            return str(want).lower(), _obs("not_measured"), None
         got = bool(row.fused_families)
-        return ("yes" if want else "no"), (", ".join(row.fused_families) or "no"), got == want
+        return ("yes" if want else "no"), (", ".join(row.fused_families) or _obs("no")), got == want
     if name == "memcpy":
         got_n = row.memcpy_per_forward
         if got_n is None:
-            return ("present" if want else "absent"), "not measured", None
-        return ("present" if want else "absent"), f"{_fmt(got_n)} per forward", (got_n > 0) == want
+            return ("present" if want else "absent"), _obs("not_measured"), None
+        return ("present" if want else "absent"), _obs("per_forward", n=_fmt(got_n)), (got_n > 0) == want
     if name == "tensor_cores":
         share = row.tensor_core_share
         exp = "GEMMs on tensor cores" if want else "GEMMs on CUDA cores"
         if share is None:
-            return exp, "not measured (no GEMM of known kind)", None
+            return exp, _obs("not_measured_no_gemm"), None
         got_tc = share >= 0.5
-        return exp, f"{share * 100:.0f}% of GEMM time on tensor cores", got_tc == want
+        return exp, _obs("tensor_core_share", pct=f"{share * 100:.0f}"), got_tc == want
     if name == "time_ratio":
         lo, hi = want
         base = _baseline_row(comp, row, baseline)
         bname = base.label if base is not None else (baseline or "baseline")
         exp = f"{_fmt_range(lo, hi, 'x')} of {bname}"
         if base is None or not base.median_ms or row.median_ms is None:
-            return exp, "not measured (no clean timing)", None
+            return exp, _obs("not_measured_no_timing"), None
         ratio = row.median_ms / base.median_ms
         return exp, f"{ratio:.2f}x", lo <= ratio <= hi
     if name in ("findings", "findings_absent"):
         if row.analysis_error is not None:
-            return ", ".join(want), "not measured", None
+            return ", ".join(want), _obs("not_measured"), None
         codes = row.finding_codes
         if name == "findings":
             missing = [c for c in want if c not in codes]
-            observed = (
-                f"missing {', '.join(missing)} (has: {', '.join(codes) or 'none'})" if missing else "present"
-            )
-            return ", ".join(want), observed, not missing
+            seen: Observed = _obs("present")
+            if missing and codes:
+                seen = _obs("missing_findings", missing=", ".join(missing), has=", ".join(codes))
+            elif missing:
+                seen = _obs("missing_findings_none", missing=", ".join(missing))
+            return ", ".join(want), seen, not missing
         found = [c for c in want if c in codes]
-        return ", ".join(want), (f"present: {', '.join(found)}" if found else "absent"), not found
+        return (
+            ", ".join(want),
+            _obs("present_list", list=", ".join(found)) if found else _obs("absent"),
+            not found,
+        )
     raise AssertionError(name)  # _VALIDATORS keeps the set closed
 
 
@@ -376,9 +433,10 @@ def check_comparison(comp: Comparison, spec: ExpectationFile) -> list[Expectatio
                     row=None,
                     check=c,
                     expected="",
-                    observed="not in this run",
+                    observed=OBSERVED["not_in_run"],
                     status="skipped",
                     note=exp.note,
+                    observed_code="not_in_run",
                 )
                 for c in exp.checks
             )
@@ -396,16 +454,22 @@ def check_comparison(comp: Comparison, spec: ExpectationFile) -> list[Expectatio
                     note=exp.note,
                 )
                 if why_not:
-                    base.observed = why_not
+                    base.observed, base.observed_code, base.observed_args = observed_text(why_not)
                     results.append(base)
                     continue
                 if check != "status" and not row.ok:
-                    base.observed = f"did not run: {row.status}" + (f" ({row.reason})" if row.reason else "")
+                    obs = (
+                        _obs("did_not_run_reason", status=row.status, reason=row.reason)
+                        if row.reason
+                        else _obs("did_not_run", status=row.status)
+                    )
+                    base.observed, base.observed_code, base.observed_args = observed_text(obs)
                     base.status = "skipped" if row.status in _SKIP_STATUSES else "not met"
                     results.append(base)
                     continue
                 expected, observed, met = _check(check, want, row, comp, exp.baseline or spec.baseline)
-                base.expected, base.observed = expected, observed
+                base.expected = expected
+                base.observed, base.observed_code, base.observed_args = observed_text(observed)
                 base.status = "met" if met else "not met"
                 results.append(base)
     return results

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from attnprof.cli import app
+
+if TYPE_CHECKING:
+    from attnprof.report.i18n import Translator
 
 __all__ = ["compare_cmd", "report_cmd"]
 
@@ -64,8 +68,13 @@ def compare_cmd(
 
 @app.command("report")
 def report_cmd(
-    run_dir: Path = typer.Argument(
-        ..., help="A run directory (or a folder of run directories, for scaling)."
+    run_dir: Path | None = typer.Argument(
+        None, help="A run directory (or a folder of run directories, for scaling)."
+    ),
+    store: Path | None = typer.Option(
+        None,
+        "--store",
+        help="Report a sweep's results store instead: scaling curves, results, recommendations.",
     ),
     fmt: str = typer.Option("html", "--format", help="html (default) or md."),
     lang: str = typer.Option("en", "--lang", help="Language: en, id (Indonesian) or th (Thai)."),
@@ -73,7 +82,8 @@ def report_cmd(
         None,
         "-o",
         "--output",
-        help="Output file ('-' for stdout). Default: RUN_DIR/report.<lang>.html; md goes to stdout.",
+        help="Output file ('-' for stdout). Default: RUN_DIR/report.<lang>.html (with --store: "
+        "<store>.report.<lang>.html beside it); md goes to stdout.",
     ),
     summary_only: bool = typer.Option(False, "--summary-only", help="Only the bullet summary (Markdown)."),
     expect: str = typer.Option(
@@ -83,14 +93,28 @@ def report_cmd(
     ),
     baseline: str | None = typer.Option(None, "--baseline", help="Variant to compare against."),
 ) -> None:
-    """Write a report of a run: HTML (self-contained, offline) or Markdown, in en, id or th."""
+    """Write a report of a run or of a sweep's store: HTML (self-contained, offline) or Markdown,
+    in en, id or th."""
     from attnprof.errors import UserError
-    from attnprof.report.data import build_report_data
     from attnprof.report.i18n import Translator
 
+    if (run_dir is None) == (store is None):
+        raise UserError(
+            "give either a run directory or --store FILE, not both"
+            if run_dir is not None
+            else "give a run directory to report, or --store FILE for a sweep's results store"
+        )
     if fmt not in ("html", "md"):
         raise UserError(f"--format {fmt!r}: use html or md")
     t = Translator(lang)  # an unknown language fails before any work
+    if store is not None:
+        if expect not in ("auto", "none"):
+            raise UserError("--expect applies to a run directory, not to --store")
+        _report_store(store, fmt=fmt, t=t, output=output, summary_only=summary_only, baseline=baseline)
+        return
+    assert run_dir is not None
+    from attnprof.report.data import build_report_data
+
     data = build_report_data(run_dir, expect=None if expect == "none" else expect, baseline=baseline)
     if summary_only or fmt == "md":
         from attnprof.report.markdown import render_markdown, summary_markdown
@@ -101,18 +125,54 @@ def report_cmd(
             if summary_only
             else render_markdown(data, t, out_dir=target.parent if target else Path(run_dir))
         )
-        if target is None:
-            sys.stdout.write(text)
-        else:
-            target.write_text(text, encoding="utf-8")
-            sys.stdout.write(f"{target}\n")
+        _write(text, target)
         return
     from attnprof.report.html import render_html
 
     if output is not None and str(output) == "-":
         sys.stdout.write(render_html(data, t, out_dir=Path(run_dir)))
         return
-    target = output or Path(run_dir) / f"report.{lang}.html"
+    target = output or Path(run_dir) / f"report.{t.lang}.html"
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render_html(data, t, out_dir=target.parent), encoding="utf-8")
-    sys.stdout.write(f"{target}\n")
+    _write(render_html(data, t, out_dir=target.parent), target)
+
+
+def _write(text: str, target: Path | None) -> None:
+    """To the file (printing its path), or to stdout when there is none."""
+    if target is None:
+        sys.stdout.write(text)
+    else:
+        target.write_text(text, encoding="utf-8")
+        sys.stdout.write(f"{target}\n")
+
+
+def _report_store(
+    store: Path, *, fmt: str, t: Translator, output: Path | None, summary_only: bool, baseline: str | None
+) -> None:
+    from attnprof.errors import UserError
+    from attnprof.report.store_report import (
+        build_store_report_data,
+        render_store_html,
+        render_store_markdown,
+        store_summary,
+    )
+
+    if baseline is not None:
+        raise UserError("--baseline applies to a run directory, not to --store")
+    data = build_store_report_data(store)
+    to_stdout = output is not None and str(output) == "-"
+    if summary_only or fmt == "md":
+        text = (
+            "".join(f"- {line}\n" for line in store_summary(data, t))
+            if summary_only
+            else render_store_markdown(data, t)
+        )
+        _write(text, None if output is None or to_stdout else output)
+        return
+    html = render_store_html(data, t)
+    if to_stdout:
+        sys.stdout.write(html)
+        return
+    target = output or store.with_name(f"{store.stem}.report.{t.lang}.html")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _write(html, target)

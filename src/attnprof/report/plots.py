@@ -19,11 +19,20 @@ from collections.abc import Sequence
 import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from attnprof.analysis.compare import Row
 from attnprof.report.data import ScalingPoint
+from attnprof.store import StoredResult
 
-__all__ = ["CATEGORY_COLORS", "category_plot", "scaling_plot", "time_plot", "timeline_plot"]
+__all__ = [
+    "CATEGORY_COLORS",
+    "category_plot",
+    "scaling_plot",
+    "store_scaling_plot",
+    "time_plot",
+    "timeline_plot",
+]
 
 CATEGORY_COLORS: dict[str, str] = {
     "attention": "#2ca02c",
@@ -180,6 +189,48 @@ def scaling_plot(points: Sequence[ScalingPoint], axis: str | None) -> str | None
     ax.set_yscale("log")
     ax.set_xlabel({"seq": "S", "batch": "B", "heads": "H", "head_dim": "D"}[axis])
     ax.set_ylabel("ms per forward")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, frameon=False)
+    return _svg(fig)
+
+
+def store_scaling_plot(results: Sequence[StoredResult]) -> str | None:
+    """Median time against query length for one group of a store's results (one panel), one
+    line per variant, log-log, with the interquartile range as error bars. Each line's SVG group
+    is named `series-<variant>`, so a reader (or a test) can find the lines."""
+    timed = [r for r in results if r.status == "ok" and r.median_ms is not None and r.median_ms > 0]
+    if not timed:
+        return None
+    fig = Figure(figsize=(8.0, 4.0))
+    fig.set_layout_engine("constrained")
+    ax = fig.add_subplot()
+    labels = sorted({f"{r.variant}:compile" if r.mode == "compile" else r.variant for r in timed})
+    # one unit for the axis, from the slowest median, as in time_plot
+    scale, unit = (1.0, "ms") if max(r.median_ms or 0.0 for r in timed) >= 1.0 else (1000.0, "µs")
+    for label in labels:
+        pts = sorted(
+            (r.seq, (r.median_ms or 0.0) * scale, (r.iqr_ms or 0.0) * scale)
+            for r in timed
+            if (f"{r.variant}:compile" if r.mode == "compile" else r.variant) == label
+        )
+        xs = [x for x, _, _ in pts]
+        ys = [y for _, y, _ in pts]
+        # the IQR around the median, half on each side; kept above zero for the log axis
+        lo = [min(iqr / 2, y * 0.9) for _, y, iqr in pts]
+        hi = [iqr / 2 for _, _, iqr in pts]
+        bars = ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label)
+        bars.lines[0].set_gid(f"series-{label}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    # plain numbers on both axes (32, 64, 128; 20, 30, 50 µs) rather than powers
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    ax.set_xticks(sorted({r.seq for r in timed}))
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.set_xlabel("S (query length)")
+    ax.set_ylabel(f"{unit} per forward (median, IQR)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, frameon=False)
     return _svg(fig)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from attnprof.analysis.compare import Row
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
+from attnprof.report.reasons import translate_reason
 from attnprof.report.units import fmt_bytes, fmt_count, fmt_err, fmt_ms, fmt_ratio
 
 __all__ = ["BAD_CODES", "GOOD_CODES", "SAME_SPEED", "reasons", "summarize"]
@@ -83,8 +84,8 @@ def _ops_line(rows: Sequence[Row], t: Translator) -> str | None:
     return t("summary.ops_gpu" if gpu else "summary.ops_cpu", list=", ".join(items))
 
 
-def _reason(r: Row) -> str:
-    reason = r.reason or ""
+def _reason(r: Row, t: Translator) -> str:
+    reason = translate_reason(r.reason, t)
     # the harness starts its reasons with the variant's name, which the bullet already gives
     return reason.removeprefix(f"{r.variant}: ") if r.variant else reason
 
@@ -128,7 +129,7 @@ def summarize(data: ReportData, t: Translator) -> list[str]:
     noisy = [r.label for r in ran if r.noisy]
     if noisy:
         out.append(t("summary.noisy", list=t.join(noisy)))
-    not_run = [f"{r.label} ({_reason(r)})" if r.reason else r.label for r in comp.rows if not r.ok]
+    not_run = [f"{r.label} ({_reason(r, t)})" if r.reason else r.label for r in comp.rows if not r.ok]
     if not_run:
         out.append(t("summary.not_run", list="; ".join(not_run)))
     checked = [e for e in data.expectations if e.status != "skipped"]

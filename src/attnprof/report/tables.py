@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnprof.analysis.compare import Diff, Row
+from attnprof.analysis.expect import ExpectationResult
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
+from attnprof.report.reasons import translate_reason
 from attnprof.report.summary import summarize
 from attnprof.report.units import (
     fmt_bytes,
@@ -143,15 +145,45 @@ def _drop_columns(tt: TextTable, drop: set[int]) -> TextTable:
 
 
 def not_run_table(data: ReportData, t: Translator) -> TextTable:
-    rows = [[r.label, r.status, r.reason or "-"] for r in data.comparison.rows if not r.ok]
+    rows = [
+        [r.label, r.status, translate_reason(r.reason, t) or "-"] for r in data.comparison.rows if not r.ok
+    ]
     return TextTable(header=[t("col.variant"), t("col.status"), t("col.reason")], rows=rows)
+
+
+def observed_cell(e: ExpectationResult, t: Translator) -> str:
+    """What was observed, in the reader's language: the catalog's `observed.<code>` with the
+    result's values (a harness reason among them translated where it is a standard one); the
+    English text where the result has no code (a count, a status, kernel families)."""
+    key = f"observed.{e.observed_code}"
+    if not e.observed_code or not t.has(key):
+        return e.observed
+    args = dict(e.observed_args)
+    if "reason" in args:
+        args["reason"] = translate_reason(args["reason"], t)
+    return t(key, **args)
+
+
+# expected values that are words rather than names or numbers
+_EXPECTED_WORDS = {
+    "present": "observed.present",
+    "absent": "observed.absent",
+    "yes": "env.yes",
+    "no": "env.no",
+}
 
 
 def expectation_table(data: ReportData, t: Translator) -> TextTable:
     status = {"met": t("status.met"), "not met": t("status.not_met"), "skipped": t("status.skipped")}
     css = {"met": "met", "not met": "notmet", "skipped": "skipped"}
     rows = [
-        [e.row or e.variant, e.check, e.expected or "-", e.observed, status[e.status]]
+        [
+            e.row or e.variant,
+            e.check,
+            t(_EXPECTED_WORDS[e.expected]) if e.expected in _EXPECTED_WORDS else e.expected or "-",
+            observed_cell(e, t),
+            status[e.status],
+        ]
         for e in data.expectations
     ]
     return TextTable(

@@ -1,0 +1,296 @@
+"""The report of a sweep's results store (`attnprof report --store FILE`).
+
+A store holds many shapes, so this report is about scaling: median time against sequence length
+per variant, one panel per group of the other shape fields; a table of every result; the
+recommendation per bucket; and a short bullet summary. Like the run report it renders records
+only: the timings are the store's, the recommendations are attnprof.recommend's records.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from attnprof.errors import UserError
+from attnprof.recommend import Recommendation, recommend
+from attnprof.report.i18n import Translator
+from attnprof.report.reasons import translate_reason
+from attnprof.report.tables import TextTable
+from attnprof.report.units import fmt_err, fmt_ms, fmt_ratio
+from attnprof.store import StoredResult
+
+__all__ = [
+    "StoreReportData",
+    "build_store_report_data",
+    "render_store_html",
+    "render_store_markdown",
+    "scaling_groups",
+    "store_summary",
+]
+
+
+class StoreReportData(msgspec.Struct, kw_only=True):
+    store: str
+    results: list[StoredResult]
+    recommendations: list[Recommendation]
+    version: str = ""
+
+
+def build_store_report_data(store: str | Path) -> StoreReportData:
+    """Read every result of the store and the recommendation records for them."""
+    from attnprof import __version__
+    from attnprof.store import Store
+
+    with Store(store, readonly=True) as st:
+        rows = st.query()
+    if not rows:
+        raise UserError(f"store {store} holds no results: run attnprof sweep --store {store} first")
+    return StoreReportData(
+        store=str(store), results=rows, recommendations=recommend(rows), version=__version__
+    )
+
+
+def _label(r: StoredResult) -> str:
+    return f"{r.variant}:compile" if r.mode == "compile" else r.variant
+
+
+# a panel: every field of the shape but the query length, which is the x axis
+GroupKey = tuple[str, str, int, int, int, int, bool]
+
+
+def _group_key(r: StoredResult) -> GroupKey:
+    return (r.device, r.dtype, r.head_dim, r.batch, r.heads, r.kv_heads, r.causal)
+
+
+def group_title(key: GroupKey) -> str:
+    device, dtype, head_dim, batch, heads, kv_heads, causal = key
+    h = f"H={heads}" + (f"/{kv_heads}" if kv_heads != heads else "")
+    return f"{dtype} D={head_dim} B={batch} {h} {'causal' if causal else 'full'} [{device}]"
+
+
+def scaling_groups(rows: list[StoredResult]) -> dict[GroupKey, list[StoredResult]]:
+    """The ok, timed results per panel, in store order."""
+    out: dict[GroupKey, list[StoredResult]] = {}
+    for r in rows:
+        if r.status == "ok" and r.median_ms is not None and r.median_ms > 0:
+            out.setdefault(_group_key(r), []).append(r)
+    return out
+
+
+def results_table(data: StoreReportData, t: Translator) -> TextTable:
+    header = [
+        t("col.variant"),
+        "dtype",
+        "B",
+        "H",
+        "S",
+        "D",
+        t("env.causal"),
+        t("col.status"),
+        t("col.median"),
+        t("col.iqr"),
+        t("col.max_error"),
+        t("col.backend"),
+        t("col.reason"),
+    ]
+    rows: list[list[str]] = []
+    classes: list[str] = []
+    for r in data.results:
+        heads = str(r.heads) + (f"/{r.kv_heads}" if r.kv_heads != r.heads else "")
+        seq = str(r.seq) + (f"/{r.kv_seq}" if r.kv_seq != r.seq else "")
+        reason = translate_reason(r.reason, t).splitlines()[0] if r.reason else "-"
+        rows.append(
+            [
+                _label(r),
+                r.dtype,
+                str(r.batch),
+                heads,
+                seq,
+                str(r.head_dim),
+                t("env.yes") if r.causal else t("env.no"),
+                r.status,
+                fmt_ms(r.median_ms),
+                fmt_ms(r.iqr_ms),
+                fmt_err(r.max_abs_err),
+                r.backend or "-",
+                reason,
+            ]
+        )
+        classes.append("" if r.status == "ok" else "failed")
+    return TextTable(header=header, rows=rows, classes=classes, numeric={2, 3, 4, 5, 8, 9, 10})
+
+
+def bucket_label(rec: Recommendation) -> str:
+    b = rec.bucket
+    seq = f"S≤{b.seq_max}" + (f" kv≤{b.kv_seq_max}" if b.kv_seq_max != b.seq_max else "")
+    full = "" if b.causal else " full"
+    return f"{b.dtype} D={b.head_dim} {seq}{' gqa' if b.gqa else ''}{full} [{b.device}]"
+
+
+def recommendation_table(data: StoreReportData, t: Translator) -> TextTable:
+    header = [
+        t("col.bucket"),
+        "n",
+        t("col.fastest"),
+        t("col.margin"),
+        t("col.runner_up"),
+        t("col.best_sdpa"),
+        t("col.pytorch_choice"),
+        t("col.differs"),
+    ]
+    rows: list[list[str]] = []
+    classes: list[str] = []
+    for rec in data.recommendations:
+        margin = "-"
+        if rec.margin:
+            margin = f"{fmt_ratio(rec.margin)}x" + (" ~" if rec.within_noise else "")
+        differs = ""
+        if rec.differs:
+            differs = t("env.yes")
+            if rec.gain_over_pytorch:
+                differs += f" ({fmt_ratio(rec.gain_over_pytorch)}x" + (" ~" if rec.gain_within_noise else "")
+                differs += ")"
+        elif rec.pytorch_choice and rec.best_sdpa:
+            differs = t("env.no")
+        rows.append(
+            [
+                bucket_label(rec),
+                str(rec.configurations),
+                rec.best.variant if rec.best else t("rec.none_correct"),
+                margin,
+                rec.runner_up.variant if rec.runner_up else "-",
+                rec.best_sdpa or "-",
+                rec.pytorch_choice or "?",
+                differs,
+            ]
+        )
+        classes.append("slower" if rec.differs else ("failed" if rec.best is None else ""))
+    return TextTable(header=header, rows=rows, classes=classes, numeric={1, 3})
+
+
+def store_summary(data: StoreReportData, t: Translator) -> list[str]:
+    """The bullets: what the store holds, the winner per bucket, where PyTorch's own choice is
+    not the fastest backend, and the variants that did not run (with their reasons)."""
+    counts = Counter(r.status for r in data.results)
+    out = [
+        t(
+            "store.summary.counts",
+            n=len(data.results),
+            shapes=len({(_group_key(r), r.seq, r.kv_seq) for r in data.results}),
+            statuses=", ".join(f"{n} {s}" for s, n in counts.most_common()),
+        )
+    ]
+    for rec in data.recommendations:
+        bucket = bucket_label(rec)
+        if rec.best is None:
+            out.append(t("store.summary.none_correct", bucket=bucket))
+        elif rec.runner_up is None or rec.margin is None:
+            out.append(t("store.summary.only", bucket=bucket, variant=rec.best.variant))
+        elif rec.within_noise:
+            out.append(
+                t(
+                    "store.summary.tie",
+                    bucket=bucket,
+                    variant=rec.best.variant,
+                    runner_up=rec.runner_up.variant,
+                    ratio=fmt_ratio(rec.margin),
+                )
+            )
+        else:
+            out.append(
+                t(
+                    "store.summary.best",
+                    bucket=bucket,
+                    variant=rec.best.variant,
+                    runner_up=rec.runner_up.variant,
+                    ratio=fmt_ratio(rec.margin),
+                )
+            )
+        if rec.differs and rec.best_sdpa and rec.pytorch_choice:
+            key = "store.summary.differs_gain" if rec.gain_over_pytorch else "store.summary.differs"
+            out.append(
+                t(
+                    key,
+                    bucket=bucket,
+                    choice=rec.pytorch_choice,
+                    best=rec.best_sdpa,
+                    ratio=fmt_ratio(rec.gain_over_pytorch),
+                )
+            )
+    not_run: dict[str, str] = {}
+    for r in data.results:
+        if r.status != "ok":
+            reason = translate_reason(r.reason, t).splitlines()[0] if r.reason else r.status
+            not_run.setdefault(_label(r), reason.removeprefix(f"{r.variant}: "))
+    if not_run:
+        out.append(t("summary.not_run", list="; ".join(f"{k} ({v})" for k, v in not_run.items())))
+    return out
+
+
+def env_items(data: StoreReportData, t: Translator) -> list[tuple[str, str]]:
+    def distinct(values: list[str | None]) -> str:
+        return ", ".join(sorted({v for v in values if v})) or "-"
+
+    rs = data.results
+    return [
+        (t("env.device"), distinct([f"{r.device_name or r.device} [{r.device}]" for r in rs])),
+        (
+            t("env.software"),
+            distinct([f"PyTorch {r.torch_version}" if r.torch_version else None for r in rs]),
+        ),
+        (t("env.host"), distinct([r.host for r in rs])),
+        (t("env.dtype"), distinct([r.dtype for r in rs])),
+        (t("env.store"), data.store),
+    ]
+
+
+@dataclass
+class StoreContent:
+    title: str
+    generated: str
+    summary: list[str]
+    env: list[tuple[str, str]]
+    results: TextTable
+    recommendations: TextTable
+    plots: list[tuple[str, str | None]] = field(default_factory=list)
+
+
+def store_content(data: StoreReportData, t: Translator, *, with_plots: bool) -> StoreContent:
+    plots: list[tuple[str, str | None]] = []
+    if with_plots:
+        from attnprof.report.plots import store_scaling_plot
+
+        for key, rows in scaling_groups(data.results).items():
+            plots.append((t("plot.store_scaling", group=group_title(key)), store_scaling_plot(rows)))
+    return StoreContent(
+        title=t("store.title", store=Path(data.store).name),
+        generated=t("report.generated", version=data.version, source=data.store),
+        summary=store_summary(data, t),
+        env=env_items(data, t),
+        results=results_table(data, t),
+        recommendations=recommendation_table(data, t),
+        plots=plots,
+    )
+
+
+def render_store_markdown(data: StoreReportData, t: Translator) -> str:
+    from attnprof.report.markdown import _bullets, _table
+
+    c = store_content(data, t, with_plots=False)
+    lines = [f"# {c.title}", "", c.generated, ""]
+    lines += [f"## {t('h.summary')}", "", _bullets(c.summary)]
+    lines += [f"## {t('h.environment')}", ""] + [f"- **{k}**: {v}" for k, v in c.env] + [""]
+    lines += [f"## {t('h.recommendations')}", "", *(_table(c.recommendations) or ["-"]), ""]
+    lines += [t("rec.legend"), ""]
+    lines += [f"## {t('h.results')}", "", *(_table(c.results) or ["-"]), ""]
+    return "\n".join(lines)
+
+
+def render_store_html(data: StoreReportData, t: Translator) -> str:
+    from attnprof.report.html import _env
+
+    c = store_content(data, t, with_plots=True)
+    return _env().get_template("store_report.html.j2").render(lang=t.lang, t=t, version=data.version, c=c)
