@@ -36,16 +36,16 @@ def _plots(data: ReportData, t: Translator) -> list[tuple[str, str | None]]:
     lane_cpu = not gpu
     timeline_lane = next((r.timeline_lane for r in rows if r.timeline), "cpu" if lane_cpu else "gpu")
     out: list[tuple[str, str | None]] = [
-        (t("plot.time"), plots.time_plot(rows)),
+        (t("plot.time"), plots.time_plot(rows, t)),
         (
             t("plot.categories_gpu") if gpu else t("plot.categories_cpu"),
-            plots.category_plot(rows, "gpu" if gpu else "cpu"),
+            plots.category_plot(rows, "gpu" if gpu else "cpu", t),
         ),
-        (t(f"plot.timeline_{timeline_lane}"), plots.timeline_plot(rows)),
+        (t(f"plot.timeline_{timeline_lane}"), plots.timeline_plot(rows, t)),
     ]
     if data.scaling_axis:
         axis = {"seq": "S", "batch": "B", "heads": "H", "head_dim": "D"}[data.scaling_axis]
-        out.append((t("plot.scaling", axis=axis), plots.scaling_plot(data.scaling, data.scaling_axis)))
+        out.append((t("plot.scaling", axis=axis), plots.scaling_plot(data.scaling, data.scaling_axis, t)))
     return out
 
 

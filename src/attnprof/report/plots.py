@@ -14,7 +14,8 @@ from __future__ import annotations
 import io
 import itertools
 import re
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -55,6 +56,22 @@ _EXTRA = itertools.cycle(["#98df8a", "#ffbb78", "#c49c94", "#f7b6d2", "#dbdb8d",
 _counter = itertools.count(1)
 
 
+# A translator (report.i18n.Translator) or any callable msgid, **values -> text; the plots keep
+# English axis labels when none is given.
+Label = Callable[..., str]
+
+_AXIS_EN = {
+    "axis.per_forward": "{unit} per forward",
+    "axis.per_forward_iqr": "{unit} per forward (median, IQR)",
+    "axis.from_start": "µs from the start of the forward",
+    "axis.query_length": "S (query length)",
+}
+
+
+def _label(t: Label | None, msgid: str, **values: object) -> str:
+    return t(msgid, **values) if t is not None else _AXIS_EN[msgid].format(**values)
+
+
 def _color(cat: str) -> str:
     if cat not in CATEGORY_COLORS:
         CATEGORY_COLORS[cat] = next(_EXTRA)
@@ -63,7 +80,13 @@ def _color(cat: str) -> str:
 
 def _svg(fig: Figure) -> str:
     buf = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "attnprof"}):
+    with (
+        matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "attnprof"}),
+        warnings.catch_warnings(),
+    ):
+        # Thai labels: matplotlib's own font lacks the glyphs it measures, but the SVG keeps the
+        # text as text (fonttype none) and the browser draws it with the reader's fonts
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buf.getvalue()
     text = text[text.index("<svg") :]  # drop the XML declaration and DOCTYPE: this is inline
@@ -81,7 +104,7 @@ def _figure(n_rows: int, *, per_row: float = 0.45, min_h: float = 2.0) -> Figure
     return fig
 
 
-def time_plot(rows: Sequence[Row]) -> str | None:
+def time_plot(rows: Sequence[Row], t: Label | None = None) -> str | None:
     """Clean time per forward: a box per variant over its raw samples (median line, IQR box,
     whiskers to 1.5 IQR). Outliers (a stray scheduler hiccup can be 100x the median) are left
     out so that they do not squeeze the boxes into a line; the IQR column has the spread."""
@@ -102,13 +125,13 @@ def time_plot(rows: Sequence[Row]) -> str | None:
         showfliers=False,
         medianprops={"color": "#d62728", "linewidth": 2},
     )
-    ax.set_xlabel(f"{unit} per forward")
+    ax.set_xlabel(_label(t, "axis.per_forward", unit=unit))
     ax.set_xlim(left=0)
     ax.grid(axis="x", alpha=0.3)
     return _svg(fig)
 
 
-def category_plot(rows: Sequence[Row], lane: str) -> str | None:
+def category_plot(rows: Sequence[Row], lane: str, t: Label | None = None) -> str | None:
     """Time per forward by category, stacked per variant. lane "gpu" uses the trace's GPU
     categories; "cpu" the CPU op groups (a CPU run has no GPU time)."""
     attr = "gpu_category_time_us" if lane == "gpu" else "cpu_category_time_us"
@@ -128,13 +151,13 @@ def category_plot(rows: Sequence[Row], lane: str) -> str | None:
         ax.barh(labels, widths, left=left, color=_color(cat), label=cat, edgecolor="white", linewidth=0.5)
         left = [a + b for a, b in zip(left, widths, strict=True)]
     ax.invert_yaxis()
-    ax.set_xlabel("µs per forward")
+    ax.set_xlabel(_label(t, "axis.per_forward", unit="µs"))
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     return _svg(fig)
 
 
-def timeline_plot(rows: Sequence[Row]) -> str | None:
+def timeline_plot(rows: Sequence[Row], t: Label | None = None) -> str | None:
     """The ops of one forward per variant as a strip: each op a box at its start, as wide as it
     ran, coloured by category (GPU ops on a GPU run, CPU ops on a CPU run)."""
     have = [r for r in rows if r.timeline]
@@ -163,7 +186,7 @@ def timeline_plot(rows: Sequence[Row]) -> str | None:
 
     ax.set_yticks(range(len(have)), [ops(r) for r in have])
     ax.set_ylim(len(have) - 0.5, -0.5)
-    ax.set_xlabel("µs from the start of the forward")
+    ax.set_xlabel(_label(t, "axis.from_start"))
     ax.legend(
         handles=[Patch(color=c, label=k) for k, c in seen.items()],
         loc="upper left",
@@ -175,7 +198,7 @@ def timeline_plot(rows: Sequence[Row]) -> str | None:
     return _svg(fig)
 
 
-def scaling_plot(points: Sequence[ScalingPoint], axis: str | None) -> str | None:
+def scaling_plot(points: Sequence[ScalingPoint], axis: str | None, t: Label | None = None) -> str | None:
     """Median time against the shape field that varies, one line per variant, log-log."""
     if not points or axis is None:
         return None
@@ -188,13 +211,13 @@ def scaling_plot(points: Sequence[ScalingPoint], axis: str | None) -> str | None
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel({"seq": "S", "batch": "B", "heads": "H", "head_dim": "D"}[axis])
-    ax.set_ylabel("ms per forward")
+    ax.set_ylabel(_label(t, "axis.per_forward", unit="ms"))
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, frameon=False)
     return _svg(fig)
 
 
-def store_scaling_plot(results: Sequence[StoredResult]) -> str | None:
+def store_scaling_plot(results: Sequence[StoredResult], t: Label | None = None) -> str | None:
     """Median time against query length for one group of a store's results (one panel), one
     line per variant, log-log, with the interquartile range as error bars. Each line's SVG group
     is named `series-<variant>`, so a reader (or a test) can find the lines."""
@@ -229,8 +252,8 @@ def store_scaling_plot(results: Sequence[StoredResult]) -> str | None:
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.yaxis.set_major_formatter(plain)
     ax.yaxis.set_minor_formatter(plain)
-    ax.set_xlabel("S (query length)")
-    ax.set_ylabel(f"{unit} per forward (median, IQR)")
+    ax.set_xlabel(_label(t, "axis.query_length"))
+    ax.set_ylabel(_label(t, "axis.per_forward_iqr", unit=unit))
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, frameon=False)
     return _svg(fig)

@@ -264,7 +264,7 @@ def store_content(data: StoreReportData, t: Translator, *, with_plots: bool) -> 
         from attnprof.report.plots import store_scaling_plot
 
         for key, rows in scaling_groups(data.results).items():
-            plots.append((t("plot.store_scaling", group=group_title(key)), store_scaling_plot(rows)))
+            plots.append((t("plot.store_scaling", group=group_title(key)), store_scaling_plot(rows, t)))
     return StoreContent(
         title=t("store.title", store=Path(data.store).name),
         generated=t("report.generated", version=data.version, source=data.store),
