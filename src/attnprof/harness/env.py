@@ -10,16 +10,7 @@ from functools import cache
 
 from attnprof.records import Environment
 
-__all__ = ["SPEC_PEAKS", "cpu_model", "environment", "peak_for"]
-
-# Dense spec peaks: (bf16/fp16 TFLOP/s, HBM TB/s), as flash-attention's benchmark_attn.py uses
-# them (DOMAIN.md section 6). fp32 on CUDA cores is far lower: we do not guess it, we measure.
-SPEC_PEAKS: dict[str, tuple[float, float]] = {
-    "A100": (312.0, 2.0),
-    "H100": (989.0, 3.35),
-    "H200": (989.0, 4.8),
-    "B200": (2250.0, 8.0),
-}
+__all__ = ["cpu_model", "environment", "peak_for"]
 
 
 def cpu_model() -> str:
@@ -86,14 +77,17 @@ def _measured_gemm_tflops(device: str, dtype: str, n: int) -> float:
 def peak_for(env: Environment, dtype: str) -> tuple[float, str]:
     """Peak TFLOP/s for this device and dtype, and where the figure comes from.
 
-    GPUs in SPEC_PEAKS use the dense bf16/fp16 spec figure for half precision. Everything else
+    GPUs in analysis.roofline.PEAKS use the dense bf16/fp16 spec figure for half precision. Everything else
     (CPUs, fp32, unknown GPUs) is measured here with a square GEMM in the run's dtype, best of 5:
     a peak we can actually reach, never a sparse or marketing figure.
     """
     if env.device.startswith("cuda") and dtype in ("bf16", "fp16"):
-        for key, (tflops, _bw) in SPEC_PEAKS.items():
-            if key in env.device_name:
-                return tflops, f"{key} dense {dtype} spec"
+        # the analyser's table of dense spec peaks: one table for runs and for any trace
+        from attnprof.analysis.roofline import peak_for as spec_peak
+
+        tflops, _tbps, source = spec_peak(env.device_name, dtype)
+        if tflops is not None:
+            return tflops, f"{source} ({dtype})"
     n = 4096 if env.device.startswith("cuda") else 1024
     threads = os.environ.get("OMP_NUM_THREADS")
     what = f"measured: {n}x{n} {dtype} matmul, best of 5" + (f", {threads} threads" if threads else "")
