@@ -79,17 +79,22 @@ def _pytorch_choice(wl: Workload) -> str | None:
     return _choice_cache[key]
 
 
-def _pytorch_choice_if_small(wl: Workload) -> str | None:
-    """PyTorch's choice where asking is cheap (pytorch_choice builds the inputs, mask included)."""
-    return _pytorch_choice(wl) if wl.seq * wl.kv_seq <= 4096 * 4096 else None
-
-
-def _inputs(wl: Workload) -> tuple[Inputs, torch.Tensor | None, bool]:
+def _cached_inputs(wl: Workload) -> Inputs:
+    """The workload's inputs, built once for all the jobs of one configuration."""
     rec = wl.to_record()
     if _last_inputs.get("key") != rec:
         _last_inputs.clear()
-        _last_inputs.update(key=rec, inputs=wl.make_inputs(), reference=None)
-    return _last_inputs["inputs"], _last_inputs["reference"], True
+        _last_inputs.update(key=rec, inputs=wl.make_inputs())
+    return _last_inputs["inputs"]
+
+
+def _cached_reference(wl: Workload) -> torch.Tensor:
+    """The fp64 reference for the cached inputs: built on first use by a job that ran."""
+    if "reference" not in _last_inputs:
+        from attnprof.harness.accuracy import reference
+
+        _last_inputs["reference"] = reference(wl, _cached_inputs(wl))
+    return _last_inputs["reference"]
 
 
 def _skip_reason(v: Variant, wl: Workload, fraction: float) -> tuple[str, int] | None:
@@ -128,10 +133,9 @@ def execute(req: JobRequest) -> JobReply:
         # the harness records it as unsupported with the variant's own reason, before it builds
         # any input (a CPU-only variant at S=65536 must not build a 4 GiB mask to say so)
         result = run_variant(wl, v, options=RunOptions(profile=False, check_accuracy=False))
-        return JobReply(result=result, environment=env, pytorch_choice=_pytorch_choice_if_small(wl))
+        return JobReply(result=result, environment=env, pytorch_choice=_pytorch_choice(wl))
     skip = _skip_reason(v, wl, req.memory_fraction)
     if skip is not None:
-        # no pytorch_choice either: it builds the workload's inputs, S x S mask included
         reason, need = skip
         result = RunResult(
             variant=spec.variant,
@@ -150,13 +154,10 @@ def execute(req: JobRequest) -> JobReply:
     out = Path(req.trace_dir) / spec.slug() if req.trace_dir else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    inputs, reference, _ = _inputs(wl)
-    if s.check_accuracy and reference is None:
-        from attnprof.harness.accuracy import reference as make_reference
-
-        reference = make_reference(wl, inputs)
-        _last_inputs["reference"] = reference
-    result = run_variant(wl, v, out=out, options=options, inputs=inputs, reference=reference)
+    # the harness calls the reference only when it checks the output of a variant that ran
+    result = run_variant(
+        wl, v, out=out, options=options, inputs=_cached_inputs(wl), reference=lambda: _cached_reference(wl)
+    )
     if out is not None:
         # the store keeps absolute paths: a store outlives the directory the sweep ran in
         if result.trace:
