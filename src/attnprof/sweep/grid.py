@@ -69,17 +69,15 @@ __all__ = [
     "render_config",
 ]
 
-# Variants a sweep runs when none are named: the fast built-ins. flex (compiles for seconds per
-# shape) and hub-flash (needs the hub extra) only run when asked for.
-DEFAULT_VARIANTS = (
-    "naive",
-    "naive-inplace",
-    "sdpa",
-    "sdpa-math",
-    "sdpa-flash",
-    "sdpa-efficient",
-    "sdpa-cudnn",
-)
+
+def default_variants() -> list[str]:
+    """Variants a sweep runs when none are named: the built-ins marked `sweep_default` in the
+    registry (flex, which compiles for seconds per shape, and hub-flash, which needs the hub
+    extra, only run when asked for). The registry imports no torch."""
+    from attnprof.variants.registry import builtin_variants
+
+    return [v.name for v in builtin_variants() if v.sweep_default]
+
 
 # The grid axes that make a workload, outermost first: the order jobs are expanded in
 _WORKLOAD_AXES = ("dtype", "causal", "head_dim", "batch", "heads", "kv_heads", "seq", "kv_seq")
@@ -278,7 +276,7 @@ def expand(cfg: SweepConfig) -> tuple[list[JobSpec], list[str]]:
         device = auto_device()
     elif not (device in ("cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit())):
         raise UserError(f"unknown device {g.device!r}: use auto, cpu, cuda or cuda:N")
-    variants = [_check_variant_name(n) for n in dict.fromkeys(g.variants)] or list(DEFAULT_VARIANTS)
+    variants = [_check_variant_name(n) for n in dict.fromkeys(g.variants)] or default_variants()
     jobs: list[JobSpec] = []
     dropped: dict[str, int] = {}
     seen: set[WorkloadRecord] = set()
@@ -324,7 +322,7 @@ def render_config(cfg: SweepConfig, jobs: Sequence[JobSpec], notes: Sequence[str
         lines.append(f"[{table}]")
         for key, value in msgspec.structs.asdict(getattr(cfg, table)).items():
             if table == "grid" and key == "variants" and not value:
-                value = list(DEFAULT_VARIANTS)
+                value = default_variants()
             lines.append(f"{key} = {_toml_value(value)}")
         lines.append("")
     configs = list(dict.fromkeys((j.workload, j.compile) for j in jobs))

@@ -113,5 +113,6 @@ VARIANTS = [
         layout="BSHD",
         backend="hub-flash",
         can_compile=False,
+        sweep_default=False,  # needs the hub extra and a kernel
     )
 ]

@@ -78,6 +78,7 @@ class Variant:
     backend: str | None = None  # the backend this variant pins, if any
     compiled: bool = False
     can_compile: bool = True  # whether a torch.compile twin makes sense
+    sweep_default: bool = True  # run by `attnprof sweep` when no variants are named
     family: str = "builtin"
 
     @property
