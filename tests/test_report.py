@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from _records import environment
 from attnprof.analysis.compare import Comparison, FindingRef, Row
 from attnprof.cli import main
-from attnprof.records import Environment, RunRecord, WorkloadRecord
+from attnprof.records import RunRecord
 from attnprof.report.data import ReportData, build_report_data
 from attnprof.report.i18n import LANGUAGES, Translator, load_catalog, parse_po, placeholders
 from attnprof.report.summary import summarize
+from attnprof.workload import Workload
 
 # ids whose text is the same in every language on purpose: abbreviations and units
 SAME_EVERYWHERE = {"env.cpu", "col.iqr", "col.memcpy", "col.per_fwd"}
@@ -61,28 +63,8 @@ def test_lists_are_joined_the_way_each_language_does() -> None:
 
 
 def _data(rows: list[Row], baseline: str = "naive-inplace") -> ReportData:
-    env = Environment(
-        attnprof_version="0",
-        torch_version="2.13.0",
-        python="3.11",
-        platform="linux",
-        host="h",
-        device="cpu",
-        device_name="CPU",
-        cpu_model="x86",
-        threads=2,
-    )
-    wl = WorkloadRecord(
-        batch=2,
-        heads=8,
-        kv_heads=8,
-        seq=512,
-        kv_seq=512,
-        head_dim=64,
-        dtype="bf16",
-        device="cpu",
-        causal=True,
-    )
+    env = environment()
+    wl = Workload(batch=2, heads=8, seq=512, head_dim=64, dtype="bf16").to_record()
     rec = RunRecord(schema="attnprof.run/1", created="now", environment=env, workload=wl, results=[])
     comp = Comparison(baseline=baseline, rows=rows, sources=["r"])
     return ReportData(run_dirs=["r"], record=rec, comparison=comp)
@@ -284,28 +266,8 @@ def test_gpu_run_report_draws_gpu_plots(tmp_path: Path) -> None:
             samples_ms=[ms * f for f in (0.95, 1, 1, 1.02, 1.1)],
         )
         results.append(RunResult(variant=variant, status="ok", timing=timing, trace=f"traces/{link.name}"))
-    env = Environment(
-        attnprof_version="0",
-        torch_version="2.13.0",
-        python="3.11",
-        platform="linux",
-        host="h",
-        device="cuda",
-        device_name="NVIDIA H100",
-        cpu_model="x86",
-        threads=8,
-    )
-    wl = WorkloadRecord(
-        batch=8,
-        heads=16,
-        kv_heads=16,
-        seq=1024,
-        kv_seq=1024,
-        head_dim=64,
-        dtype="bf16",
-        device="cuda",
-        causal=True,
-    )
+    env = environment(device="cuda", device_name="NVIDIA H100", threads=8)
+    wl = Workload(batch=8, heads=16, seq=1024, head_dim=64, dtype="bf16", device="cuda").to_record()
     rec = RunRecord(schema="attnprof.run/1", created="now", environment=env, workload=wl, results=results)
     (tmp_path / "run.json").write_bytes(encode_json(rec))
 

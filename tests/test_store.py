@@ -19,10 +19,10 @@ from typing import Any
 import msgspec
 import pytest
 
+from _records import environment
 from attnprof.errors import UserError
 from attnprof.records import (
     Accuracy,
-    Environment,
     MemoryResult,
     ProfileSummary,
     RunResult,
@@ -32,34 +32,21 @@ from attnprof.records import (
 from attnprof.store import SCHEMA_VERSION, Filters, ResultRow, Store, StoredResult, now_iso
 from attnprof.store.export import export_rows
 from attnprof.store.schema import migrate, schema_version
+from attnprof.workload import Workload
 
-ENV = Environment(
+ENV = environment(
     attnprof_version="0.1.0",
     torch_version="2.13.0+cpu",
-    python="3.11",
-    platform="linux",
     host="testhost",
-    device="cpu",
     device_name="Test CPU",
     cpu_model="Test CPU",
-    threads=2,
 )
 
 
 def make_row(
     key: str, *, seq: int = 64, variant: str = "sdpa-flash", status: str = "ok", median: float = 1.0
 ) -> ResultRow:
-    wl = WorkloadRecord(
-        batch=1,
-        heads=2,
-        kv_heads=2,
-        seq=seq,
-        kv_seq=seq,
-        head_dim=16,
-        dtype="fp32",
-        device="cpu",
-        causal=True,
-    )
+    wl = Workload(batch=1, heads=2, seq=seq, head_dim=16).to_record()
     ok = status == "ok"
     result = RunResult(
         variant=variant,
