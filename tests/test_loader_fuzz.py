@@ -85,6 +85,19 @@ _ARGS = [
 ]
 
 
+def _mutated(source: str, edits: list[tuple[int, str, object]]) -> bytes:
+    """`source` with each (event index, field, value) edit applied; args fields go into args."""
+    doc = json.loads(source)
+    events = doc["traceEvents"]
+    for i, key, value in edits:
+        ev = events[i]
+        if key in _ARGS and isinstance(ev.get("args"), dict):
+            ev["args"][key] = value
+        else:
+            ev[key] = value
+    return json.dumps(doc).encode()
+
+
 @_settings
 @given(
     st.lists(
@@ -94,15 +107,7 @@ _ARGS = [
     )
 )
 def test_field_mutations_of_valid_json(edits: list[tuple[int, str, object]]) -> None:
-    doc = json.loads(SEED)
-    events = doc["traceEvents"]
-    for i, key, value in edits:
-        ev = events[i]
-        if key in _ARGS and isinstance(ev.get("args"), dict):
-            ev["args"][key] = value
-        else:
-            ev[key] = value
-    _check(json.dumps(doc).encode())
+    _check(_mutated(SEED, edits))
 
 
 @_settings
@@ -121,12 +126,4 @@ def test_arbitrary_json_documents(doc: object) -> None:
     )
 )
 def test_field_mutations_of_a_rich_trace(edits: list[tuple[int, str, object]]) -> None:
-    doc = json.loads(RICH)
-    events = doc["traceEvents"]
-    for i, key, value in edits:
-        ev = events[i]
-        if key in _ARGS and isinstance(ev.get("args"), dict):
-            ev["args"][key] = value
-        else:
-            ev[key] = value
-    _check(json.dumps(doc).encode())
+    _check(_mutated(RICH, edits))
