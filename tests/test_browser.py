@@ -32,18 +32,24 @@ def browser():  # type: ignore[no-untyped-def]
         b.close()
 
 
-@pytest.mark.parametrize("lang", ["id", "th", "en"])
-def test_report_renders_offline_with_every_plot(browser, cpu_run, tmp_path: Path, lang: str) -> None:  # type: ignore[no-untyped-def]
-    out = tmp_path / f"report.{lang}.html"
-    assert main(["report", str(cpu_run[0]), "--lang", lang, "-o", str(out)]) == 0
+def _open(browser, path: Path):  # type: ignore[no-untyped-def]
+    """Open a local file; collect console errors, page errors and every URL the page requests."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors: list[str] = []
     requests: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("request", lambda r: requests.append(r.url))
-    page.goto(out.as_uri())
+    page.goto(path.as_uri())
     page.wait_for_load_state("load")
+    return page, errors, requests
+
+
+@pytest.mark.parametrize("lang", ["id", "th", "en"])
+def test_report_renders_offline_with_every_plot(browser, cpu_run, tmp_path: Path, lang: str) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / f"report.{lang}.html"
+    assert main(["report", str(cpu_run[0]), "--lang", lang, "-o", str(out)]) == 0
+    page, errors, requests = _open(browser, out)
 
     assert errors == []
     assert [u for u in requests if not u.startswith("file://")] == []  # nothing fetched: works offline
@@ -69,14 +75,7 @@ def test_store_report_renders_offline_with_its_scaling_plots(
 ) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / f"store.{lang}.html"
     assert main(["report", "--store", str(cpu_store), "--lang", lang, "-o", str(out)]) == 0
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    errors: list[str] = []
-    requests: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("request", lambda r: requests.append(r.url))
-    page.goto(out.as_uri())
-    page.wait_for_load_state("load")
+    page, errors, requests = _open(browser, out)
 
     assert errors == []
     assert [u for u in requests if not u.startswith("file://")] == []
