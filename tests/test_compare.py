@@ -122,7 +122,8 @@ def test_terminal_colours_relative_speed() -> None:
     from io import StringIO
 
     from attnprof.analysis.compare import Row
-    from attnprof.report.terminal import make_console, render_comparison
+    from attnprof.report.console import make_console
+    from attnprof.report.terminal import render_comparison
 
     rows = [
         Row(label="base", kind="run", source="r", median_ms=2.0, speedup=1.0),

@@ -105,10 +105,6 @@ class Recommendation(msgspec.Struct, kw_only=True):
     rejected: dict[str, str]  # variant -> why it is not a candidate
 
 
-def _label(r: StoredResult) -> str:
-    return f"{r.variant}:compile" if r.mode == "compile" else r.variant
-
-
 def _bucket(r: StoredResult) -> Bucket:
     return Bucket(
         device=r.device.split(":", 1)[0],
@@ -138,7 +134,7 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
     for r in rows:
         if r.pytorch_choice:
             choices[r.pytorch_choice] += 1
-        label = _label(r)
+        label = r.label
         if r.status != "ok" or r.median_ms is None:
             rejected.setdefault(
                 label, f"{r.status}: {(r.reason or '').splitlines()[0][:120]}" if r.reason else r.status

@@ -23,11 +23,17 @@ __all__ = [
     "WorkloadRecord",
     "decode_run",
     "encode_json",
+    "variant_label",
 ]
 
 RUN_SCHEMA = "attnprof.run/1"
 
 Status = Literal["ok", "unsupported", "refused", "oom", "error", "skipped", "crashed", "timeout"]
+
+
+def variant_label(variant: str, mode: str) -> str:
+    """A variant's unique name in a run or a store: the compiled twin of `naive` is `naive:compile`."""
+    return f"{variant}:compile" if mode == "compile" else variant
 
 
 class WorkloadRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -117,7 +123,7 @@ class RunResult(msgspec.Struct, kw_only=True):
 
     def __post_init__(self) -> None:
         if not self.label:
-            self.label = self.variant if self.mode == "eager" else f"{self.variant}:compile"
+            self.label = variant_label(self.variant, self.mode)
 
 
 class Environment(msgspec.Struct, kw_only=True):

@@ -57,7 +57,6 @@ __all__ = [
     "enforce",
     "load_expectations",
     "observed_text",
-    "render_results",
     "resolve_expectation_path",
     "summarize_results",
 ]
@@ -306,7 +305,7 @@ def _applies(when: Mapping[str, str], row: Row) -> Observed | None:
 
 
 def _matches(pattern: str, row: Row) -> bool:
-    """By label (naive, naive_compile, run2/naive, a trace name), or by variant name for eager
+    """By label (naive, naive:compile, run2/naive, a trace name), or by variant name for eager
     rows: an expectation about "naive" does not silently apply to its torch.compile twin."""
     names = [row.label]
     if row.variant and row.mode != "compile":
@@ -508,14 +507,6 @@ def _comparison_from_record(record: RunRecord, baseline: str | None) -> Comparis
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "run.json").write_bytes(encode_json(record))
         return compare([tmp], baseline=baseline, analyse=False)
-
-
-def render_results(results: Sequence[ExpectationResult], *, no_color: bool = False) -> None:
-    """Print the results table on stdout (for `attnprof run --expect`); rendering lives in
-    attnprof.report.terminal, imported here lazily so checking never needs rich."""
-    from attnprof.report.terminal import print_expectations
-
-    print_expectations(results, no_color=no_color)
 
 
 def summarize_results(results: Sequence[ExpectationResult]) -> dict[str, int]:

@@ -55,7 +55,8 @@ def compare_cmd(
             payload["expectation_file"] = spec.path
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(payload), indent=2).decode() + "\n")
     else:
-        from attnprof.report.terminal import make_console, render_comparison, render_diff, render_expectations
+        from attnprof.report.console import make_console
+        from attnprof.report.terminal import render_comparison, render_diff, render_expectations
 
         console = make_console(no_color=no_color)
         render_comparison(console, comp)

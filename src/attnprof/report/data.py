@@ -72,7 +72,7 @@ def _scaling(records: list[RunRecord]) -> tuple[list[ScalingPoint], str | None]:
     axis = max(_SHAPE_AXES, key=lambda a: len({getattr(r.workload, a) for r in records}))
     points = [
         ScalingPoint(
-            variant=res.variant if res.mode == "eager" else f"{res.variant}_compile",
+            variant=res.label,
             batch=rec.workload.batch,
             heads=rec.workload.heads,
             seq=rec.workload.seq,

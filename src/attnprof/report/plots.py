@@ -227,14 +227,14 @@ def store_scaling_plot(results: Sequence[StoredResult], t: Label | None = None) 
     fig = Figure(figsize=(8.0, 4.0))
     fig.set_layout_engine("constrained")
     ax = fig.add_subplot()
-    labels = sorted({f"{r.variant}:compile" if r.mode == "compile" else r.variant for r in timed})
+    labels = sorted({r.label for r in timed})
     # one unit for the axis, from the slowest median, as in time_plot
     scale, unit = (1.0, "ms") if max(r.median_ms or 0.0 for r in timed) >= 1.0 else (1000.0, "µs")
     for label in labels:
         pts = sorted(
             (r.seq, (r.median_ms or 0.0) * scale, (r.iqr_ms or 0.0) * scale)
             for r in timed
-            if (f"{r.variant}:compile" if r.mode == "compile" else r.variant) == label
+            if r.label == label
         )
         xs = [x for x, _, _ in pts]
         ys = [y for _, y, _ in pts]

@@ -169,8 +169,9 @@ def render_list(
 
 def check_run_expectations(out: Path, expect: str, *, strict: bool, no_color: bool) -> None:
     """Check a finished run against an expectations file or built-in name (cpu, blog-cuda)."""
-    from attnprof.analysis.expect import check_expectations, enforce, render_results
+    from attnprof.analysis.expect import check_expectations, enforce
+    from attnprof.report.terminal import print_expectations
 
     results = check_expectations(out, expect)
-    render_results(results, no_color=no_color)
+    print_expectations(results, no_color=no_color)
     enforce(results, strict=strict)

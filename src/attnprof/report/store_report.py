@@ -53,10 +53,6 @@ def build_store_report_data(store: str | Path) -> StoreReportData:
     )
 
 
-def _label(r: StoredResult) -> str:
-    return f"{r.variant}:compile" if r.mode == "compile" else r.variant
-
-
 # a panel: every field of the shape but the query length, which is the x axis
 GroupKey = tuple[str, str, int, int, int, int, bool]
 
@@ -104,7 +100,7 @@ def results_table(data: StoreReportData, t: Translator) -> TextTable:
         reason = translate_reason(r.reason, t).splitlines()[0] if r.reason else "-"
         rows.append(
             [
-                _label(r),
+                r.label,
                 r.dtype,
                 str(r.batch),
                 heads,
@@ -224,7 +220,7 @@ def store_summary(data: StoreReportData, t: Translator) -> list[str]:
     for r in data.results:
         if r.status != "ok":
             reason = translate_reason(r.reason, t).splitlines()[0] if r.reason else r.status
-            not_run.setdefault(_label(r), reason.removeprefix(f"{r.variant}: "))
+            not_run.setdefault(r.label, reason.removeprefix(f"{r.variant}: "))
     if not_run:
         out.append(t("summary.not_run", list="; ".join(f"{k} ({v})" for k, v in not_run.items())))
     return out

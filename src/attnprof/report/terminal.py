@@ -17,7 +17,7 @@ from rich.text import Text
 
 from attnprof.analysis.compare import Comparison, Diff, Row
 from attnprof.analysis.expect import ExpectationResult, summarize_results
-from attnprof.report.console import MAX_WIDTH, make_console
+from attnprof.report.console import make_console
 from attnprof.report.units import (
     fmt_bytes,
     fmt_count,
@@ -31,8 +31,6 @@ from attnprof.report.units import (
 )
 
 __all__ = [
-    "MAX_WIDTH",
-    "make_console",
     "print_comparison",
     "print_expectations",
     "render_comparison",

@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 
 from attnprof.errors import UserError
-from attnprof.records import Environment, RunResult, WorkloadRecord
+from attnprof.records import Environment, RunResult, WorkloadRecord, variant_label
 from attnprof.store.schema import STATUSES, migrate
 
 __all__ = ["DEFAULT_STORE", "Filters", "ResultRow", "Store", "StoredResult", "now_iso"]
@@ -117,6 +117,11 @@ class StoredResult(msgspec.Struct, kw_only=True):
         if not samples:
             out.pop("samples_ms")
         return out
+
+    @property
+    def label(self) -> str:
+        """The variant as the harness names it: `naive`, or `naive:compile` for its twin."""
+        return variant_label(self.variant, self.mode)
 
 
 class Filters(msgspec.Struct, kw_only=True):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from attnprof.records import Environment, RunResult
+from attnprof.records import variant_label as _label_of
 from attnprof.sweep.grid import JobSpec, RunSettings
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class JobReply(msgspec.Struct, kw_only=True):
 
 def variant_label(spec: JobSpec) -> str:
     """The harness's name for the variant: its compiled twin is `name:compile`."""
-    return f"{spec.variant}:compile" if spec.compile else spec.variant
+    return _label_of(spec.variant, "compile" if spec.compile else "eager")
 
 
 _env_cache: dict[str, Environment] = {}

@@ -88,7 +88,9 @@ class Variant:
     @property
     def label(self) -> str:
         """Unique name in a run: the compiled twin of `naive` is `naive:compile`."""
-        return f"{self.name}:compile" if self.compiled else self.name
+        from attnprof.records import variant_label
+
+        return variant_label(self.name, self.mode)
 
     @property
     def materialises(self) -> bool:
