@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from attnprof.errors import UserError
+from attnprof.records import variant_label
 
 if TYPE_CHECKING:
     import torch
@@ -88,8 +89,6 @@ class Variant:
     @property
     def label(self) -> str:
         """Unique name in a run: the compiled twin of `naive` is `naive:compile`."""
-        from attnprof.records import variant_label
-
         return variant_label(self.name, self.mode)
 
     @property
