@@ -1,8 +1,13 @@
-"""Shared pytest setup: GPU-only tests skip themselves on machines without CUDA."""
+"""Shared pytest setup: GPU-only tests skip themselves on machines without CUDA; the session
+ends with its peak memory (the suite must pass on an 8 GB laptop: under 4 GiB peak RSS)."""
 
 from __future__ import annotations
 
 import functools
+import json
+import os
+import resource
+import sys
 
 import pytest
 
@@ -57,3 +62,21 @@ def cpu_store(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unty
     summary = run_sweep(cfg)
     assert summary.counts == {"ok": 12, "unsupported": 6}
     return store
+
+
+def _peak_rss_mib() -> tuple[float, float]:
+    """Peak RSS of this pytest process and of the largest subprocess it waited for (ru_maxrss
+    of RUSAGE_CHILDREN is the maximum over children, not a sum), in MiB."""
+    unit = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit / 2**20
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * unit / 2**20
+    return own, child
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
+    own, child = _peak_rss_mib()
+    terminalreporter.write_line(f"peak RSS: pytest {own:.0f} MiB, largest subprocess {child:.0f} MiB")
+    path = os.environ.get("ATTNPROF_PEAK_RSS_FILE")
+    if path:  # .ci/run reads it and fails the build above its limit
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump({"pytest_mib": round(own, 1), "largest_subprocess_mib": round(child, 1)}, fh)
