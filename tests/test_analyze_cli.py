@@ -139,3 +139,27 @@ def test_every_shared_trace_through_the_cli() -> None:
     p = _run("--json", *paths)
     assert p.returncode == 0, p.stderr
     assert len(json.loads(p.stdout)) == len(paths)
+
+
+def test_hostile_inputs_get_one_line_and_exit_2_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"traceEvents": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 0, "dur": 1}] * 1000}))
+    cases = [
+        (["/dev/zero"], "character device"),
+        ([str(fifo)], "fifo"),
+        ([str(deep)], "nested deeper"),
+        (["--max-memory", "1e-12", str(big)], "--max-memory"),
+    ]
+    for args, words in cases:
+        p = subprocess.run([*ATTNPROF, "analyze", *args], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2, (args, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0].lower() and "Traceback" not in p.stderr, (args, p.stderr)
+    ok = subprocess.run(
+        [*ATTNPROF, "analyze", "--json", "--max-memory", "0", str(big)], capture_output=True, timeout=60
+    )
+    assert ok.returncode == 0, ok.stderr

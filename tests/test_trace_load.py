@@ -140,3 +140,68 @@ def test_missing_file_and_directory_are_user_errors(tmp_path: Path) -> None:
         load_trace(tmp_path / "nope.json")
     with pytest.raises(UserError, match="directory"):
         load_trace(tmp_path)
+
+
+def _kernel(ts: float, dur: float, name: str = "ampere_sgemm_128x64_nn") -> dict[str, object]:
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur, "args": {}}
+
+
+def test_negative_and_absurd_durations_count_as_zero_with_a_warning(tmp_path: Path) -> None:
+    from attnprof.analysis import analyze
+
+    events = [_kernel(0, 10), _kernel(20, -5), _kernel(40, 1e300), _kernel(60, 30, "softmax_warp_forward")]
+    p = tmp_path / "durs.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    t = load_trace(p)
+    assert t.dur.tolist() == [10.0, 0.0, 0.0, 30.0]
+    assert len(t.warnings) == 1 and "2 event(s)" in t.warnings[0] and "-5 us" in t.warnings[0]
+    d = analyze(p).to_dict()
+    assert d["totals"]["kernels"] == 4 and d["totals"]["kernel_time_us"] == 40.0
+    pcts = [c["pct_time"] for c in d["categories"]]
+    assert all(0.0 <= x <= 100.0 for x in pcts) and sum(pcts) == pytest.approx(100.0)
+    assert any("negative or impossible duration" in w for w in d["warnings"])
+
+
+def test_plain_durations_give_no_duration_warning(tmp_path: Path) -> None:
+    p = tmp_path / "ok.json"
+    p.write_text(json.dumps({"traceEvents": [_kernel(0, 10), _kernel(20, 0)]}))
+    assert load_trace(p).warnings == []
+
+
+@pytest.mark.parametrize("where", ["events", "event", "args", "metadata", "top"])
+def test_json_nested_100k_deep_is_a_user_error_not_a_recursion_error(tmp_path: Path, where: str) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    text = {
+        "events": '{"traceEvents": ' + deep + "}",
+        "event": '{"traceEvents": [' + deep + "]}",
+        "args": '{"traceEvents": [{"ph": "X", "cat": "kernel", "args": {"grid": ' + deep + "}}]}",
+        "metadata": '{"traceEvents": [], "deviceProperties": ' + deep + "}",
+        "top": deep,
+    }[where]
+    p = tmp_path / "deep.json"
+    p.write_text(text)
+    with pytest.raises(UserError, match="nested deeper") as info:
+        load_trace(p)
+    assert str(p) in str(info.value)
+
+
+def test_devices_and_fifos_are_refused_before_reading(tmp_path: Path) -> None:
+    import os
+
+    with pytest.raises(UserError, match="character device"):
+        load_trace("/dev/zero")
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    with pytest.raises(UserError, match="FIFO"):  # opening it would block: it must not be opened
+        load_trace(fifo)
+
+
+def test_a_file_too_large_for_the_memory_limit_is_refused_with_the_figures(tmp_path: Path) -> None:
+    p = tmp_path / "big.json.gz"
+    p.write_bytes(gzip.compress(json.dumps({"traceEvents": [_kernel(i, 1) for i in range(20_000)]}).encode()))
+    raw = len(gzip.decompress(p.read_bytes()))
+    assert raw > 10 * p.stat().st_size  # the estimate must come from the gzip trailer, not the file
+    with pytest.raises(UserError, match="--max-memory") as info:
+        load_trace(p, max_memory=raw / 1e12)
+    assert f"{raw / 1e6:.1f} MB of JSON" in str(info.value)
+    assert load_trace(p, max_memory=0).n_events == 20_000  # 0: no limit

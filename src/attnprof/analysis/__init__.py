@@ -2,7 +2,7 @@
 
 Public API (stable; compare/report code relies on it):
 
-    analyze(path, *, region=None, workload=None, top=20) -> TraceAnalysis
+    analyze(path, *, region=None, workload=None, top=20, max_memory=None) -> TraceAnalysis
     analyze(list_of_paths, ...) -> list[TraceAnalysis]        (parallel processes)
     analyze_many(paths, *, region=None, workload=None, top=20, workers=None) -> list[TraceAnalysis]
     TraceAnalysis.to_dict()   the "attnprof.analysis/1" JSON contract (keys: see
@@ -93,13 +93,15 @@ def _find_peak(doc: Any) -> tuple[float, str] | None:
     return None
 
 
-def _one(path: PathLike, region: str | None, workload: Workload | None, top: int) -> TraceAnalysis:
+def _one(
+    path: PathLike, region: str | None, workload: Workload | None, top: int, max_memory: float | None = None
+) -> TraceAnalysis:
     from attnprof.analysis.pipeline import analyze_trace
-    from attnprof.trace.load import load_trace
+    from attnprof.trace.load import MAX_MEMORY, load_trace
 
     run_wl, peak, materialises = run_context(path)
     return analyze_trace(
-        load_trace(path),
+        load_trace(path, max_memory=MAX_MEMORY if max_memory is None else max_memory),
         path=str(path),
         region=region,
         workload=workload if workload is not None else run_wl,
@@ -111,7 +113,12 @@ def _one(path: PathLike, region: str | None, workload: Workload | None, top: int
 
 @overload
 def analyze(
-    path_or_paths: PathLike, *, region: str | None = ..., workload: Workload | None = ..., top: int = ...
+    path_or_paths: PathLike,
+    *,
+    region: str | None = ...,
+    workload: Workload | None = ...,
+    top: int = ...,
+    max_memory: float | None = ...,
 ) -> TraceAnalysis: ...
 @overload
 def analyze(
@@ -120,6 +127,7 @@ def analyze(
     region: str | None = ...,
     workload: Workload | None = ...,
     top: int = ...,
+    max_memory: float | None = ...,
 ) -> list[TraceAnalysis]: ...
 def analyze(
     path_or_paths: PathLike | Sequence[PathLike],
@@ -127,15 +135,17 @@ def analyze(
     region: str | None = None,
     workload: Workload | None = None,
     top: int = 20,
+    max_memory: float | None = None,
 ) -> TraceAnalysis | list[TraceAnalysis]:
     """Analyse one trace (returns a TraceAnalysis) or several (a list, analysed in parallel).
 
-    Raises attnprof.errors.UserError for unreadable, empty, truncated or non-trace input and for
-    a --region that matches nothing.
+    Raises attnprof.errors.UserError for unreadable, empty, truncated or non-trace input, for a
+    file too large for the memory available (max_memory: fraction of it a load may need; default
+    attnprof.trace.load.MAX_MEMORY, 0 = no limit) and for a --region that matches nothing.
     """
     if isinstance(path_or_paths, str | os.PathLike):
-        return _one(path_or_paths, region, workload, top)
-    return analyze_many(list(path_or_paths), region=region, workload=workload, top=top)
+        return _one(path_or_paths, region, workload, top, max_memory)
+    return analyze_many(list(path_or_paths), region=region, workload=workload, top=top, max_memory=max_memory)
 
 
 def analyze_many(
@@ -145,6 +155,7 @@ def analyze_many(
     workload: Workload | None = None,
     top: int = 20,
     workers: int | None = None,
+    max_memory: float | None = None,
 ) -> list[TraceAnalysis]:
     """Analyse several traces (one per rank, say) in parallel processes, results in input order.
 
@@ -153,9 +164,9 @@ def analyze_many(
     paths = list(paths)
     n = min(len(paths), workers or os.cpu_count() or 1)
     if n <= 1:
-        return [_one(p, region, workload, top) for p in paths]
+        return [_one(p, region, workload, top, max_memory) for p in paths]
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=n) as pool:
-        futures = [pool.submit(_one, p, region, workload, top) for p in paths]
+        futures = [pool.submit(_one, p, region, workload, top, max_memory) for p in paths]
         return [f.result() for f in futures]

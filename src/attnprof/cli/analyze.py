@@ -13,6 +13,7 @@ import typer
 from attnprof.cli import app
 from attnprof.cli.options import NoColor
 from attnprof.errors import UserError
+from attnprof.trace.limits import MAX_MEMORY
 
 __all__ = ["analyze_command"]
 
@@ -39,6 +40,13 @@ def analyze_command(
         None, "--dtype", help="Workload dtype for the roofline: fp32, fp16, bf16."
     ),
     causal: bool = typer.Option(True, "--causal/--no-causal", help="Workload causal mask (with --shape)."),
+    max_memory: float = typer.Option(
+        MAX_MEMORY,
+        "--max-memory",
+        min=0.0,
+        help="Refuse a trace whose analysis would need more than this fraction of the memory "
+        "available (0: no limit).",
+    ),
     no_color: NoColor = False,
 ) -> None:
     """Analyse PyTorch profiler traces: kernels, categories, regions, occupancy, findings."""
@@ -52,7 +60,7 @@ def analyze_command(
         workload = Workload(batch=b, heads=h, seq=s, head_dim=d, dtype=dtype or "fp32", causal=causal)
     elif dtype is not None:
         raise UserError("--dtype describes the workload for the roofline: give --shape B,H,S,D with it")
-    results = analyze(list(traces), region=region, workload=workload, top=top)
+    results = analyze(list(traces), region=region, workload=workload, top=top, max_memory=max_memory)
     if as_json:
         import sys
 

@@ -16,7 +16,13 @@ What real traces do, and what happens then:
 - a field of an unexpected type (a string where a number belongs, an event that is not an object):
   that chunk is decoded again without types and each event is cleaned field by field; what could
   not be used is dropped and Trace.warnings says so;
-- empty, truncated, non-JSON or non-trace input raises UserError naming the file and the problem.
+- empty, truncated, non-JSON or non-trace input raises UserError naming the file and the problem;
+- hostile input fails at once, before anything is read: a device, FIFO or socket (`/dev/zero`
+  would otherwise be read until memory runs out), or a file whose analysis would need more memory
+  than the limit (MAX_MEMORY of the memory available; `max_memory` overrides, 0 turns it off);
+  JSON nested deeper than the decoder's recursion limit is a UserError, not a RecursionError;
+- a negative, infinite or longer-than-a-day duration is set to 0 us and Trace.warnings says how
+  many there were (durations feed every sum and percentage: one bad one would swamp them).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import msgspec
 import numpy as np
 
 from attnprof.errors import UserError
+from attnprof.trace.limits import MAX_DUR_US, MAX_MEMORY, check_input
 from attnprof.trace.model import Kind, Trace
 
 __all__ = ["load_trace", "parse_trace"]
@@ -126,9 +133,14 @@ _CONTROL = re.compile(rb"[\x00-\x1f]")
 _BARE = re.compile(rb"(?<=[:\[,])(\s*)(N/A|NaN|-?Infinity|nan|-?inf)(?=\s*[,\]}])")
 
 
-def load_trace(path: str | os.PathLike[str]) -> Trace:
-    """Read and decode one trace file (.json or .json.gz). Raises UserError on bad input."""
+def load_trace(path: str | os.PathLike[str], *, max_memory: float = MAX_MEMORY) -> Trace:
+    """Read and decode one trace file (.json or .json.gz). Raises UserError on bad input.
+
+    max_memory: refuse the file when its analysis would need more than this fraction of the
+    memory available (0: no limit).
+    """
     p = Path(path)
+    check_input(p, max_memory=max_memory)
     try:
         # no local name for the bytes: parse_trace must hold the only reference, so that it can
         # free the raw JSON before the columns are put together
@@ -142,13 +154,25 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
 
 
 def parse_trace(data: bytes, *, source: str = "<bytes>", label: str | None = None) -> Trace:
-    """Decode trace bytes (gzip or plain JSON) into a Trace. label names the input in errors.
+    """Decode trace bytes (gzip or plain JSON) into a Trace. label names the input in errors."""
+    label = label or source
+    box = [data]
+    del data  # _parse holds the only reference, so that it can free the raw JSON early
+    try:
+        return _parse(box, source, label)
+    except RecursionError:
+        raise UserError(
+            f"{label}: the JSON is nested deeper than the decoder allows: not a profiler trace, "
+            "whose events are only a few levels deep"
+        ) from None
 
-    The document is scanned once with the events kept as raw JSON slices (msgspec.Raw, no copy),
+
+def _parse(box: list[bytes], source: str, label: str) -> Trace:
+    """The document is scanned once with the events kept as raw JSON slices (msgspec.Raw, no copy),
     then the events are decoded into structs CHUNK at a time and turned into columns, so the
     structs for all events never exist at once.
     """
-    label = label or source
+    data = box.pop()
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
@@ -425,6 +449,8 @@ class _Builder:
         self.conversions: dict[int, tuple[str | None, str | None]] = {}
         self.n_rows = 0
         self.n_seen = 0
+        self.bad_durs = 0
+        self.bad_dur_example = 0.0
 
     def _put(self, **cols: np.ndarray) -> None:
         for k, v in cols.items():
@@ -477,12 +503,19 @@ class _Builder:
         ext_legacy = _ids(list(map(_EXT_LEGACY, args)))
         kind = ev_kind[keep].astype(np.int8)
         name_col = _intern(names, list(map(_NAME, kept))).astype(np.int32)
+        dur = np.fromiter(map(_DUR, kept), np.float64, n)
+        bad = ~((dur >= 0.0) & (dur <= MAX_DUR_US))
+        if bad.any():
+            if not self.bad_durs:
+                self.bad_dur_example = float(dur[bad][0])
+            self.bad_durs += int(bad.sum())
+            dur = np.where(bad, 0.0, dur)
         self._put(
             kind=kind,
             name=name_col,
             lane=_intern(lanes, list(zip(map(_PID, kept), map(_TID, kept), strict=True))).astype(np.int32),
             ts=np.fromiter(map(_TS, kept), np.float64, n),
-            dur=np.fromiter(map(_DUR, kept), np.float64, n),
+            dur=dur,
             corr=_ids(list(map(_CORR, args))),
             ext=np.where(ext >= 0, ext, ext_legacy),
         )
@@ -537,6 +570,12 @@ class _Builder:
         if self.unknown:
             listed = ", ".join(sorted(repr(c) for c in self.unknown)[:8])
             warnings.append(f"events of unknown categories were ignored: {listed}")
+        if self.bad_durs:
+            warnings.append(
+                f"{self.bad_durs} event(s) had a negative or impossible duration (the first: "
+                f"{self.bad_dur_example:g} us; longer than a day counts as impossible): they are "
+                "counted with 0 us"
+            )
         return Trace(
             source=source,
             names=list(self.names),

@@ -1,0 +1,99 @@
+"""Hard limits on trace input, checked before a byte is read. No numpy here: the CLI imports it.
+
+A device or a FIFO has no end to read to (`attnprof analyze /dev/zero` used to read until the
+kernel killed it; opening a FIFO blocks). A file whose analysis would need more memory than is
+available is refused with the figures and the flag that overrides.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from attnprof.errors import UserError
+
+__all__ = ["MAX_DUR_US", "MAX_MEMORY", "PEAK_FACTOR", "available_memory", "check_input"]
+
+# refuse a trace whose analysis would need more than this fraction of the available memory
+MAX_MEMORY = 0.8
+# peak memory of a load, in raw (decompressed) JSON bytes: measured 1.3-1.95x (docs/benchmarks.md)
+PEAK_FACTOR = 2.0
+# a single event longer than a day is a broken clock or an unfinished event, not a measurement
+MAX_DUR_US = 86_400e6
+
+
+_KINDS = (
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISFIFO, "FIFO (named pipe)"),
+    (stat.S_ISSOCK, "socket"),
+)
+
+
+def check_input(path: Path, *, max_memory: float = MAX_MEMORY) -> int:
+    """Refuse, before reading a byte, what cannot be a trace or cannot fit; return its raw size.
+
+    A device or a FIFO has no end to read to (and opening a FIFO blocks). The raw JSON size of a
+    .json.gz is read from its gzip trailer (the size modulo 4 GiB), never less than the file.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UserError(f"{path}: is a directory, not a trace file")
+    if not stat.S_ISREG(st.st_mode):
+        what = next((name for test, name in _KINDS if test(st.st_mode)), "special file")
+        raise UserError(f"{path}: is a {what}, not a regular file: give a trace file (.json or .json.gz)")
+    raw = st.st_size
+    if max_memory > 0 and raw > 0:
+        raw = max(raw, _gzip_size(path))
+        need = raw * PEAK_FACTOR
+        avail = available_memory()
+        if avail is not None and need > max_memory * avail:
+            raise UserError(
+                f"{path}: {_gb(raw)} of JSON needs about {_gb(need)} of memory to analyse, more than "
+                f"{max_memory:g}x the {_gb(avail)} available: free memory, or pass --max-memory 0 "
+                "(no limit) or a larger fraction to try anyway"
+            )
+    return raw
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+def _gzip_size(path: Path) -> int:
+    """The uncompressed size a gzip file's trailer records (mod 4 GiB); 0 when not gzip."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) != b"\x1f\x8b":
+                return 0
+            f.seek(-4, os.SEEK_END)
+            return int.from_bytes(f.read(4), "little")
+    except OSError:
+        return 0
+
+
+def available_memory() -> int | None:
+    """Bytes this process can still use: MemAvailable, capped by a cgroup v2 limit; None if unknown."""
+    avail = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError):
+        return None
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = Path("/sys/fs/cgroup/memory.current").read_text().strip()
+        if limit.isdigit() and used.isdigit() and avail is not None:
+            avail = min(avail, max(int(limit) - int(used), 0))
+    except OSError:
+        pass
+    return avail
