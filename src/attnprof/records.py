@@ -23,6 +23,7 @@ __all__ = [
     "WorkloadRecord",
     "decode_run",
     "encode_json",
+    "is_incorrect",
     "variant_label",
 ]
 
@@ -74,8 +75,24 @@ class Accuracy(msgspec.Struct, kw_only=True):
     max_rel_err: float
     nan_count: int
     inf_count: int
-    tolerance: float
-    ok: bool
+    tolerance: float  # atol of harness.accuracy.tolerance(dtype)
+    ok: bool  # every value finite and |out - ref| <= atol + rtol * |ref| everywhere
+    rtol: float = 0.0
+    worst_over_tolerance: float | None = None  # max of |out - ref| / (atol + rtol |ref|); > 1 fails
+
+    def failure(self, dtype: str) -> str:
+        """Why the result is incorrect, in one English line (reports translate it by its parts)."""
+        if self.nan_count or self.inf_count:
+            return f"incorrect output: {self.nan_count} NaN and {self.inf_count} inf values"
+        return (
+            f"incorrect output: max abs error {self.max_abs_err:.2g} exceeds the {dtype} tolerance "
+            f"(atol {self.tolerance:g} + rtol {self.rtol:g} x |reference|)"
+        )
+
+
+def is_incorrect(acc: Accuracy | None) -> bool:
+    """Checked and failed. An unchecked result (accuracy None) is not called incorrect."""
+    return acc is not None and not acc.ok
 
 
 class MemoryResult(msgspec.Struct, kw_only=True):

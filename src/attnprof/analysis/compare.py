@@ -27,11 +27,12 @@ from typing import Any, Literal
 import msgspec
 
 from attnprof.errors import UserError
-from attnprof.records import RunRecord, RunResult, decode_run
+from attnprof.records import RunRecord, RunResult, decode_run, is_incorrect
 
 __all__ = [
     "COMPARE_SCHEMA",
     "DEFAULT_BASELINE",
+    "INCORRECT",
     "Comparison",
     "Diff",
     "FamilyDiff",
@@ -47,6 +48,9 @@ __all__ = [
 ]
 
 COMPARE_SCHEMA = "attnprof.compare/1"
+# a Row's status when the variant ran but its output failed the accuracy check: it keeps its time
+# and error, and gets no speed ratio, TFLOP/s, % of peak, baseline role or explanation
+INCORRECT = "incorrect"
 DEFAULT_BASELINE = "naive-inplace"
 TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -116,6 +120,10 @@ class Row(msgspec.Struct, kw_only=True):
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     accuracy_ok: bool | None = None
+    nan_count: int | None = None
+    inf_count: int | None = None
+    atol: float | None = None  # the accuracy tolerance it was held to: atol + rtol * |reference|
+    rtol: float | None = None
     tflops_useful: float | None = None
     pct_of_peak: float | None = None
     findings: list[FindingRef] = []
@@ -136,7 +144,13 @@ class Row(msgspec.Struct, kw_only=True):
 
     @property
     def ok(self) -> bool:
+        """Ran and gave a correct answer (or one nobody checked): may be timed against others."""
         return self.status == "ok"
+
+    @property
+    def ran(self) -> bool:
+        """Ran to the end, correct or not: shown in the tables (an incorrect row with its error)."""
+        return self.status in ("ok", INCORRECT)
 
 
 class KernelChange(msgspec.Struct, kw_only=True):
@@ -558,6 +572,10 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         max_abs_err=res.accuracy.max_abs_err if res.accuracy else None,
         max_rel_err=res.accuracy.max_rel_err if res.accuracy else None,
         accuracy_ok=res.accuracy.ok if res.accuracy else None,
+        nan_count=res.accuracy.nan_count if res.accuracy else None,
+        inf_count=res.accuracy.inf_count if res.accuracy else None,
+        atol=res.accuracy.tolerance if res.accuracy else None,
+        rtol=res.accuracy.rtol if res.accuracy else None,
         tflops_useful=res.tflops_useful,
         # from the clean timing, like tflops_useful; the trace's roofline is only a fallback
         pct_of_peak=res.pct_of_peak / 100 if res.pct_of_peak is not None else None,
@@ -570,6 +588,35 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         row.cpu_time_us_per_forward = res.profile.cpu_time_us_per_forward
         row.forwards = res.profile.forwards
     return row
+
+
+def _gate(row: Row, res: RunResult, dtype: str) -> None:
+    """The correctness gate: a result whose output failed the accuracy check is `incorrect`, loses
+    every figure that would rank it (TFLOP/s, % of peak) and carries an INCORRECT_OUTPUT finding."""
+    if res.status != "ok" or not is_incorrect(res.accuracy):
+        return
+    assert res.accuracy is not None
+    acc = res.accuracy
+    row.status = INCORRECT
+    row.reason = acc.failure(dtype)
+    row.tflops_useful = row.pct_of_peak = None
+    row.findings.insert(
+        0,
+        FindingRef(
+            code="INCORRECT_OUTPUT",
+            severity="error",
+            message=row.reason[0].upper()
+            + row.reason[1:]
+            + "; it is excluded from speed comparisons, the baseline and recommendations.",
+            evidence={
+                "max_abs_err": acc.max_abs_err,
+                "nan_count": acc.nan_count,
+                "inf_count": acc.inf_count,
+                "atol": acc.tolerance,
+                "rtol": acc.rtol,
+            },
+        ),
+    )
 
 
 def _analyse_into(row: Row, path: Path, workload: Any, notes: list[str]) -> None:
@@ -625,9 +672,15 @@ def choose_baseline(rows: Sequence[Row], name: str | None) -> str | None:
         for key in ("label", "variant"):
             for r in rows:
                 if getattr(r, key) == name:
+                    if r.status == INCORRECT:
+                        raise UserError(
+                            f"--baseline {name!r} gave incorrect output ({r.reason}); pick a correct variant"
+                        )
                     return r.label
         valid = ", ".join(r.label for r in rows)
         raise UserError(f"--baseline {name!r} is not among the compared rows: {valid}")
+    # never an incorrect one: a wrong answer is no yardstick
+    rows = [r for r in rows if r.status != INCORRECT]
     timed = [r for r in rows if r.median_ms is not None]
     for r in timed or rows:
         if r.variant == DEFAULT_BASELINE and r.mode != "compile":
@@ -666,6 +719,7 @@ def compare(
                     else:
                         row.analysis_error = f"trace {row.trace} is missing"
                         notes.append(f"{row.label}: {row.analysis_error}")
+                _gate(row, res, src.record.workload.dtype)
                 row.input = i
                 rows.append(row)
         else:
@@ -681,7 +735,7 @@ def compare(
     base_row = next((r for r in rows if r.label == base), None)
     ref = base_row.median_ms if base_row else None
     for r in rows:
-        if ref and r.median_ms:
+        if ref and r.median_ms and r.status != INCORRECT:
             r.speedup = ref / r.median_ms
     result = Comparison(baseline=base, rows=rows, sources=[s.path for s in sources], notes=notes)
     if diff:

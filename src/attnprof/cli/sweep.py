@@ -339,7 +339,7 @@ def _results_tables(rows: list[StoredResult]) -> list[Any]:
     fastest: dict[tuple[Any, ...], float] = {}
     n_ok: dict[tuple[Any, ...], int] = {}
     for r in rows:
-        if r.status == "ok" and r.median_ms:
+        if r.status == "ok" and r.median_ms and r.accuracy_ok is not False:  # wrong answers set no pace
             key = _config_key(r)
             fastest[key] = min(fastest.get(key, r.median_ms), r.median_ms)
             n_ok[key] = n_ok.get(key, 0) + 1
@@ -349,6 +349,8 @@ def _results_tables(rows: list[StoredResult]) -> list[Any]:
             return Text(r.status, style=_status_style(r.status))
         text = fmt_ms(r.median_ms) + (f" ± {fmt_ms(r.iqr_ms)}" if r.iqr_ms is not None else "")
         key = _config_key(r)
+        if r.accuracy_ok is False or key not in fastest:
+            return Text(text, style="red")
         return Text(text, style=_speed_style(r.median_ms / fastest[key]) if n_ok[key] > 1 else "")
 
     def err(r: StoredResult) -> Text | None:

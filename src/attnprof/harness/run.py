@@ -25,6 +25,7 @@ from attnprof.records import (
     RunResult,
     TimingSummary,
     encode_json,
+    is_incorrect,
 )
 
 if TYPE_CHECKING:
@@ -144,7 +145,8 @@ def _apply_timing(result: RunResult, summary: TimingSummary, peak_tflops: float 
     if summary.noisy:
         result.warnings.append(f"noisy timing: IQR is {summary.iqr_ms / summary.median_ms:.0%} of the median")
     seconds = summary.median_ms / 1e3
-    if seconds > 0:
+    # a wrong answer has no useful throughput: its time is kept, its TFLOP/s and % of peak are not
+    if seconds > 0 and not is_incorrect(result.accuracy):
         result.tflops_useful = result.flops_useful / seconds / 1e12
         if peak_tflops:
             result.pct_of_peak = 100.0 * result.tflops_useful / peak_tflops
@@ -250,6 +252,8 @@ def _prepare(
                 else:
                     ref = accuracy.reference(workload, inputs)
                 result.accuracy = accuracy.compare(built.to_bhsd(output), ref, workload.dtype)
+                if accuracy.is_incorrect(result.accuracy):
+                    result.warnings.append(result.accuracy.failure(workload.dtype))
             del output
 
             if opts.measure_peak:

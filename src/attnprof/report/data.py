@@ -19,7 +19,7 @@ from attnprof.analysis.expect import (
     load_expectations,
 )
 from attnprof.errors import UserError
-from attnprof.records import RunRecord, decode_run
+from attnprof.records import RunRecord, decode_run, is_incorrect
 
 __all__ = ["REPORT_SCHEMA", "ReportData", "ScalingPoint", "build_report_data", "find_run_dirs"]
 
@@ -82,7 +82,7 @@ def _scaling(records: list[RunRecord]) -> tuple[list[ScalingPoint], str | None]:
         )
         for rec in records
         for res in rec.results
-        if res.status == "ok" and res.timing is not None
+        if res.status == "ok" and res.timing is not None and not is_incorrect(res.accuracy)
     ]
     return points, axis
 

@@ -19,6 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from attnprof.records import is_incorrect
 from attnprof.report.console import make_console
 from attnprof.report.units import fmt_bytes, fmt_ms
 
@@ -73,7 +74,8 @@ class ProgressReporter:
 
 def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
     console = _console(no_color)
-    ok = [r for r in record.results if r.status == "ok" and r.timing]
+    # only correct results set the pace: an incorrect one is shown, in red, against nothing
+    ok = [r for r in record.results if r.status == "ok" and r.timing and not is_incorrect(r.accuracy)]
     fastest = min((r.timing.median_ms for r in ok if r.timing), default=None)
     wide = console.width >= 130
     table = Table(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
@@ -93,6 +95,9 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
             continue
         ratio = r.timing.median_ms / fastest if fastest else 1.0
         colour = "green" if ratio < 1.05 else ("yellow" if ratio < 2 else "red")
+        versus = f"[{colour}]{ratio:.2f}x[/]"
+        if is_incorrect(r.accuracy):
+            versus = "[bold red]incorrect[/]"
         err = "-"
         if r.accuracy:
             err = f"{r.accuracy.max_abs_err:.1e}" + ("" if r.accuracy.ok else " [red]✗[/]")
@@ -101,7 +106,7 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
             r.label + (" [yellow]~[/]" if r.timing.noisy else ""),
             r.backend or "-",
             f"{fmt_ms(r.timing.median_ms)} ± {fmt_ms(r.timing.iqr_ms)}",
-            f"[{colour}]{ratio:.2f}x[/]",
+            versus,
             mem,
             err,
         ]
@@ -111,6 +116,9 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
             traces.append(r.trace)
         table.add_row(*row)
     console.print(table)
+    for r in record.results:
+        if r.status == "ok" and r.accuracy is not None and is_incorrect(r.accuracy):
+            console.print(f"[bold red]{r.label}: {r.accuracy.failure(record.workload.dtype)}[/]")
     for r in record.results:
         if r.status == "unsupported":
             console.print(f"[dim]not available: {r.reason}[/]")

@@ -71,7 +71,7 @@ def scaling_groups(rows: list[StoredResult]) -> dict[GroupKey, list[StoredResult
     """The ok, timed results per panel, in store order."""
     out: dict[GroupKey, list[StoredResult]] = {}
     for r in rows:
-        if r.status == "ok" and r.median_ms is not None and r.median_ms > 0:
+        if r.status == "ok" and r.accuracy_ok is not False and r.median_ms is not None and r.median_ms > 0:
             out.setdefault(_group_key(r), []).append(r)
     return out
 
@@ -107,7 +107,7 @@ def results_table(data: StoreReportData, t: Translator) -> TextTable:
                 seq,
                 str(r.head_dim),
                 t("env.yes") if r.causal else t("env.no"),
-                r.status,
+                t("speed.incorrect") if r.accuracy_ok is False and r.status == "ok" else r.status,
                 fmt_ms(r.median_ms),
                 fmt_ms(r.iqr_ms),
                 fmt_err(r.max_abs_err),
@@ -115,7 +115,7 @@ def results_table(data: StoreReportData, t: Translator) -> TextTable:
                 reason,
             ]
         )
-        classes.append("" if r.status == "ok" else "failed")
+        classes.append("incorrect" if r.accuracy_ok is False else "" if r.status == "ok" else "failed")
     return TextTable(header=header, rows=rows, classes=classes, numeric={2, 3, 4, 5, 8, 9, 10})
 
 

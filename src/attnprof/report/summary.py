@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attnprof.analysis.compare import Row
+from attnprof.analysis.compare import INCORRECT, Row
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
 from attnprof.report.units import fmt_bytes, fmt_count, fmt_err, fmt_ms, fmt_ratio
 
-__all__ = ["BAD_CODES", "GOOD_CODES", "SAME_SPEED", "reasons", "summarize"]
+__all__ = ["BAD_CODES", "GOOD_CODES", "SAME_SPEED", "incorrect_line", "reasons", "summarize"]
 
 # findings that make a variant slower, in the order a reader should hear them
 BAD_CODES: tuple[str, ...] = (
@@ -75,6 +75,20 @@ def _speed_line(row: Row, base: Row, t: Translator) -> str:
     )
 
 
+def incorrect_line(r: Row, t: Translator) -> str:
+    """Why a row is out of every ranking: its non-finite values, else its error and tolerance."""
+    if r.nan_count or r.inf_count:
+        return t("summary.incorrect_nan", variant=r.label, nan=r.nan_count or 0, inf=r.inf_count or 0)
+    return t(
+        "summary.incorrect_err",
+        variant=r.label,
+        err=fmt_err(r.max_abs_err),
+        atol=f"{r.atol:g}" if r.atol is not None else "-",
+        rtol=f"{r.rtol:g}" if r.rtol is not None else "-",
+        dtype=r.dtype or "-",
+    )
+
+
 def _ops_line(rows: Sequence[Row], t: Translator) -> str | None:
     gpu = any((r.gpu_ops_per_forward or 0) > 0 for r in rows)
     key = "gpu_ops_per_forward" if gpu else "cpu_ops_per_forward"
@@ -95,7 +109,8 @@ def summarize(data: ReportData, t: Translator) -> list[str]:
     comp = data.comparison
     ran = [r for r in comp.rows if r.ok and r.median_ms is not None]
     if not ran:
-        return [t("summary.empty")]
+        bad = [incorrect_line(r, t) for r in comp.rows if r.status == INCORRECT]
+        return [t("summary.empty"), *bad]
     out: list[str] = []
     fastest = min(ran, key=lambda r: r.median_ms or 0.0)
     out.append(
@@ -121,15 +136,11 @@ def summarize(data: ReportData, t: Translator) -> list[str]:
                     low_variant=lo.label,
                 )
             )
-    out.extend(
-        t("summary.accuracy", variant=r.label, err=fmt_err(r.max_abs_err))
-        for r in ran
-        if r.accuracy_ok is False
-    )
+    out.extend(incorrect_line(r, t) for r in comp.rows if r.status == INCORRECT)
     noisy = [r.label for r in ran if r.noisy]
     if noisy:
         out.append(t("summary.noisy", list=t.join(noisy)))
-    not_run = [f"{r.label} ({_reason(r, t)})" if r.reason else r.label for r in comp.rows if not r.ok]
+    not_run = [f"{r.label} ({_reason(r, t)})" if r.reason else r.label for r in comp.rows if not r.ran]
     if not_run:
         out.append(t("summary.not_run", list="; ".join(not_run)))
     checked = [e for e in data.expectations if e.status != "skipped"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnprof.analysis.compare import Diff, Row
+from attnprof.analysis.compare import INCORRECT, Diff, Row
 from attnprof.analysis.expect import ExpectationResult
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
@@ -55,6 +55,8 @@ class TextTable:
 
 
 def speed_cell(r: Row, baseline: str | None, t: Translator) -> tuple[str, str]:
+    if r.status == INCORRECT:
+        return t("speed.incorrect"), "incorrect"
     if r.speedup is None:
         return "-", ""
     if r.label == baseline:
@@ -94,7 +96,7 @@ def comparison_table(data: ReportData, t: Translator) -> TextTable:
     rows: list[list[str]] = []
     classes: list[str] = []
     for r in comp.rows:
-        if not r.ok:
+        if not r.ran:
             continue
         speed, cls = speed_cell(r, comp.baseline, t)
         tflops = "-" if r.tflops_useful is None else f"{r.tflops_useful:.3g}"
@@ -146,7 +148,7 @@ def _drop_columns(tt: TextTable, drop: set[int]) -> TextTable:
 
 def not_run_table(data: ReportData, t: Translator) -> TextTable:
     rows = [
-        [r.label, r.status, translate_reason(r.reason, t) or "-"] for r in data.comparison.rows if not r.ok
+        [r.label, r.status, translate_reason(r.reason, t) or "-"] for r in data.comparison.rows if not r.ran
     ]
     return TextTable(header=[t("col.variant"), t("col.status"), t("col.reason")], rows=rows)
 

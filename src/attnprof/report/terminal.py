@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attnprof.analysis.compare import Comparison, Diff, Row
+from attnprof.analysis.compare import INCORRECT, Comparison, Diff, Row
 from attnprof.analysis.expect import ExpectationResult, summarize_results
 from attnprof.report.console import make_console
 from attnprof.report.units import (
@@ -41,6 +41,8 @@ __all__ = [
 
 
 def speed_text(row: Row, baseline: str | None) -> Text:
+    if row.status == INCORRECT:
+        return Text("incorrect", style="bold red")
     if row.speedup is None:
         return Text("-")
     if row.label == baseline:
@@ -83,7 +85,7 @@ def _timing_table(console: Console, comp: Comparison) -> None:
     for name in ("median", "IQR", "speed", "peak mem", "max err", "TFLOP/s"):
         timing.add_column(name, justify="right", no_wrap=True)
     for r in comp.rows:
-        if not r.ok or r.median_ms is None:  # not run: listed below with the reason; traces: untimed
+        if not r.ran or r.median_ms is None:  # not run: listed below with the reason; traces: untimed
             continue
         median = fmt_ms(r.median_ms) + ("*" if r.noisy else "")
         timing.add_row(
@@ -110,7 +112,7 @@ def _trace_table(console: Console, comp: Comparison) -> None:
     for name in ("GPU time", "CPU time", "GPU ops", "CPU ops", "memcpy", "TC GEMM"):
         trace.add_column(name, justify="right", no_wrap=True)
     for r in comp.rows:
-        if not r.ok:
+        if not r.ran:
             continue
         trace.add_row(
             _label(r.label),
@@ -147,7 +149,10 @@ def _footer(console: Console, comp: Comparison) -> None:
         console.print(Text("Findings", style="bold"))
         for r in with_findings:
             console.print(Text.assemble(("  " + _label(r.label) + ": ", "bold"), ", ".join(r.finding_codes)))
-    not_run = [r for r in comp.rows if not r.ok]
+    for r in comp.rows:
+        if r.status == INCORRECT:
+            console.print(Text(f"  {r.label}: {r.reason}", style="bold red"))
+    not_run = [r for r in comp.rows if not r.ran]
     if not_run:
         console.print(Text("Not run", style="bold"))
     for r in not_run:

@@ -1,0 +1,149 @@
+"""The correctness gate: a variant whose output is non-finite or outside the dtype's tolerance is
+`incorrect` everywhere: never fastest, never the baseline, never recommended, no % of peak, no
+"because"; shown with its error and an INCORRECT_OUTPUT finding. Real runs at a tiny shape."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnprof.analysis.compare import INCORRECT, compare
+from attnprof.errors import UserError
+from attnprof.harness.accuracy import compare as check
+from attnprof.harness.accuracy import tolerance
+from attnprof.harness.run import RunOptions, run
+from attnprof.report.data import build_report_data
+from attnprof.report.i18n import Translator
+from attnprof.report.markdown import render_markdown
+from attnprof.report.summary import summarize
+from attnprof.workload import Workload
+
+TINY = Workload(batch=1, heads=2, seq=64, head_dim=16)
+
+BROKEN = textwrap.dedent(
+    '''
+    import torch
+
+    def nan_attention(q, k, v, is_causal=False, scale=None):
+        """All NaN, instantly."""
+        return torch.full_like(q, float("nan"))
+
+    def double_q(q, k, v, is_causal=False, scale=None):
+        """A wrong answer from a fast kernel: q * 2."""
+        return q * 2
+    '''
+)
+
+
+@pytest.fixture(scope="module")
+def broken_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    tmp = tmp_path_factory.mktemp("gate")
+    src = tmp / "broken.py"
+    src.write_text(BROKEN)
+    out = tmp / "run"
+    record = run(
+        TINY,
+        ["naive-inplace", "sdpa", f"{src}:nan_attention", f"{src}:double_q"],
+        out=out,
+        options=RunOptions(time_budget_s=0.05, min_samples=5),
+    )
+    return out, record
+
+
+def test_tolerance_is_dtype_aware_and_non_finite_fails() -> None:
+    assert tolerance("fp32") < tolerance("fp16") < tolerance("bf16")
+    ref = torch.randn(1, 2, 8, 4, dtype=torch.float64)
+    assert check(ref.float(), ref, "fp32").ok
+    assert check(ref.bfloat16(), ref, "bf16").ok  # bf16 rounding is inside bf16's tolerance
+    assert not check(ref.bfloat16(), ref, "fp32").ok  # ... and far outside fp32's
+    nan = ref.clone()
+    nan[0, 0, 0, 0] = float("nan")
+    acc = check(nan, ref, "fp32")
+    assert (acc.ok, acc.nan_count) == (False, 1)
+    assert not check(ref * 2, ref, "bf16").ok
+    with pytest.raises(ValueError, match="no tolerance"):
+        tolerance("int8")
+
+
+def test_broken_variants_are_recorded_incorrect_without_throughput(broken_run) -> None:  # type: ignore[no-untyped-def]
+    _, record = broken_run
+    by = {r.variant: r for r in record.results}
+    for name in ("nan_attention", "double_q"):
+        r = by[name]
+        assert r.status == "ok" and r.timing is not None  # it ran and was timed ...
+        assert r.accuracy is not None and not r.accuracy.ok  # ... and is wrong
+        assert r.tflops_useful is None and r.pct_of_peak is None
+        assert any(w.startswith("incorrect output") for w in r.warnings)
+    assert by["nan_attention"].accuracy.nan_count == TINY.batch * TINY.heads * TINY.seq * TINY.head_dim
+    assert by["naive-inplace"].accuracy.ok and by["sdpa"].accuracy.ok
+
+
+def test_compare_and_reports_never_rank_an_incorrect_variant(broken_run) -> None:  # type: ignore[no-untyped-def]
+    out, _ = broken_run
+    comp = compare([out], diff=True)
+    bad = [r for r in comp.rows if r.variant in ("nan_attention", "double_q")]
+    assert [r.status for r in bad] == [INCORRECT, INCORRECT]
+    for r in bad:
+        assert r.speedup is None and r.pct_of_peak is None and r.tflops_useful is None
+        assert r.finding_codes[0] == "INCORRECT_OUTPUT"
+        assert r.median_ms is not None  # its time is still shown
+    assert comp.baseline == "naive-inplace"
+    assert all(d.b not in ("nan_attention", "double_q") for d in comp.diffs)
+    with pytest.raises(UserError, match="incorrect output"):
+        compare([out], baseline="nan_attention", analyse=False)
+
+    data = build_report_data(out, expect=None)
+    for lang in ("en", "id", "th"):
+        t = Translator(lang)
+        bullets = summarize(data, t)
+        assert "nan_attention" not in bullets[0] and "double_q" not in bullets[0]  # the fastest line
+        speed = [b for b in bullets if "nan_attention" in b or "double_q" in b]
+        assert len(speed) == 2  # one "incorrect output" bullet each, nothing else
+        md = render_markdown(data, t)
+        assert t("speed.incorrect") in md
+    en = summarize(data, Translator("en"))
+    nan_cells = TINY.batch * TINY.heads * TINY.seq * TINY.head_dim
+    assert any(f"{nan_cells} NaN" in b for b in en if "nan_attention" in b)
+
+
+def test_cli_json_marks_incorrect_rows(broken_run) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    out, _ = broken_run
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnprof", "compare", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["label"]: r for r in json.loads(proc.stdout)["rows"]}
+    assert rows["double_q"]["status"] == "incorrect" and rows["double_q"]["speedup"] is None
+    assert rows["sdpa"]["status"] == "ok"
+
+
+def test_sweep_and_recommend_reject_incorrect(tmp_path: Path) -> None:
+    from attnprof.recommend import recommend
+    from attnprof.store import Store
+    from attnprof.sweep import GridSpec, RunSettings, SweepConfig, SweepSettings, run_sweep
+
+    src = tmp_path / "broken.py"
+    src.write_text(BROKEN)
+    db = tmp_path / "s.db"
+    cfg = SweepConfig(
+        grid=GridSpec(device="cpu", heads=[2], seq=[64], head_dim=[16], dtype=["fp32"],
+                      variants=["naive-inplace", f"{src}:double_q"]),
+        run=RunSettings(profile=False, time_budget_s=0.03, min_samples=3, warmup_calls=2),
+        sweep=SweepSettings(store=str(db)),
+    )  # fmt: skip
+    run_sweep(cfg)
+    with Store(db, readonly=True) as store:
+        rows = store.query()
+    (rec,) = recommend(rows)
+    assert rec.best is not None and rec.best.variant == "naive-inplace"
+    assert any("double_q" in k and "tolerance" in v for k, v in rec.rejected.items())
