@@ -1,4 +1,7 @@
-"""`attnprof analyze TRACE...`: analyse profiler traces and print what they show.
+"""`attnprof analyze TRACE|DIR...`: analyse profiler traces and print what they show.
+
+A folder (as torch.profiler's tensorboard_trace_handler writes one per run) is analysed trace by
+trace in parallel processes, and its ranks are put side by side (attnprof.analysis.ranks).
 
 Thin: parse options, call attnprof.analysis.analyze with keywords, render. No torch, and no
 pandas, on this path: the command must answer in well under half a second on a small trace.
@@ -6,7 +9,9 @@ pandas, on this path: the command must answer in well under half a second on a s
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -15,13 +20,19 @@ from attnprof.cli.options import NoColor
 from attnprof.errors import UserError
 from attnprof.trace.limits import MAX_MEMORY
 
+if TYPE_CHECKING:
+    from attnprof.analysis.ranks import FolderRun
+
 __all__ = ["analyze_command"]
 
 
 @app.command("analyze")
 def analyze_command(
     traces: list[Path] = typer.Argument(
-        ..., metavar="TRACE", help="Trace files (.json or .json.gz), from any PyTorch profiler run."
+        ...,
+        metavar="TRACE|DIR",
+        help="Trace files (.json or .json.gz), from any PyTorch profiler run, or folders of per-rank "
+        "traces (tensorboard_trace_handler's layout, sub-folders included).",
     ),
     region: str | None = typer.Option(
         None,
@@ -60,13 +71,37 @@ def analyze_command(
         workload = Workload(batch=b, heads=h, seq=s, head_dim=d, dtype=dtype or "fp32", causal=causal)
     elif dtype is not None:
         raise UserError("--dtype describes the workload for the roofline: give --shape B,H,S,D with it")
-    results = analyze(list(traces), region=region, workload=workload, top=top, max_memory=max_memory)
+    folders = [p for p in traces if p.is_dir()]
+    files: list[str | os.PathLike[str]] = [p for p in traces if not p.is_dir()]
+    results = dict(
+        zip(
+            files,
+            analyze(files, region=region, workload=workload, top=top, max_memory=max_memory),
+            strict=True,
+        )
+    )
+    runs: dict[Path, list[FolderRun]] = {}
+    if folders:
+        from attnprof.analysis.ranks import analyze_folder
+
+        for folder in folders:
+            runs[folder] = analyze_folder(
+                folder, region=region, workload=workload, top=top, max_memory=max_memory
+            )
     if as_json:
         import sys
 
         import orjson
 
-        payload = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
+        from attnprof.analysis.ranks import SCHEMA
+
+        items = [
+            {"schema": SCHEMA, "folder": str(p), "runs": [r.to_dict() for r in runs[p]]}
+            if p in runs
+            else results[p].to_dict()
+            for p in traces
+        ]
+        payload = items[0] if len(items) == 1 else items
         sys.stdout.buffer.write(
             orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
         )
@@ -76,5 +111,11 @@ def analyze_command(
     from attnprof.report.console import make_console
 
     console = make_console(no_color=no_color)
-    for r in results:
-        render_analysis(r, console=console)
+    for p in traces:
+        if p in runs:
+            from attnprof.report.ranks_view import render_folder
+
+            for run in runs[p]:
+                render_folder(run, console=console)
+        else:
+            render_analysis(results[p], console=console)

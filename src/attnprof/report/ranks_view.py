@@ -1,0 +1,91 @@
+"""Terminal rendering of a folder of per-rank traces: the ranks side by side, in <= 100 columns.
+
+Renders attnprof.analysis.ranks.FolderRun as it is; computes nothing but percentages of the
+figures it prints.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from attnprof.report.console import make_console
+from attnprof.report.units import fmt_us
+
+if TYPE_CHECKING:
+    from attnprof.analysis.ranks import FolderRun
+
+__all__ = ["render_folder"]
+
+_FAMILIES_SHOWN = 10
+_BASIS = {"step_time": "mean step time", "gpu_window": "device active window"}
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def render_folder(run: FolderRun, console: Console | None = None) -> None:
+    if console is None:
+        console = make_console()
+    view = run.cross_rank
+    n_files = sum(len(r.files) for r in view.ranks)
+    console.print(Text(f"{run.folder}: {n_files} trace(s), {len(view.ranks)} rank(s)", style="bold"))
+    for d in run.traces:
+        for line in d.get("repairs", []):
+            console.print(Text(f"{d['source']}: repaired: {line}", style="yellow"))
+        for line in d.get("warnings", []):
+            console.print(Text(f"{d['source']}: warning: {line}", style="yellow"))
+
+    table = Table(title="Ranks", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("rank", "steps", "step time", "GPU window", "busy", "idle %", "comm %", "attn %"):
+        table.add_column(col, justify="left" if col == "rank" else "right", no_wrap=True)
+    slow = view.slowest.rank if view.slowest else None
+    for r in view.ranks:
+        idle = 100.0 * r.idle_us / r.window_us if r.window_us > 0 else None
+        table.add_row(
+            Text(r.rank, style="bold red" if r.rank == slow else ""),
+            str(r.steps),
+            fmt_us(r.step_time_us),
+            fmt_us(r.window_us) if r.window_us > 0 else "-",
+            fmt_us(r.busy_us) if r.window_us > 0 else "-",
+            _pct(idle),
+            _pct(r.comm_pct),
+            _pct(r.attention_pct),
+        )
+    console.print(table)
+    console.print(
+        Text(
+            "busy: union of GPU op intervals; idle: GPU window - busy; comm % and attn %: of the "
+            "summed GPU op time",
+            style="dim",
+        )
+    )
+    s = view.slowest
+    if s is not None:
+        console.print(
+            f"slowest rank: {s.rank}, {_BASIS[s.basis]} {fmt_us(s.value_us)}: "
+            f"{s.pct_over_median:+.1f}% over the median ({fmt_us(s.median_us)}), "
+            f"{s.pct_over_fastest:+.1f}% over the fastest (rank {s.fastest_rank}, {fmt_us(s.fastest_us)})"
+        )
+    if view.note:
+        console.print(Text(view.note, style="dim"))
+    if view.families:
+        fam = Table(title="Kernel time by family across ranks", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("family", "total", "min", "max", "max on", "spread %"):
+            fam.add_column(col, justify="left" if col == "family" else "right", no_wrap=True)
+        for f in view.families[:_FAMILIES_SHOWN]:
+            fam.add_row(
+                f.family[:36],
+                fmt_us(f.total_us),
+                fmt_us(f.min_us),
+                fmt_us(f.max_us),
+                f"rank {f.max_rank}",
+                f"{f.spread_pct:.1f}",
+            )
+        console.print(fam)
+        console.print(Text("spread: (max - min) / mean of the family's time across ranks", style="dim"))

@@ -1,0 +1,182 @@
+"""`attnprof analyze DIR`: folders of per-rank traces and the cross-rank view.
+
+Synthetic per-rank traces are written in the test (tensorboard_trace_handler's names), with
+figures chosen so that every number of the view can be worked out by hand; the two real ranks
+of a shared trace folder are read through links (never copied).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from _paths import trace
+from attnprof.analysis import analyze
+from attnprof.analysis.ranks import analyze_folder, find_runs
+from attnprof.errors import UserError
+
+ATTNPROF = [sys.executable, "-c", "from attnprof.cli import main; main()"]
+GEMM = "ampere_sgemm_128x64_nn"
+NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+FLASH = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t> >(Flash_fwd_params)"
+SAMPLED = "facebookresearch__HolisticTraceAnalysis__tests__data__trace_filter__sampled_rank-"
+
+
+def _write(
+    path: Path,
+    steps: list[tuple[float, float]],
+    kernels: list[tuple[str, float, float, int]],
+    rank: int | None,
+) -> None:
+    events: list[dict[str, object]] = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": f"ProfilerStep#{i + 1}",
+            "pid": 1,
+            "tid": 1,
+            "ts": ts,
+            "dur": d,
+        }
+        for i, (ts, d) in enumerate(steps)
+    ]
+    events += [
+        {"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": stream, "ts": ts, "dur": d, "args": {}}
+        for n, ts, d, stream in kernels
+    ]
+    doc: dict[str, object] = {"traceEvents": events}
+    if rank is not None:
+        doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 3}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """run_a: ranks 0, 1 (two files, slower steps, more NCCL), 2 (rank from the name); run_b: one rank."""
+    a = tmp_path / "job" / "run_a"
+    # rank 0: two 100 us steps; GEMM and NCCL overlap on two streams: busy 60 + 20 of a 120 us window
+    _write(
+        a / "host0_11.1700000000001.pt.trace.json",
+        [(0, 100), (100, 100)],
+        [(GEMM, 0, 40, 7), (NCCL, 20, 40, 13), (FLASH, 100, 20, 7)],
+        rank=0,
+    )
+    # rank 1: one 150 us step per file, two files (two profiling cycles)
+    for stamp in ("1700000000002", "1700000000003"):
+        _write(
+            a / f"host1_12.{stamp}.pt.trace.json.gz",
+            [(0, 150)],
+            [(GEMM, 0, 40, 7), (NCCL, 50, 100, 13), (FLASH, 160, 20, 7)],
+            rank=1,
+        )
+    for p in a.glob("*.gz"):  # really gzip, as the handler writes with use_gzip=True
+        p.write_bytes(gzip.compress(p.read_bytes()))
+    # rank 2: no distributedInfo; the rank is read from the worker name
+    _write(a / "node_rank-2.1700000000004.pt.trace.json", [(0, 100)], [(GEMM, 0, 50, 7)], rank=None)
+    _write(tmp_path / "job" / "run_b" / "w.1700000000005.pt.trace.json", [(0, 10)], [(GEMM, 0, 5, 7)], rank=0)
+    (tmp_path / "job" / "notes.txt").write_text("not a trace")
+    return tmp_path / "job"
+
+
+def test_runs_are_grouped_by_folder(folder: Path) -> None:
+    runs = find_runs(folder)
+    assert [p.name for p in runs] == ["run_a", "run_b"]
+    assert len(runs[folder / "run_a"]) == 4
+
+
+def test_cross_rank_view_worked_out_by_hand(folder: Path) -> None:
+    run_a, run_b = analyze_folder(folder, workers=1)
+    view = run_a.cross_rank
+    ranks = {r.rank: r for r in view.ranks}
+    assert list(ranks) == ["0", "1", "2"]
+    r0, r1, r2 = ranks["0"], ranks["1"], ranks["2"]
+    assert (r0.steps, r0.step_time_us) == (2, 100.0)
+    assert (r0.window_us, r0.busy_us, r0.idle_us, r0.gpu_time_us) == (120.0, 80.0, 40.0, 100.0)
+    assert (r0.comm_pct, r0.attention_pct) == (40.0, 20.0)
+    assert len(r1.files) == 2 and (r1.steps, r1.step_time_us) == (2, 150.0)  # two files added up
+    assert (r1.window_us, r1.busy_us, r1.idle_us, r1.gpu_time_us) == (360.0, 320.0, 40.0, 320.0)
+    assert (r1.comm_pct, r1.attention_pct) == (62.5, 12.5)
+    assert (r2.comm_pct, r2.attention_pct, r2.idle_us) == (0.0, 0.0, 0.0)
+    s = view.slowest
+    assert s is not None and s.basis == "step_time"
+    assert (s.rank, s.value_us, s.median_us, s.pct_over_median) == ("1", 150.0, 100.0, 50.0)
+    assert (s.fastest_us, s.pct_over_fastest) == (100.0, 50.0)
+    nccl = next(f for f in view.families if f.family == "NCCL")
+    assert nccl.per_rank_us == {"0": 40.0, "1": 200.0, "2": 0.0}
+    assert (nccl.max_rank, nccl.spread_pct) == ("1", 250.0)  # (200 - 0) / 80
+    gemm = next(f for f in view.families if f.family == "cuBLAS sgemm")
+    assert gemm.per_rank_us == {"0": 40.0, "1": 80.0, "2": 50.0}
+    assert len(run_a.traces) == 4 and all(t["schema"] == "attnprof.analysis/1" for t in run_a.traces)
+    # one rank: nothing to compare, and the view says so instead of naming a slowest rank
+    assert run_b.cross_rank.slowest is None and "one rank" in (run_b.cross_rank.note or "")
+
+
+def test_without_steps_ranks_are_compared_by_the_device_window(tmp_path: Path) -> None:
+    _write(tmp_path / "a.1.pt.trace.json", [], [(GEMM, 0, 10, 7)], rank=0)
+    _write(tmp_path / "b.2.pt.trace.json", [], [(GEMM, 0, 30, 7)], rank=1)
+    (run,) = analyze_folder(tmp_path, workers=1)
+    s = run.cross_rank.slowest
+    assert s is not None and (s.basis, s.rank, s.pct_over_fastest) == ("gpu_window", "1", 200.0)
+    assert "active window" in (run.cross_rank.note or "")
+
+
+def test_parallel_processes_give_the_same_result_as_one(folder: Path) -> None:
+    serial = [r.to_dict() for r in analyze_folder(folder, workers=1)]
+    parallel = [r.to_dict() for r in analyze_folder(folder, workers=2)]
+    assert serial == parallel
+
+
+def test_real_two_rank_folder_agrees_with_each_trace_analysis(tmp_path: Path) -> None:
+    for r in (0, 1):
+        src = trace(f"{SAMPLED}{r}")
+        os.symlink(src, tmp_path / src.name)  # a link, not a copy of the shared trace
+    (run,) = analyze_folder(tmp_path, workers=1)
+    ranks = {r.rank: r for r in run.cross_rank.ranks}
+    assert list(ranks) == ["0", "1"]  # from distributedInfo
+    for r in ("0", "1"):
+        alone = analyze(trace(f"{SAMPLED}{r}")).to_dict()
+        comm = next(c for c in alone["categories"] if c["category"] == "communication")
+        assert ranks[r].comm_pct == comm["pct_time"]  # same GPU-op time basis as the categories
+        assert ranks[r].steps == alone["regions"][0]["instances"]
+        assert 0 < ranks[r].busy_us <= ranks[r].window_us
+
+
+def test_cli_prints_the_view_and_json(folder: Path) -> None:
+    env = {**os.environ, "COLUMNS": "200"}
+    p = subprocess.run(
+        [*ATTNPROF, "analyze", str(folder)], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert p.returncode == 0, p.stderr
+    assert max(len(line) for line in p.stdout.splitlines()) <= 100
+    assert "slowest rank: 1, mean step time 150 µs: +50.0% over the median" in p.stdout
+    assert "NCCL" in p.stdout and "one rank: nothing to compare" in p.stdout
+    p = subprocess.run(
+        [*ATTNPROF, "analyze", "--json", str(folder)], capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["schema"] == "attnprof.folder/1" and len(d["runs"]) == 2
+    view = d["runs"][0]["cross_rank"]
+    assert view["slowest"]["rank"] == "1" and [r["rank"] for r in view["ranks"]] == ["0", "1", "2"]
+    # a folder and a file together: one item per argument, in order
+    one = next((folder / "run_b").iterdir())
+    p = subprocess.run(
+        [*ATTNPROF, "analyze", "--json", str(one), str(folder)], capture_output=True, timeout=120
+    )
+    items = json.loads(p.stdout)
+    assert [i["schema"] for i in items] == ["attnprof.analysis/1", "attnprof.folder/1"]
+
+
+def test_a_folder_without_traces_is_a_user_error(tmp_path: Path) -> None:
+    (tmp_path / "x.txt").write_text("hello")
+    with pytest.raises(UserError, match="no trace files"):
+        find_runs(tmp_path)
+    p = subprocess.run([*ATTNPROF, "analyze", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
