@@ -205,3 +205,70 @@ def test_a_file_too_large_for_the_memory_limit_is_refused_with_the_figures(tmp_p
         load_trace(p, max_memory=raw / 1e12)
     assert f"{raw / 1e6:.1f} MB of JSON" in str(info.value)
     assert load_trace(p, max_memory=0).n_events == 20_000  # 0: no limit
+
+
+def test_other_accelerators_forward_backward_links_and_shapes_are_kept() -> None:
+    """MTIA runtime calls are launches and its device events are kept (not dropped as unknown);
+    fwdbwd flows are kept apart from launch flows; autograd sequence numbers and the input
+    shapes of GEMM and softmax ops are read."""
+    doc = {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::bmm",
+                "pid": 1,
+                "tid": 1,
+                "ts": 0,
+                "dur": 5,
+                "args": {"Sequence number": 7, "Input Dims": [[2, 4, 8], [2, 8, 4]]},
+            },
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::add",
+                "pid": 1,
+                "tid": 1,
+                "ts": 6,
+                "dur": 1,
+                "args": {"Input Dims": [[2], [2]]},
+            },
+            {
+                "ph": "X",
+                "cat": "mtia_runtime",
+                "name": "runFunction",
+                "pid": 1,
+                "tid": 1,
+                "ts": 1,
+                "dur": 2,
+                "args": {"correlation": 5},
+            },
+            {
+                "ph": "X",
+                "cat": "mtia_ccp_events",
+                "name": "pe_exe",
+                "pid": 9,
+                "tid": 3,
+                "ts": 4,
+                "dur": 10,
+                "args": {},
+            },
+            {"ph": "s", "cat": "fwdbwd", "name": "fwdbwd", "id": 3, "pid": 1, "tid": 1, "ts": 0},
+            {"ph": "f", "cat": "fwdbwd", "name": "fwdbwd", "id": 3, "pid": 1, "tid": 2, "ts": 50},
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 1, "tid": 1, "ts": 1},
+        ]
+    }
+    t = parse_trace(json.dumps(doc).encode())
+    kinds = t.kind.tolist()
+    assert kinds.count(Kind.RUNTIME) == 1 and kinds.count(Kind.DEVICE) == 1
+    assert t.categories[int(t.cat[kinds.index(Kind.DEVICE)])] == "mtia_ccp_events"
+    assert not any("unknown categories" in w for w in t.warnings)
+    assert t.flow_fwdbwd.tolist() == [True, True, False]
+    assert int(t.seq[0]) == 7 and int(t.seq[1]) == -1
+    assert t.shapes == {0: [[2, 4, 8], [2, 8, 4]]}  # aten::add's shapes are not needed
+
+
+def test_shared_mtia_trace_keeps_its_device_events() -> None:
+    t = load_trace(trace("facebookresearch__HolisticTraceAnalysis__tests__data__mtia_inference"))
+    assert int((t.kind == Kind.DEVICE).sum()) == 1313
+    assert int((t.kind == Kind.RUNTIME).sum()) == 823

@@ -97,7 +97,7 @@ def link(trace: Trace) -> Links:
 
 def _flow_correlation(trace: Trace, rows: np.ndarray, *, start: bool = False) -> np.ndarray:
     """Correlation ids from flow events at the same lane and timestamp as each row."""
-    sel = trace.flow_start == start
+    sel = (trace.flow_start == start) & ~trace.flow_fwdbwd
     table = {
         (int(lane), float(ts)): int(fid)
         for lane, ts, fid in zip(trace.flow_lane[sel], trace.flow_ts[sel], trace.flow_id[sel], strict=True)

@@ -165,6 +165,14 @@ def analyze_trace(
         "has_device_properties": bool(trace.metadata.get("deviceProperties_present")),
         "raw_json_bytes": trace.raw_bytes,
     }
+    warnings = list(trace.warnings)
+    n_dev = int((trace.kind == Kind.DEVICE).sum())
+    if n_dev:
+        cats = sorted({trace.categories[int(c)] for c in np.unique(trace.cat[trace.kind == Kind.DEVICE])})
+        warnings.append(
+            f"{n_dev} device events of categories {', '.join(cats)} are not counted as kernels, "
+            "memcpys or memsets"
+        )
     return TraceAnalysis(
         source=trace.source,
         path=path,
@@ -179,7 +187,7 @@ def analyze_trace(
         roofline=roof,
         findings=findings,
         repairs=list(trace.repairs),
-        warnings=list(trace.warnings),
+        warnings=warnings,
     )
 
 

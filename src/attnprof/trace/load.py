@@ -57,7 +57,10 @@ class _Args(msgspec.Struct, gc=False):
     grid: Any = None
     block: Any = None
     device: int | None = None
+    seq: int | None = msgspec.field(default=None, name="Sequence number")
     input_type: list[Any] | None = msgspec.field(default=None, name="Input type")
+    # kept raw: decoded only for the few ops whose shapes the analysis reads (_SHAPED)
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     concrete: list[Any] | None = msgspec.field(default=None, name="Concrete Inputs")
 
 
@@ -100,22 +103,31 @@ _X_KINDS: dict[str, Kind] = {
     "gpu_user_annotation": Kind.GPU_ANNOTATION,
     "cuda_runtime": Kind.RUNTIME,
     "runtime": Kind.RUNTIME,
+    # other accelerators' host runtimes (Kineto's ActivityType names)
+    "xpu_runtime": Kind.RUNTIME,
+    "mtia_runtime": Kind.RUNTIME,
+    "privateuse1_runtime": Kind.RUNTIME,
     "cuda_driver": Kind.DRIVER,
     "driver": Kind.DRIVER,
+    "xpu_driver": Kind.DRIVER,
+    "privateuse1_driver": Kind.DRIVER,
+    # device-side events of other accelerators (MTIA compute, DMA and sync events); kept with
+    # their category so that no device work is silently dropped
+    "mtia_ccp_events": Kind.DEVICE,
     "kernel": Kind.KERNEL,
     "gpu_memcpy": Kind.MEMCPY,
     "memcpy": Kind.MEMCPY,
     "gpu_memset": Kind.MEMSET,
     "memset": Kind.MEMSET,
 }
-# launch flows (CPU launch -> GPU op); fwdbwd links forward to backward ops and is not one
-_FLOW_CATS = {"ac2g", "async", "async_cpu_to_gpu"}
+# launch flows (CPU launch -> GPU op), and fwdbwd flows (forward op -> its backward op), told
+# apart by Trace.flow_fwdbwd
+_FLOW_CATS = {"ac2g", "async", "async_cpu_to_gpu", "fwdbwd"}
 # categories the analysis does not read; anything else is reported as unknown
 _IGNORED_CATS = {
     "python_function",
     "cpu_instant_event",
     "trace",
-    "fwdbwd",
     "",
     "user_annotation",
     "gpu_user_annotation",
@@ -124,10 +136,18 @@ _IGNORED_CATS = {
     "cuda_profiler_range",
     "cpu_instant",
     "python",
-    "mtia_runtime",
-    "privateuse1_runtime",
 }
 _CONVERSIONS = {"aten::to", "aten::_to_copy"}
+# ops whose input shapes are kept (Trace.shapes): the GEMMs and softmaxes of an attention chain
+_SHAPED = {
+    "aten::bmm",
+    "aten::matmul",
+    "aten::mm",
+    "aten::baddbmm",
+    "aten::softmax",
+    "aten::_softmax",
+    "aten::_safe_softmax",
+}
 
 _CONTROL = re.compile(rb"[\x00-\x1f]")
 _BARE = re.compile(rb"(?<=[:\[,])(\s*)(N/A|NaN|-?Infinity|nan|-?inf)(?=\s*[,\]}])")
@@ -308,6 +328,7 @@ _ARG_INT = {
     "registers per thread",
     "shared memory",
     "device",
+    "Sequence number",
 }
 _ARG_FLOAT = {"est. achieved occupancy %"}
 _INT64 = (-(2**63), 2**63 - 1)
@@ -447,6 +468,7 @@ class _Builder:
         self.unknown: set[str] = set()
         self.cols: dict[str, list[np.ndarray]] = {}
         self.conversions: dict[int, tuple[str | None, str | None]] = {}
+        self.shapes: dict[int, list[Any]] = {}
         self.n_rows = 0
         self.n_seen = 0
         self.bad_durs = 0
@@ -518,6 +540,8 @@ class _Builder:
             dur=dur,
             corr=_ids(list(map(_CORR, args))),
             ext=np.where(ext >= 0, ext, ext_legacy),
+            seq=_ids([a.seq for a in args]),
+            cat=cat_ids[keep].astype(np.int32),
         )
 
         krows = np.flatnonzero(kind == Kind.KERNEL)
@@ -543,10 +567,24 @@ class _Builder:
                         tgt = a.concrete[1] or None
                     self.conversions[r + self.n_rows] = (src, tgt)
 
+        shaped_ids = [names[c] for c in _SHAPED if c in names]
+        if shaped_ids:
+            for r in np.flatnonzero(np.isin(name_col, shaped_ids) & (kind == Kind.CPU_OP)).tolist():
+                raw = args[r].input_dims
+                if raw:
+                    try:
+                        dims = msgspec.json.decode(raw)
+                    except msgspec.DecodeError:
+                        continue
+                    if isinstance(dims, list):
+                        self.shapes[r + self.n_rows] = dims
+
         fl = [events[i] for i in flows.tolist()]
         nf = len(fl)
+        fwdbwd = [c for k, c in cats.items() if k.lower() == "fwdbwd"]
         self._put(
             flow_start=np.fromiter((e.ph == "s" for e in fl), bool, nf),
+            flow_fwdbwd=np.isin(cat_ids[flows], fwdbwd) if fwdbwd else np.zeros(nf, bool),
             flow_id=_ids([_hex(e.id) for e in fl]),
             flow_lane=_intern(lanes, list(zip(map(_PID, fl), map(_TID, fl), strict=True))).astype(np.int32),
             flow_ts=np.fromiter(map(_TS, fl), np.float64, nf),
@@ -587,6 +625,9 @@ class _Builder:
             lane=self._col("lane", np.int32),
             corr=self._col("corr", np.int64),
             ext=self._col("ext", np.int64),
+            seq=self._col("seq", np.int64),
+            cat=self._col("cat", np.int32),
+            categories=list(self.cats),
             kernel_rows=self._col("kernel_rows", np.int64),
             registers=self._col("registers", np.int64),
             shared_mem=self._col("shared_mem", np.int64),
@@ -595,10 +636,12 @@ class _Builder:
             achieved=self._col("achieved", np.float64),
             device=self._col("device", np.int64),
             flow_start=self._col("flow_start", np.bool_),
+            flow_fwdbwd=self._col("flow_fwdbwd", np.bool_),
             flow_id=self._col("flow_id", np.int64),
             flow_lane=self._col("flow_lane", np.int32),
             flow_ts=self._col("flow_ts", np.float64),
             conversions=self.conversions,
+            shapes=self.shapes,
             device_properties=[p for p in props_in if isinstance(p, dict)],
             metadata=meta,
             dropped=dict(self.dropped),

@@ -18,7 +18,12 @@ DRIVER         cuda_driver                            -
 KERNEL         kernel                                 Kernel
 MEMCPY         gpu_memcpy                             Memcpy
 MEMSET         gpu_memset                             Memset
+DEVICE         mtia_ccp_events (other accelerators'    -
+               device-side compute, DMA, sync events)
 ============== ===================================== ===========================
+
+RUNTIME also covers xpu_runtime, mtia_runtime and privateuse1_runtime, DRIVER xpu_driver and
+privateuse1_driver. Every kept row's category is in ``cat`` (index into ``categories``).
 
 Missing integers are -1 and missing floats NaN: a kernel without a launch event, or without
 occupancy arguments, is ordinary in real traces.
@@ -33,7 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["GPU_KINDS", "Kind", "Trace"]
+__all__ = ["DEVICE_KINDS", "GPU_KINDS", "Kind", "Trace"]
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -50,9 +55,12 @@ class Kind(enum.IntEnum):
     KERNEL = 5
     MEMCPY = 6
     MEMSET = 7
+    DEVICE = 8
 
 
 GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+# every device-side kind: CUDA/ROCm/XPU kernels, memcpys and memsets, and other accelerators' events
+DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.DEVICE)
 
 
 @dataclass
@@ -60,11 +68,14 @@ class Trace:
     """One trace as columns. Row i of every event column describes the same event.
 
     Event columns (one row per kept event): kind, name (index into names), ts and dur (us),
-    lane (index into lanes: one (pid, tid) pair), corr (CUDA correlation id), ext (External id).
+    lane (index into lanes: one (pid, tid) pair), corr (CUDA correlation id), ext (External id),
+    seq (autograd "Sequence number" of a cpu_op: a forward op and its backward op share it),
+    cat (index into categories: the event's category as written).
     Kernel columns (one row per kernel, kernel_rows[j] is its event row): registers, shared_mem
     (bytes, static + dynamic), block_threads, grid_blocks, achieved (est. achieved occupancy %),
     device.
-    Flow columns (ac2g / async / fwdbwd s and f events): flow_start (bool), flow_id, flow_lane, flow_ts.
+    Flow columns (ac2g / async / fwdbwd s and f events): flow_start (bool), flow_fwdbwd (bool: a
+    forward -> backward flow, not a launch flow), flow_id, flow_lane, flow_ts.
     """
 
     source: str
@@ -77,6 +88,9 @@ class Trace:
     lane: I32
     corr: I64
     ext: I64
+    seq: I64
+    cat: I32
+    categories: list[str]
     kernel_rows: I64
     registers: I64
     shared_mem: I64
@@ -85,12 +99,15 @@ class Trace:
     achieved: F64
     device: I64
     flow_start: npt.NDArray[np.bool_]
+    flow_fwdbwd: npt.NDArray[np.bool_]
     flow_id: I64
     flow_lane: I32
     flow_ts: F64
     # cpu-op row -> (first input's dtype, target dtype code) for dtype conversions (aten::to,
     # aten::_to_copy), when the trace was recorded with record_shapes
     conversions: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)
+    # cpu-op row -> "Input Dims" (list of shapes) of GEMM and softmax ops, with record_shapes
+    shapes: dict[int, list[Any]] = field(default_factory=dict)
     device_properties: list[dict[str, Any]] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
