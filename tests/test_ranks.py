@@ -180,3 +180,34 @@ def test_a_folder_without_traces_is_a_user_error(tmp_path: Path) -> None:
         find_runs(tmp_path)
     p = subprocess.run([*ATTNPROF, "analyze", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("lang", ["en", "th"])
+def test_html_page_shows_the_same_view(folder: Path, tmp_path: Path, lang: str) -> None:
+    out = tmp_path / "ranks.html"
+    p = subprocess.run(
+        [*ATTNPROF, "analyze", "--html", str(out), "--lang", lang, str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    page = out.read_text()
+    assert f'<html lang="{lang}">' in page and "<script" not in page and "http" not in page
+    assert "+50.0%" in page and "150 µs" in page and "NCCL" in page and "250.0" in page
+    assert page.count('<tr class="slower">') == 1  # rank 1, the slowest of run_a
+    assert "host1_12.1700000000002.pt.trace.json.gz" in page
+    if lang == "th":
+        assert "ช้าที่สุด" in page
+
+
+def test_html_needs_a_folder(tmp_path: Path) -> None:
+    f = tmp_path / "one.json"
+    _write(f, [(0, 10)], [(GEMM, 0, 5, 7)], rank=0)
+    p = subprocess.run(
+        [*ATTNPROF, "analyze", "--html", str(tmp_path / "x.html"), str(f)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 2 and "give a folder" in p.stderr and not (tmp_path / "x.html").exists()

@@ -58,6 +58,13 @@ def analyze_command(
         help="Refuse a trace whose analysis would need more than this fraction of the memory "
         "available (0: no limit).",
     ),
+    html: Path | None = typer.Option(
+        None,
+        "--html",
+        metavar="FILE",
+        help="Also write the cross-rank view of the folder(s) as a self-contained HTML page.",
+    ),
+    lang: str = typer.Option("en", "--lang", help="Language of the --html page: en, id or th."),
     no_color: NoColor = False,
 ) -> None:
     """Analyse PyTorch profiler traces: kernels, categories, regions, occupancy, findings."""
@@ -72,6 +79,13 @@ def analyze_command(
     elif dtype is not None:
         raise UserError("--dtype describes the workload for the roofline: give --shape B,H,S,D with it")
     folders = [p for p in traces if p.is_dir()]
+    translator = None
+    if html is not None:
+        from attnprof.report.i18n import Translator
+
+        if not folders:
+            raise UserError("--html writes the cross-rank view of a folder of traces: give a folder")
+        translator = Translator(lang)  # an unknown language fails before any work
     files: list[str | os.PathLike[str]] = [p for p in traces if not p.is_dir()]
     results = dict(
         zip(
@@ -88,6 +102,18 @@ def analyze_command(
             runs[folder] = analyze_folder(
                 folder, region=region, workload=workload, top=top, max_memory=max_memory
             )
+    if html is not None and translator is not None:
+        from attnprof.report.ranks_report import render_ranks_html
+
+        page = render_ranks_html(
+            [r for d in folders for r in runs[d]], translator, folder=", ".join(str(d) for d in folders)
+        )
+        tmp = html.with_name(html.name + ".tmp")
+        try:
+            tmp.write_text(page, encoding="utf-8")
+            tmp.replace(html)
+        except OSError as exc:
+            raise UserError(f"--html {html}: cannot write it ({exc.strerror or exc})") from None
     if as_json:
         import sys
 
