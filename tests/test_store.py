@@ -110,7 +110,7 @@ def test_store_from_a_newer_attnprof_is_refused(tmp_path: Path) -> None:
 def test_not_a_database_is_a_user_error(tmp_path: Path) -> None:
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(UserError, match="not a usable SQLite database"):
+    with pytest.raises(UserError, match="not a SQLite database"):
         Store(path)
     with pytest.raises(UserError, match="no results store"):
         Store(tmp_path / "missing.db", readonly=True)

@@ -10,6 +10,8 @@ from typing import Literal
 
 import msgspec
 
+from attnprof.errors import UserError
+
 __all__ = [
     "RUN_SCHEMA",
     "Accuracy",
@@ -176,5 +178,19 @@ def encode_json(obj: object, *, indent: int = 2) -> bytes:
     return msgspec.json.format(raw, indent=indent) if indent else raw
 
 
-def decode_run(data: bytes) -> RunRecord:
+class _SchemaOnly(msgspec.Struct):
+    schema: str = ""
+
+
+def decode_run(data: bytes, *, source: str = "run.json") -> RunRecord:
+    """A run record, refusing one written under another major schema version (a newer attnprof's
+    attnprof.run/2 may mean other things by the same field names): UserError naming both."""
+    head = msgspec.json.decode(data, type=_SchemaOnly)
+    name, _, version = head.schema.partition("/")
+    ours = RUN_SCHEMA.partition("/")[2].split(".")[0]
+    if name != RUN_SCHEMA.partition("/")[0] or version.split(".")[0] != ours:
+        raise UserError(
+            f"{source}: schema {head.schema or '(none)'!r} is not {RUN_SCHEMA!r}, the run format this "
+            f"attnprof reads; use the attnprof version that wrote it, or rerun"
+        )
     return msgspec.json.decode(data, type=RunRecord)

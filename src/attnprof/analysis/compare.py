@@ -244,7 +244,7 @@ def load_sources(paths: Iterable[str | Path]) -> list[Source]:
                     f"{p}: not a run directory (no run.json); give a run directory or a trace file"
                 )
             try:
-                record = decode_run(run_json.read_bytes())
+                record = decode_run(run_json.read_bytes(), source=str(run_json))
             except msgspec.DecodeError as exc:
                 raise UserError(f"{run_json}: not a valid attnprof run record ({exc})") from None
             out.append(Source(path=str(run_json.parent), kind="run", record=record))

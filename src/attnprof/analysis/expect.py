@@ -233,6 +233,10 @@ def load_expectations(name_or_path: str | Path) -> ExpectationFile:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not valid TOML ({exc})") from None
+    except UnicodeDecodeError:
+        raise UserError(
+            f"{path}: not a text file (TOML is UTF-8 text); give an expectations TOML file"
+        ) from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror})") from None
     known_top = {"title", "description", "baseline", "when", "expect"}
@@ -517,12 +521,32 @@ def summarize_results(results: Sequence[ExpectationResult]) -> dict[str, int]:
 
 
 def enforce(results: Sequence[ExpectationResult], *, strict: bool) -> None:
-    """Under --strict, any expectation not met raises ExpectationMismatch (exit 3)."""
-    failed = [r for r in results if r.status == "not met"]
+    """Under --strict, any expectation not met raises ExpectationMismatch (exit 3); so does one
+    naming a variant that does not exist (a typo would otherwise pass as "skipped")."""
+    failed = [r for r in results if r.status == "not met" or (strict and _names_no_variant(r))]
     if strict and failed:
         first = failed[0]
         more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""
+        if first.status != "not met":
+            raise ExpectationMismatch(
+                f"{len(failed)} expectation(s) not met: variant {first.variant!r} matches nothing here and "
+                f"no variant attnprof knows (see attnprof list){more}"
+            )
         raise ExpectationMismatch(
             f"{len(failed)} expectation(s) not met: {first.row or first.variant} {first.check} expected "
             f"{first.expected}, observed {first.observed}{more}"
         )
+
+
+def _names_no_variant(result: ExpectationResult) -> bool:
+    """Skipped as not in the run, and its pattern matches no built-in variant or compiled twin.
+    Patterns naming a source (run2/naive) or a user variant (file.py:func) cannot be checked."""
+    if result.observed_code != "not_in_run":
+        return False
+    pattern = result.variant
+    if "/" in pattern or ":" in pattern.removesuffix(":compile"):
+        return False
+    from attnprof.variants.registry import variant_names
+
+    names = variant_names()
+    return not any(fnmatch.fnmatchcase(n, pattern) for n in [*names, *(f"{n}:compile" for n in names)])

@@ -7,6 +7,7 @@ The library raises; only main() prints errors and maps them to exit codes:
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
@@ -34,12 +35,25 @@ app = typer.Typer(
 _state = {"debug": False}
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from attnprof import __version__
+
+        sys.stdout.write(f"attnprof {__version__}\n")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
-    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for internal errors."),
+    debug: bool = typer.Option(
+        False, "--debug", help="Show full tracebacks for internal errors (accepted anywhere on the line)."
+    ),
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_show_version, help="Print attnprof's version and exit."
+    ),
 ) -> None:
     """attnprof: run, analyse, compare and report on attention implementations."""
-    _state["debug"] = debug or bool(os.environ.get("ATTNPROF_DEBUG"))
+    _state["debug"] = _state["debug"] or debug or bool(os.environ.get("ATTNPROF_DEBUG"))
 
 
 def _register() -> None:
@@ -60,10 +74,34 @@ def _err(message: str) -> None:
     sys.stderr.write(f"attnprof: error: {message}\n")
 
 
+# errors on a path the user named (-o, --out, --store, --policy-out): one line, exit 2
+_PATH_ERRNOS = {
+    errno.EACCES,
+    errno.EPERM,
+    errno.EROFS,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.ENOSPC,
+    errno.EDQUOT,
+}
+
+
+def _internal(exc: BaseException, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    _err(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)")
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     _register()
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or bool(os.environ.get("ATTNPROF_DEBUG"))
+    # --debug is a root option, but people type it after the subcommand too (and the internal
+    # error hint below says "rerun with --debug"): take it from anywhere before a "--".
+    end = args.index("--") if "--" in args else len(args)
+    debug = "--debug" in args[:end] or bool(os.environ.get("ATTNPROF_DEBUG"))
+    args = [a for a in args[:end] if a != "--debug"] + args[end:]
+    _state["debug"] = debug
     try:
         rv = app(args=args, prog_name="attnprof", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
@@ -89,11 +127,17 @@ def main(argv: list[str] | None = None) -> int:
         code = 130
     except BrokenPipeError:
         code = 0
+    except OSError as exc:
+        if exc.errno in _PATH_ERRNOS and exc.filename:
+            # a path the user chose cannot be written (or read): their input, not our bug
+            _err(
+                f"{exc.filename}: {(exc.strerror or str(exc)).lower()}; choose another path or fix its permissions"
+            )
+            code = 2
+        else:
+            code = _internal(exc, debug)
     except Exception as exc:
-        if debug:
-            traceback.print_exc()
-        _err(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)")
-        code = 1
+        code = _internal(exc, debug)
     if argv is None:
         sys.stdout.flush()
         raise SystemExit(code)

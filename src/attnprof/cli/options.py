@@ -61,11 +61,16 @@ JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 NoColor = Annotated[bool, typer.Option("--no-color", help="No colours in the output.")]
 
 
-def split_list(values: list[str] | None) -> list[str]:
-    """Accept both --variants a,b and --variants a --variants b."""
+def split_list(values: list[str] | None, flag: str = "--variants") -> list[str]:
+    """Accept both --variants a,b and --variants a --variants b. A flag given with nothing in it
+    (`-v ","`) is an error, not "all of them": an empty selection must not run the whole suite."""
     out: list[str] = []
     for v in values or []:
         out.extend(p.strip() for p in v.split(",") if p.strip())
+    if values and not out:
+        raise UserError(
+            f"{flag} {','.join(values)!r} names nothing: give at least one name, e.g. {flag} naive"
+        )
     return out
 
 

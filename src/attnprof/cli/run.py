@@ -110,6 +110,10 @@ def run_command(
     if opts.time_budget_s <= 0:
         raise UserError("--time-budget must be positive, e.g. --time-budget 0.5")
     chosen = resolve_variants(names or None, compile=compile)  # fails early on unknown names
+    if expect:  # a bad expectations file fails before the run, not after it
+        from attnprof.analysis.expect import load_expectations
+
+        load_expectations(expect)
     out_dir = prepare_out_dir(out if out is not None else default_out_dir())
     reporter = ProgressReporter(total=len(chosen), workload=workload, quiet=json_out, no_color=no_color)
     with reporter:

@@ -98,7 +98,7 @@ def build_report_data(
     from attnprof import __version__
 
     dirs = find_run_dirs(run_dir)
-    records = [decode_run((d / "run.json").read_bytes()) for d in dirs]
+    records = [decode_run((d / "run.json").read_bytes(), source=str(d / "run.json")) for d in dirs]
     comp = compare(dirs, baseline=baseline, diff=True)
     results: list[ExpectationResult] = []
     exp_file: str | None = None

@@ -30,13 +30,21 @@ import msgspec
 
 from attnprof.errors import UserError
 from attnprof.records import Environment, RunResult, WorkloadRecord, variant_label
-from attnprof.store.schema import STATUSES, migrate
+from attnprof.store.schema import SCHEMA_VERSION, STATUSES, migrate, schema_version
 
 __all__ = ["DEFAULT_STORE", "Filters", "ResultRow", "Store", "StoredResult", "now_iso"]
 
 DEFAULT_STORE = Path("attnprof-results.db")
 
 BUSY_TIMEOUT_MS = 60_000
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _is_damaged(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorname", "")
+    return code in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or "malformed" in str(exc)
 
 
 def now_iso() -> str:
@@ -154,6 +162,7 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str] = DEFAULT_STORE, *, readonly: bool = False) -> None:
         self.path = Path(path)
+        self.readonly = readonly
         if readonly and not self.path.exists():
             raise UserError(
                 f"no results store at {self.path}: run `attnprof sweep` first or pass --store FILE"
@@ -162,6 +171,7 @@ class Store:
             parent = self.path.parent
             if not parent.exists():
                 raise UserError(f"cannot create store {self.path}: folder {parent} does not exist")
+        self._check_file()
         # Opening a store races with other processes opening it: switching a fresh file to WAL
         # and the first migration need a lock, and SQLite answers some of these races (a peer
         # mid-way through the switch to WAL, say) with SQLITE_BUSY at once, without waiting in
@@ -170,17 +180,114 @@ class Store:
         delay = 0.01
         while True:
             try:
-                self.conn = self._connect()
+                self.conn = self._connect_readonly() if readonly else self._connect()
                 break
             except sqlite3.OperationalError as exc:
                 transient = "locked" in str(exc) or "busy" in str(exc)
                 if not transient or time.monotonic() > deadline:
-                    raise UserError(f"store {self.path} is not a usable SQLite database: {exc}") from exc
+                    raise self._error(exc) from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)
             except sqlite3.DatabaseError as exc:
-                raise UserError(f"store {self.path} is not a usable SQLite database: {exc}") from exc
+                raise self._error(exc) from exc
         self._env_ids: dict[str, int] = {}
+
+    def _check_file(self) -> None:
+        """Refuse, before SQLite touches it, a file that is not a SQLite database at all; and for
+        reading, an empty file (writing commands may make a store of a 0-byte file)."""
+        if not self.path.is_file():
+            if self.path.exists():
+                raise UserError(f"store {self.path} is not a file: pass --store FILE")
+            return
+        with self.path.open("rb") as fh:
+            head = fh.read(16)
+        if not head:
+            if self.readonly:
+                raise UserError(
+                    f"store {self.path} is an empty file (0 bytes), not an attnprof results store: "
+                    f"run `attnprof sweep --store {self.path}` first, or pass the right --store"
+                )
+            return
+        if head != _SQLITE_MAGIC:
+            raise UserError(
+                f"store {self.path} is not a SQLite database (it starts with {head[:12]!r}), so not an "
+                "attnprof results store: pass the right --store (nothing was written to it)"
+            )
+
+    def _error(self, exc: sqlite3.Error) -> UserError:
+        """The one line for a SQLite error at open or while reading."""
+        if _is_damaged(exc):
+            return UserError(
+                f"store {self.path} is damaged ({exc}); nothing was written to it. Recover what is "
+                f"left with: sqlite3 {self.path} .recover | sqlite3 recovered.db"
+            )
+        code = getattr(exc, "sqlite_errorname", "")
+        if code in ("SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH"):
+            verb = "read" if self.readonly else "write"
+            return UserError(
+                f"cannot {verb} store {self.path} ({exc}): check the permissions of the file and its "
+                "folder, or pass another --store"
+            )
+        return UserError(f"store {self.path} is not a usable SQLite database: {exc}")
+
+    def _check_ours(self, conn: sqlite3.Connection) -> None:
+        """Refuse a database that is not an attnprof store (never add our tables to another
+        program's database), one from a newer attnprof, and a damaged one, before any write."""
+        tables = {
+            str(r[0])
+            for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not str(r[0]).startswith("sqlite_")
+        }
+        version = schema_version(conn)
+        if version > SCHEMA_VERSION:
+            raise UserError(
+                f"store {self.path} has schema version {version}, newer than this attnprof "
+                f"understands ({SCHEMA_VERSION}): upgrade attnprof or use another --store"
+            )
+        if tables and (version == 0 or not {"results", "environments"} <= tables):
+            shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
+            raise UserError(
+                f"store {self.path} is another program's SQLite database (tables: {shown}), not an "
+                "attnprof results store: pass another --store (nothing was written to it)"
+            )
+        if self.readonly and not tables:
+            raise UserError(
+                f"store {self.path} is an empty SQLite database, not an attnprof results store: "
+                f"run `attnprof sweep --store {self.path}` first, or pass the right --store"
+            )
+        if self.readonly and version < SCHEMA_VERSION:
+            raise UserError(
+                f"store {self.path} has schema version {version} from an older attnprof (this one "
+                f"reads {SCHEMA_VERSION}); a sweep into it with this attnprof upgrades it in place"
+            )
+        check = conn.execute("PRAGMA quick_check").fetchone()
+        if tables and str(check[0]) != "ok":
+            raise UserError(
+                f"store {self.path} is damaged ({check[0]}); nothing was written to it. Recover what "
+                f"is left with: sqlite3 {self.path} .recover | sqlite3 recovered.db"
+            )
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        # mode=ro: the reading commands (results, recommend, report) never write, so they work on
+        # a store in a read-only folder, never create or upgrade one, and never add tables to a
+        # file that is not ours.
+        uri = f"{self.path.resolve().as_uri()}?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorname", "") != "SQLITE_CANTOPEN":
+                raise
+            # A WAL store in a folder we cannot write: SQLite cannot create its -shm file there.
+            # Nobody can be writing to it through a -wal either, so it reads as an immutable file.
+            conn = sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._check_ours(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: autocommit; every write below opens its own explicit
@@ -188,6 +295,7 @@ class Store:
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         try:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._check_ours(conn)  # before the first write (the switch to WAL is one)
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise UserError(
@@ -201,6 +309,16 @@ class Store:
             conn.close()
             raise
         return conn
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Pages damaged past what quick_check saw at open still end in one line."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and not _is_damaged(exc):
+                raise
+            raise self._error(exc) from exc
 
     def close(self) -> None:
         self.conn.close()
@@ -329,18 +447,22 @@ class Store:
         if statuses:
             sql += f" WHERE status IN ({','.join('?' for _ in statuses)})"
             args.extend(statuses)
-        found = {str(r[0]) for r in self.conn.execute(sql, args)}
+        with self._reading():
+            found = {str(r[0]) for r in self.conn.execute(sql, args)}
         return found if keys is None else found & set(keys)
 
     def has(self, key: str) -> bool:
-        return self.conn.execute("SELECT 1 FROM results WHERE job_key = ?", (key,)).fetchone() is not None
+        with self._reading():
+            return self.conn.execute("SELECT 1 FROM results WHERE job_key = ?", (key,)).fetchone() is not None
 
     def status_of(self, key: str) -> str | None:
-        row = self.conn.execute("SELECT status FROM results WHERE job_key = ?", (key,)).fetchone()
+        with self._reading():
+            row = self.conn.execute("SELECT status FROM results WHERE job_key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def count(self) -> int:
-        return int(self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+        with self._reading():
+            return int(self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0])
 
     def query(self, filters: Filters | None = None, *, samples: bool = False) -> list[StoredResult]:
         f = filters or Filters()
@@ -373,7 +495,9 @@ class Store:
             " r.causal, r.variant, r.mode"
         )
         out: list[StoredResult] = []
-        for row in self.conn.execute(sql, args):
+        with self._reading():
+            rows = self.conn.execute(sql, args).fetchall()
+        for row in rows:
             d = dict(zip(names, row, strict=True))
             d["causal"] = bool(d["causal"])
             if d["accuracy_ok"] is not None:
@@ -383,7 +507,8 @@ class Store:
         return out
 
     def run_result(self, key: str) -> RunResult | None:
-        row = self.conn.execute("SELECT result FROM results WHERE job_key = ?", (key,)).fetchone()
+        with self._reading():
+            row = self.conn.execute("SELECT result FROM results WHERE job_key = ?", (key,)).fetchone()
         return None if row is None else msgspec.json.decode(row[0], type=RunResult)
 
     def integrity_ok(self) -> bool:

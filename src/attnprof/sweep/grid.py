@@ -233,9 +233,13 @@ def load_config(path: str | Path | None) -> SweepConfig:
                 "reading a TOML sweep config on Python 3.10 needs tomli: pip install tomli"
             ) from None
     try:
-        raw = tomllib.loads(p.read_text())
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{p}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{p}: not a text file (TOML is UTF-8 text); give a sweep TOML file") from None
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read ({exc.strerror})") from None
     try:
         return msgspec.convert(raw, type=SweepConfig)
     except msgspec.ValidationError as exc:

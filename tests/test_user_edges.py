@@ -1,0 +1,245 @@
+"""The edges a real user hits, each through the real CLI in a subprocess: read-only folders,
+foreign and damaged stores, files that are not what they claim, options typed in odd places.
+Every case must end in one line (exit 2, or 3 for --strict) and write nothing it should not."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ATTNPROF = [sys.executable, "-m", "attnprof"]
+FAST = ["--no-profile", "--time-budget", "0.02", "--min-samples", "3"]
+
+
+def attnprof(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ATTNPROF, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def one_error_line(p: subprocess.CompletedProcess[str]) -> str:
+    """The single line a user error prints; fails on a traceback or on more than one line."""
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert "Traceback" not in p.stderr, p.stderr
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("attnprof: error: "), lines[0]
+    return lines[0]
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def real_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real store from a real (tiny, time-only) sweep: 2 lengths x 2 variants."""
+    store = tmp_path_factory.mktemp("store") / "r.db"
+    p = attnprof(
+        "sweep", "--store", str(store), "-s", "16,32", "-H", "2", "-d", "16",
+        "-v", "naive-inplace,sdpa-math", "--device", "cpu", "--no-progress", *FAST,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    return store
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A folder nobody can write into, root included (the suite runs as root in CI, and root
+    ignores chmod): chattr +i where we are root, chmod 555 otherwise. Checked before use."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    (d / "keep.txt").write_text("already here\n")
+    if os.geteuid() == 0:
+        if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(d)]).returncode != 0:
+            pytest.skip("running as root without a working chattr +i: no folder is read-only for root here")
+    else:
+        d.chmod(0o555)
+    try:
+        (d / "probe").write_text("x")
+    except OSError:
+        pass
+    else:
+        pytest.skip("could not make a read-only folder on this file system")
+    try:
+        yield d
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(d)], check=False)
+        else:
+            d.chmod(0o755)
+
+
+def populate_then_lock(d: Path, src: Path) -> Path:
+    """Copy `src` into the (already locked) folder by unlocking it for a moment."""
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "-i", str(d)], check=True)
+    else:
+        d.chmod(0o755)
+    target = d / src.name
+    shutil.copy(src, target)
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "+i", str(d)], check=True)
+    else:
+        d.chmod(0o555)
+    return target
+
+
+# -- permissions ------------------------------------------------------------------------------
+def test_run_out_in_a_read_only_folder_is_one_line_naming_the_path(read_only_dir: Path) -> None:
+    out = read_only_dir / "run"
+    p = attnprof("run", "-v", "naive", "--shape", "1,1,8,4", "--no-profile", "--out", str(out))
+    assert p.returncode == 2
+    assert str(out) in one_error_line(p)
+    assert sorted(x.name for x in read_only_dir.iterdir()) == ["keep.txt"]
+
+
+def test_report_output_in_a_read_only_folder_is_one_line(
+    cpu_run: tuple[Path, object], read_only_dir: Path
+) -> None:
+    target = read_only_dir / "report.html"
+    p = attnprof("report", str(cpu_run[0]), "-o", str(target))
+    assert p.returncode == 2
+    assert str(target) in one_error_line(p)
+
+
+def test_results_and_recommend_outputs_in_a_read_only_folder(real_store: Path, read_only_dir: Path) -> None:
+    for args, target in (
+        (["results", "-o"], read_only_dir / "results.txt"),
+        (["results", "--format", "csv", "-o"], read_only_dir / "results.csv"),
+        (["recommend", "--policy-out"], read_only_dir / "policy.json"),
+    ):
+        p = attnprof(args[0], "--store", str(real_store), *args[1:], str(target))
+        assert p.returncode == 2, (args, p.stderr)
+        assert str(target) in one_error_line(p)
+    assert sorted(x.name for x in read_only_dir.iterdir()) == ["keep.txt"]
+
+
+def test_a_store_in_a_read_only_folder_is_read(real_store: Path, read_only_dir: Path) -> None:
+    store = populate_then_lock(read_only_dir, real_store)
+    before = digest(store)
+    p = attnprof("results", "--store", str(store), "--format", "csv")
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout.strip().splitlines()) == 1 + 4  # header and the 4 jobs
+    p = attnprof("recommend", "--store", str(store), "--json")
+    assert p.returncode == 0, p.stderr
+    assert digest(store) == before
+    assert sorted(x.name for x in read_only_dir.iterdir()) == ["keep.txt", "r.db"]
+
+
+# -- foreign, empty and damaged stores --------------------------------------------------------
+def test_reading_commands_refuse_a_foreign_database_and_leave_it_alone(tmp_path: Path) -> None:
+    foreign = tmp_path / "contacts.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE contacts (name TEXT, phone TEXT)")
+    conn.execute("INSERT INTO contacts VALUES ('Ann', '555')")
+    conn.commit()
+    conn.close()
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    before = digest(foreign)
+    for cmd in (["results"], ["recommend"], ["report", "--format", "md"]):
+        p = attnprof(*cmd, "--store", str(foreign))
+        assert p.returncode == 2, (cmd, p.stderr)
+        line = one_error_line(p)
+        assert "another program's SQLite database (tables: contacts)" in line, line
+        p = attnprof(*cmd, "--store", str(empty))
+        assert p.returncode == 2, (cmd, p.stderr)
+        assert "empty file (0 bytes)" in one_error_line(p)
+    # a sweep (which writes) refuses it too, before the first job
+    p = attnprof("sweep", "--store", str(foreign), "-s", "16", "-H", "1", "-d", "8", "-v", "naive", *FAST)
+    assert p.returncode == 2 and "another program's" in one_error_line(p)
+    assert digest(foreign) == before and empty.stat().st_size == 0
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["contacts.db", "empty.db"]  # no -wal, no -shm
+
+
+def test_a_damaged_store_says_damaged_suggests_recover_and_is_not_written(
+    real_store: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "r.db"
+    shutil.copy(real_store, store)
+    page = sqlite3.connect(store).execute("PRAGMA page_size").fetchone()[0]
+    pages = store.stat().st_size // page
+    assert pages >= 4, pages
+    with store.open("r+b") as fh:  # overwrite every page after the first (header and schema) with junk
+        for n in range(1, pages):
+            fh.seek(n * page)
+            fh.write(bytes([0xA5]) * page)
+    before = digest(store)
+    for cmd in (["results"], ["recommend"]):
+        p = attnprof(*cmd, "--store", str(store))
+        assert p.returncode == 2, (cmd, p.stderr)
+        line = one_error_line(p)
+        assert "is damaged" in line and "sqlite3" in line and ".recover" in line, line
+    p = attnprof("sweep", "--store", str(store), "-s", "16", "-H", "1", "-d", "8", "-v", "naive", *FAST)
+    assert p.returncode == 2 and "is damaged" in one_error_line(p)
+    assert digest(store) == before
+
+
+# -- files that are not what they claim -------------------------------------------------------
+def test_a_binary_toml_is_one_line(tmp_path: Path) -> None:
+    junk = tmp_path / "grid.toml"
+    junk.write_bytes(bytes(range(256)) * 4)
+    p = attnprof("sweep", str(junk), "--print-config")
+    assert p.returncode == 2 and "not a text file" in one_error_line(p)
+    p = attnprof(
+        "run", "-v", "naive", "--shape", "1,1,8,4", "--expect", str(junk), "--out", str(tmp_path / "r")
+    )
+    assert p.returncode == 2 and "not a text file" in one_error_line(p)
+    assert not (tmp_path / "r").exists()  # refused before the run, not after it
+
+
+def test_a_run_json_of_an_unknown_major_schema_is_refused(
+    cpu_run: tuple[Path, object], tmp_path: Path
+) -> None:
+    future = tmp_path / "future"
+    shutil.copytree(cpu_run[0], future)
+    text = (future / "run.json").read_text()
+    (future / "run.json").write_text(text.replace('"attnprof.run/1"', '"attnprof.run/99"', 1))
+    for cmd in (["compare", str(future)], ["report", str(future), "--format", "md"]):
+        p = attnprof(*cmd)
+        assert p.returncode == 2, (cmd, p.stderr)
+        line = one_error_line(p)
+        assert "attnprof.run/99" in line and "attnprof.run/1" in line, line
+    assert attnprof("compare", str(cpu_run[0])).returncode == 0  # the same run at /1 is read
+
+
+# -- options ----------------------------------------------------------------------------------
+def test_debug_is_accepted_after_the_subcommand_and_version_prints(tmp_path: Path) -> None:
+    for args in (["--debug", "list", "--json"], ["list", "--json", "--debug"]):
+        p = attnprof(*args)
+        assert p.returncode == 0, (args, p.stderr)
+    p = attnprof("--version")
+    from attnprof import __version__
+
+    assert p.returncode == 0 and p.stdout.strip() == f"attnprof {__version__}"
+
+
+def test_an_empty_variant_selection_is_an_error(tmp_path: Path) -> None:
+    for sel in (",", " , ,"):
+        p = attnprof("run", "-v", sel, "--out", str(tmp_path / "r"))
+        assert p.returncode == 2
+        assert "names nothing" in one_error_line(p)
+    assert not (tmp_path / "r").exists()
+
+
+def test_strict_fails_on_an_expectation_naming_no_variant(
+    cpu_run: tuple[Path, object], tmp_path: Path
+) -> None:
+    spec = tmp_path / "typo.toml"
+    spec.write_text('[[expect]]\nvariant = "sdpa-flsh"\nstatus = ["ok"]\n')
+    p = attnprof("compare", str(cpu_run[0]), "--expect", str(spec), "--strict", "--no-color")
+    assert p.returncode == 3, p.stderr
+    assert "'sdpa-flsh' matches nothing here" in p.stderr
+    # a real variant that is simply not in this run stays skipped, and passes --strict
+    spec.write_text('[[expect]]\nvariant = "sdpa-cudnn:compile"\nstatus = ["ok"]\n')
+    p = attnprof("compare", str(cpu_run[0]), "--expect", str(spec), "--strict", "--no-color")
+    assert p.returncode == 0, p.stderr
+    # without --strict the typo is reported, not fatal
+    spec.write_text('[[expect]]\nvariant = "sdpa-flsh"\nstatus = ["ok"]\n')
+    assert attnprof("compare", str(cpu_run[0]), "--expect", str(spec), "--no-color").returncode == 0
