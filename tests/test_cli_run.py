@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,39 @@ def test_run_expect_strict(tmp_path: Path) -> None:
     assert bad.returncode == 3, bad.stderr
     assert "1 not met" in bad.stdout
     assert (tmp_path / "b" / "run.json").exists()  # the run itself is kept
+
+
+def test_tensorboard_layout_is_written_and_analyze_reads_it_as_a_folder(tmp_path: Path) -> None:
+    tb = tmp_path / "tb"
+    common = ["-b", "1", "-H", "2", "-s", "32", "-d", "8", "--time-budget", "0.05"]
+    p = attnprof(
+        "run",
+        "-v",
+        "naive",
+        "-v",
+        "sdpa-math",
+        *common,
+        "--out",
+        str(tmp_path / "r1"),
+        "--tensorboard",
+        str(tb),
+    )
+    assert p.returncode == 0, p.stderr
+    files = sorted((tb / "r1").iterdir())
+    assert len(files) == 2 and all(
+        re.fullmatch(r".+_(naive|sdpa-math)_\w+\.\d+\.pt\.trace\.json\.gz", f.name) for f in files
+    )
+    record = json.loads((tmp_path / "r1" / "run.json").read_text())
+    assert [r["status"] for r in record["results"]] == ["ok", "ok"]
+    assert len(list((tmp_path / "r1" / "traces").glob("*.json.gz"))) == 2  # the run directory keeps its own
+    a = attnprof("analyze", "--json", str(tb))
+    assert a.returncode == 0, a.stderr
+    (run,) = json.loads(a.stdout)["runs"]
+    assert sorted(r["rank"] for r in run["cross_rank"]["ranks"]) == sorted(
+        f.name.split(".")[0] for f in files
+    )
+    assert all(t["totals"]["cpu_ops"] > 0 for t in run["traces"])
+    bad = attnprof(
+        "run", "-v", "naive", *common, "--no-profile", "--out", str(tmp_path / "r2"), "--tensorboard", str(tb)
+    )
+    assert bad.returncode == 2 and "--no-profile" in bad.stderr

@@ -476,3 +476,17 @@ def test_keep_traces_and_profile(tmp_path: Path) -> None:
         assert r.status == "ok" and r.trace_path and Path(r.trace_path).is_file()
         assert r.trace_path.endswith(".json.gz") and Path(r.trace_path).is_relative_to(traces)
         assert r.cpu_ops_per_forward and r.cpu_ops_per_forward > 0
+
+
+def test_tensorboard_dir_gets_one_sub_folder_per_job(tmp_path: Path) -> None:
+    store = tmp_path / "r.db"
+    tb = tmp_path / "tb"
+    cfg = small_config(store, ["naive"], seq=[16, 32])
+    cfg.run.profile = True
+    cfg.run.tensorboard_dir = str(tb)
+    run_sweep(cfg)
+    jobs = sorted(p for p in tb.iterdir() if p.is_dir())
+    assert len(jobs) == 2
+    for job in jobs:
+        (f,) = job.iterdir()
+        assert f.name.endswith(".pt.trace.json.gz") and "naive" in f.name

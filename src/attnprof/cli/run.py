@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -73,6 +74,15 @@ def run_command(
         float | None, typer.Option("--time-budget", help="Seconds of clean timing per variant.")
     ] = None,
     no_profile: Annotated[bool, typer.Option("--no-profile", help="Time only; no traces.")] = False,
+    tensorboard: Annotated[
+        Path | None,
+        typer.Option(
+            "--tensorboard",
+            metavar="DIR",
+            help="Also write the traces as torch.profiler.tensorboard_trace_handler does, under "
+            "DIR/<run name>/ (TensorBoard, HTA and `attnprof analyze DIR` read that layout).",
+        ),
+    ] = None,
     json_out: JsonOut = False,
     expect: Annotated[
         str | None,
@@ -115,6 +125,10 @@ def run_command(
 
         load_expectations(expect)
     out_dir = prepare_out_dir(out if out is not None else default_out_dir())
+    if tensorboard is not None:
+        if no_profile:
+            raise UserError("--tensorboard writes the profiler's traces: it cannot go with --no-profile")
+        opts = dataclasses.replace(opts, tensorboard_dir=str(tensorboard / out_dir.name))
     reporter = ProgressReporter(total=len(chosen), workload=workload, quiet=json_out, no_color=no_color)
     with reporter:
         record = run(workload, chosen, out=out_dir, options=opts, progress=reporter)

@@ -101,6 +101,14 @@ def sweep_command(
     keep_traces: Annotated[
         Path | None, typer.Option("--keep-traces", help="Keep every job's trace under this folder.")
     ] = None,
+    tensorboard: Annotated[
+        Path | None,
+        typer.Option(
+            "--tensorboard",
+            metavar="DIR",
+            help="Also write every job's traces as tensorboard_trace_handler does, one sub-folder per job.",
+        ),
+    ] = None,
     time_budget: Annotated[
         float | None, typer.Option("--time-budget", help="Seconds of clean timing per job.")
     ] = None,
@@ -145,6 +153,7 @@ def sweep_command(
         ("run", "min_samples", min_samples),
         ("run", "warmup_s", warmup),
         ("run", "profile", False if no_profile else None),
+        ("run", "tensorboard_dir", str(tensorboard.resolve()) if tensorboard else None),
     ]
     cfg = _config(config, axes, settings)
     if cfg.sweep.executor not in ("local", "ray"):

@@ -3,7 +3,9 @@
 torch.profiler with schedule(wait, warmup, active, repeat=1), CPU activity plus CUDA on a GPU,
 record_function("attn_fwd") around each forward, under torch.no_grad() (the caller's). When the
 active steps end, the trace is exported as .json.gz (Perfetto and TensorBoard load it) and the
-key_averages table is written (.txt; sorted by device time on GPU, CPU time on CPU). Per-forward
+key_averages table is written (.txt; sorted by device time on GPU, CPU time on CPU). With a
+tensorboard_dir, torch.profiler.tensorboard_trace_handler also writes the trace there as
+`<worker>.<timestamp>.pt.trace.json.gz`, the layout TensorBoard, HTA and `attnprof analyze DIR` read. Per-forward
 figures come from the profiler's own event tree: ops under each attn_fwd, kernels they launched.
 """
 
@@ -11,6 +13,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import shutil
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +95,8 @@ def profile_call(
     steps: tuple[int, int, int],
     trace_path: Path | None,
     table_path: Path | None,
+    tensorboard_dir: Path | None = None,
+    worker_name: str | None = None,
 ) -> ProfileOutcome:
     """Run `call` for wait + warmup + active profiler steps and return what the active ones showed."""
     import torch
@@ -103,6 +110,18 @@ def profile_call(
     def ready(prof: Any) -> None:
         if trace_path is not None:
             trace_path.parent.mkdir(parents=True, exist_ok=True)
+        if tensorboard_dir is not None:
+            # Kineto saves a trace once: the handler writes it, and the run directory gets a copy
+            from torch.profiler import tensorboard_trace_handler
+
+            worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"  # the handler's default
+            pattern = f"{worker}.*.pt.trace.json.gz"
+            before = set(tensorboard_dir.glob(pattern))
+            tensorboard_trace_handler(str(tensorboard_dir), worker_name=worker, use_gzip=True)(prof)
+            written = sorted(set(tensorboard_dir.glob(pattern)) - before)
+            if trace_path is not None and written:
+                shutil.copyfile(written[-1], trace_path)
+        elif trace_path is not None:
             prof.export_chrome_trace(str(trace_path))
         if table_path is not None:
             table_path.parent.mkdir(parents=True, exist_ok=True)

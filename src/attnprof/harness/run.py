@@ -51,6 +51,8 @@ class RunOptions:
     check_accuracy: bool = True
     compile: bool = False
     measure_peak: bool = True
+    # also write each profiled trace here in tensorboard_trace_handler's layout (worker = variant)
+    tensorboard_dir: str | None = None
 
 
 def default_out_dir() -> Path:
@@ -236,6 +238,8 @@ def _prepare(
                         steps=opts.steps,
                         trace_path=trace_path,
                         table_path=table_path,
+                        tensorboard_dir=Path(opts.tensorboard_dir) if opts.tensorboard_dir else None,
+                        worker_name=tag,
                     )
                 if out is not None:
                     result.trace = str(trace_path.relative_to(out))

@@ -108,6 +108,8 @@ class RunSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     warmup_s: float = 0.1
     min_samples: int = 10
     check_accuracy: bool = True
+    # also write traces in tensorboard_trace_handler's layout: <dir>/<job slug>/<variant>.<ts>.pt.trace.json.gz
+    tensorboard_dir: str | None = None
 
 
 class SweepSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

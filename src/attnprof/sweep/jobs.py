@@ -151,7 +151,10 @@ def execute(req: JobRequest) -> JobReply:
     choice = _pytorch_choice(wl)
     s = req.run
     # RunSettings is the sweep's name for RunOptions' measurement fields
-    options = RunOptions(**msgspec.structs.asdict(s), compile=spec.compile)
+    settings = msgspec.structs.asdict(s)
+    if settings.get("tensorboard_dir"):
+        settings["tensorboard_dir"] = str(Path(settings["tensorboard_dir"]) / spec.slug())
+    options = RunOptions(**settings, compile=spec.compile)
     out = Path(req.trace_dir) / spec.slug() if req.trace_dir else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
