@@ -16,6 +16,7 @@ __all__ = [
     "RUN_SCHEMA",
     "Accuracy",
     "Environment",
+    "MachineLoad",
     "MemoryResult",
     "ProfileSummary",
     "RunRecord",
@@ -52,6 +53,21 @@ class WorkloadRecord(msgspec.Struct, frozen=True, kw_only=True):
     seed: int = 0
 
 
+class MachineLoad(msgspec.Struct, kw_only=True):
+    """How busy the machine was over a clean-timing window (harness/load.py). unreliable: some
+    signal passed its limit; reasons says which, in words."""
+
+    wall_s: float
+    cpus: int
+    own_cpu_share: float
+    other_cpu_share: float | None  # other processes' CPU time / capacity of our CPUs
+    steal_share: float | None
+    loadavg_1m: float | None
+    max_spread: float | None  # largest IQR / median among the variants timed together
+    unreliable: bool
+    reasons: list[str] = []
+
+
 class TimingSummary(msgspec.Struct, kw_only=True):
     """Clean timing of one forward call, without the profiler.
 
@@ -68,6 +84,10 @@ class TimingSummary(msgspec.Struct, kw_only=True):
     method: str
     noisy: bool
     samples_ms: list[float]
+    # the machine's load over the window these samples were taken in (shared by the variants
+    # timed together, whose i-th samples come from the same round)
+    load: MachineLoad | None = None
+    rounds_paired: bool = False  # samples interleaved with the other variants of the same run
 
 
 class Accuracy(msgspec.Struct, kw_only=True):

@@ -10,7 +10,9 @@ change its implementation freely. Every number in a Row states where it came fro
 
 - median_ms / iqr_ms: the harness's clean timing (no profiler), median and interquartile range of
   its raw samples (one sample = one forward call); None for a bare trace, which has no clean timing.
-- speedup: baseline median / this median (> 1 means faster than the baseline).
+- speedup: baseline median / this median (> 1 means faster than the baseline); speedup_low/high:
+  its 95% bootstrap interval (analysis/stats.py), paired by round within one run. A tie when it
+  holds 1.
 - *_per_forward: trace-derived, per instance of the analysed region (attn_fwd in a run's traces;
   ProfilerStep or the whole trace for foreign traces). Profiler overhead is included in these times.
 - tensor_core_share: tensor-core GEMM time / all GEMM time whose tensor-core use is known.
@@ -26,6 +28,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from attnprof.analysis.stats import RatioInterval, ratio_interval
 from attnprof.errors import UserError
 from attnprof.records import RunRecord, RunResult, decode_run, is_incorrect
 
@@ -44,6 +47,7 @@ __all__ = [
     "compare",
     "diff_rows",
     "diffs_for",
+    "interval",
     "load_sources",
 ]
 
@@ -102,6 +106,12 @@ class Row(msgspec.Struct, kw_only=True):
     noisy: bool | None = None
     threads: int | None = None
     speedup: float | None = None
+    # the speedup's 95% bootstrap interval (analysis/stats.py); a tie when it holds 1
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    paired_rounds: bool = False  # samples interleaved round by round with its run's other variants
+    unreliable: bool = False  # the machine was busy while this row was timed (load_reasons says how)
+    load_reasons: list[str] = []
     forwards: int | None = None
     gpu_time_us_per_forward: float | None = None
     cpu_time_us_per_forward: float | None = None
@@ -146,6 +156,13 @@ class Row(msgspec.Struct, kw_only=True):
     def ok(self) -> bool:
         """Ran and gave a correct answer (or one nobody checked): may be timed against others."""
         return self.status == "ok"
+
+    @property
+    def tie(self) -> bool:
+        """Its speedup's interval holds 1: no faster or slower claim can be made."""
+        return self.speedup_low is not None and self.speedup_high is not None and (
+            self.speedup_low <= 1.0 <= self.speedup_high
+        )
 
     @property
     def ran(self) -> bool:
@@ -566,6 +583,9 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         iqr_ms=t.iqr_ms if t else None,
         samples_ms=list(t.samples_ms) if t else [],
         noisy=t.noisy if t else None,
+        paired_rounds=bool(t and t.rounds_paired),
+        unreliable=bool(t and t.load and t.load.unreliable),
+        load_reasons=list(t.load.reasons) if t and t.load else [],
         threads=t.threads if t else None,
         peak_bytes=res.memory.peak_bytes if res.memory else None,
         peak_method=res.memory.method if res.memory else None,
@@ -665,6 +685,14 @@ def _dedupe_labels(rows: list[Row]) -> None:
             r.label = f"{d}/{r.label}" if dirs[d] == 1 else f"{d}#{r.input + 1}/{r.label}"
 
 
+def interval(row: Row, other: Row) -> RatioInterval | None:
+    """How many times faster `row` is than `other` (other's time / row's time), with its 95%
+    bootstrap interval; paired by round when both come from one interleaved run."""
+    paired = row.input == other.input and row.kind == other.kind == "run"
+    paired = paired and row.paired_rounds and other.paired_rounds
+    return ratio_interval(other.samples_ms, row.samples_ms, paired=paired)
+
+
 def choose_baseline(rows: Sequence[Row], name: str | None) -> str | None:
     """--baseline NAME matches a label, a variant or a trace name; default naive-inplace, else
     the first row with a timing, else the first row."""
@@ -737,6 +765,11 @@ def compare(
     for r in rows:
         if ref and r.median_ms and r.status != INCORRECT:
             r.speedup = ref / r.median_ms
+            iv = interval(r, base_row) if base_row is not None and r is not base_row else None
+            if iv is not None:
+                r.speedup_low, r.speedup_high = iv.low, iv.high
+    for reason in dict.fromkeys(x for r in rows for x in r.load_reasons):
+        notes.append(f"unreliable timing: {reason}")
     result = Comparison(baseline=base, rows=rows, sources=[s.path for s in sources], notes=notes)
     if diff:
         result.diffs = diffs_for(result, [s.kind for s in sources])

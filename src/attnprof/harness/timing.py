@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from attnprof.harness.load import LoadMeter
 from attnprof.records import TimingSummary
 
 __all__ = ["NOISE_THRESHOLD", "summarize", "time_call", "time_interleaved"]
@@ -99,6 +100,7 @@ def time_interleaved(
         per_call = (time.perf_counter() - t0) / n
         inner[label] = 1 if cuda or per_call <= 0 else max(1, int(1e-3 / per_call))
     samples: dict[str, list[float]] = {label: [] for label in labels}
+    meter = LoadMeter().start()
     deadline = time.perf_counter() + budget_s
     rnd = 0
     while True:
@@ -127,4 +129,10 @@ def time_interleaved(
     if len(labels) > 1:
         method += ", interleaved"
     threads = torch.get_num_threads()
-    return {label: summarize(s, threads=threads, method=method) for label, s in samples.items()}
+    out = {label: summarize(s, threads=threads, method=method) for label, s in samples.items()}
+    spread = max((s.iqr_ms / s.median_ms for s in out.values() if s.median_ms > 0), default=None)
+    load = meter.stop(spread)
+    for s in out.values():
+        s.load = load
+        s.rounds_paired = len(labels) > 1
+    return out

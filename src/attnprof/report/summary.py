@@ -7,15 +7,17 @@ accuracy, noise and expectations. A reason is given only where a finding support
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-from attnprof.analysis.compare import INCORRECT, Row
+from attnprof.analysis.compare import INCORRECT, Row, interval
+from attnprof.analysis.stats import RatioInterval
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
 from attnprof.report.units import fmt_bytes, fmt_count, fmt_err, fmt_ms, fmt_ratio
 
-__all__ = ["BAD_CODES", "GOOD_CODES", "SAME_SPEED", "incorrect_line", "reasons", "summarize"]
+__all__ = ["BAD_CODES", "GOOD_CODES", "SAME_SPEED", "incorrect_line", "opaque", "reasons", "summarize"]
 
 # findings that make a variant slower, in the order a reader should hear them
 BAD_CODES: tuple[str, ...] = (
@@ -30,12 +32,25 @@ BAD_CODES: tuple[str, ...] = (
 )
 # findings that make a variant faster
 GOOD_CODES: tuple[str, ...] = ("FUSED_ATTENTION", "CUDA_GRAPH")
-# below this ratio two timings are "about the same": a 2-core CPU is noisier than that
+# without an interval (fewer than 3 samples), below this ratio two timings are "about the same"
 SAME_SPEED = 1.1
 
 
+def opaque(row: Row) -> bool:
+    """Runs as compiled code: its trace shows one generated region, not the ops an eager variant
+    runs, so its op counts and op-level findings cannot be set against an eager variant's."""
+    return row.mode == "compile" or (row.backend or "") in ("inductor", "flex")
+
+
 def reasons(fast: Row, slow: Row, t: Translator) -> tuple[str, str] | None:
-    """(subject, reasons) for why `fast` beats `slow`, or None when no record says why."""
+    """(subject, reasons) for why `fast` beats `slow`, or None when no record says why.
+
+    A reason is evidence the two differ in, pointing the way the clean times do: a finding the
+    faster one has and the slower lacks (what it does right), else one the slower has and the
+    faster lacks (what it does wrong), else fewer ops per forward. Never for a compiled (opaque)
+    side, whose trace cannot show the ops or findings an eager one would."""
+    if opaque(fast) or opaque(slow):
+        return None
     fast_codes, slow_codes = set(fast.finding_codes), set(slow.finding_codes)
     # credit what the faster one does right first ("computes attention in one fused kernel" says
     # more than "the other materialises the scores"), else what the slower one does wrong
@@ -53,25 +68,65 @@ def reasons(fast: Row, slow: Row, t: Translator) -> tuple[str, str] | None:
     return None
 
 
+def _ci(iv: RatioInterval, t: Translator) -> str:
+    low, high = (iv.low, iv.high) if iv.ratio >= 1 else (1 / iv.high, 1 / iv.low)
+    return t("summary.ci", low=fmt_ratio(low), high=fmt_ratio(high))
+
+
 def _speed_line(row: Row, base: Row, t: Translator) -> str:
+    """One comparison with the baseline: a tie when the ratio's interval holds 1, else "x
+    faster", with a "because" only for a reliable run and evidence that points the same way."""
     assert row.median_ms is not None and base.median_ms is not None
     fast, slow = (row, base) if row.median_ms < base.median_ms else (base, row)
     assert fast.median_ms is not None and slow.median_ms is not None
     ratio = slow.median_ms / fast.median_ms
     dtype = row.dtype or "-"
-    if ratio < SAME_SPEED:
-        return t("summary.same", a=row.label, b=base.label, dtype=dtype, ratio=fmt_ratio(ratio))
-    why = reasons(fast, slow, t)
+    iv = interval(fast, slow)
+    if iv is None:
+        if ratio < SAME_SPEED:
+            return t("summary.same", a=row.label, b=base.label, dtype=dtype, ratio=fmt_ratio(ratio))
+        ci = t("summary.no_ci")
+    elif not iv.excludes_one:
+        return t("summary.tie", a=row.label, b=base.label, dtype=dtype, ratio=fmt_ratio(ratio), ci=_ci(iv, t))
+    else:
+        ci = _ci(iv, t)
+    why = None if (fast.unreliable or slow.unreliable) else reasons(fast, slow, t)
     if why is None:
-        return t("summary.faster", fast=fast.label, slow=slow.label, ratio=fmt_ratio(ratio), dtype=dtype)
+        return t(
+            "summary.faster", fast=fast.label, slow=slow.label, ratio=fmt_ratio(ratio), dtype=dtype, ci=ci
+        )
     return t(
         "summary.faster_because",
         fast=fast.label,
         slow=slow.label,
         ratio=fmt_ratio(ratio),
         dtype=dtype,
+        ci=ci,
         subject=why[0],
         reasons=why[1],
+    )
+
+
+def _fastest_line(ran: Sequence[Row], t: Translator) -> str:
+    """The fastest, or the rows tied for fastest: every row whose ratio to the quickest median
+    has an interval holding 1."""
+    fastest = min(ran, key=lambda r: r.median_ms or 0.0)
+    tied = [fastest]
+    for r in ran:
+        if r is fastest:
+            continue
+        iv = interval(fastest, r)
+        if iv is not None and not iv.excludes_one:
+            tied.append(r)
+    n = len(fastest.samples_ms)
+    if len(tied) == 1:
+        return t("summary.fastest", variant=fastest.label, time=fmt_ms(fastest.median_ms), n=n)
+    return t(
+        "summary.fastest_tie",
+        list=t.join([r.label for r in tied]),
+        variant=fastest.label,
+        time=fmt_ms(fastest.median_ms),
+        n=n,
     )
 
 
@@ -89,13 +144,34 @@ def incorrect_line(r: Row, t: Translator) -> str:
     )
 
 
-def _ops_line(rows: Sequence[Row], t: Translator) -> str | None:
+def _ops_line(rows: Sequence[Row], t: Translator) -> list[str]:
+    """Ops per forward of the eager variants; compiled ones are named apart, not counted."""
     gpu = any((r.gpu_ops_per_forward or 0) > 0 for r in rows)
     key = "gpu_ops_per_forward" if gpu else "cpu_ops_per_forward"
-    items = [f"{r.label} {fmt_count(getattr(r, key))}" for r in rows if getattr(r, key) is not None]
-    if not items:
-        return None
-    return t("summary.ops_gpu" if gpu else "summary.ops_cpu", list=", ".join(items))
+    eager = [r for r in rows if not opaque(r)]
+    items = [f"{r.label} {fmt_count(getattr(r, key))}" for r in eager if getattr(r, key) is not None]
+    out = [t("summary.ops_gpu" if gpu else "summary.ops_cpu", list=", ".join(items))] if items else []
+    compiled = [r.label for r in rows if opaque(r)]
+    if compiled and eager:
+        out.append(t("summary.opaque", list=t.join(compiled)))
+    return out
+
+
+# the load meter's reasons (harness/load.py), by pattern, so reports can say them in their language
+_LOAD_REASONS = (
+    ("load.other", re.compile(r"other processes used (?P<pct>\d+)% of the (?P<n>\d+) CPUs while timing")),
+    ("load.steal", re.compile(r"the hypervisor took (?P<pct>\d+)% of CPU time \(steal\) while timing")),
+    ("load.spread", re.compile(r"timing spread up to (?P<pct>\d+)% of the median \(IQR\)")),
+    ("load.loadavg", re.compile(r"load average (?P<load>[\d.]+) on (?P<n>\d+) CPUs")),
+)
+
+
+def _load_reason(reason: str, t: Translator) -> str:
+    for key, pattern in _LOAD_REASONS:
+        m = pattern.fullmatch(reason)
+        if m:
+            return t(key, **m.groupdict())
+    return reason
 
 
 def _reason(r: Row, t: Translator) -> str:
@@ -112,16 +188,14 @@ def summarize(data: ReportData, t: Translator) -> list[str]:
         bad = [incorrect_line(r, t) for r in comp.rows if r.status == INCORRECT]
         return [t("summary.empty"), *bad]
     out: list[str] = []
-    fastest = min(ran, key=lambda r: r.median_ms or 0.0)
-    out.append(
-        t("summary.fastest", variant=fastest.label, time=fmt_ms(fastest.median_ms), n=len(fastest.samples_ms))
-    )
+    load = list(dict.fromkeys(x for r in ran for x in r.load_reasons))
+    if load:  # first: every ratio below must be read with this in mind
+        out.append(t("summary.unreliable", reasons="; ".join(_load_reason(x, t) for x in load)))
+    out.append(_fastest_line(ran, t))
     base = comp.baseline_row
     if base is not None and base.median_ms is not None:
         out.extend(_speed_line(r, base, t) for r in ran if r.label != base.label)
-    ops = _ops_line(ran, t)
-    if ops:
-        out.append(ops)
+    out.extend(_ops_line(ran, t))
     mem = [r for r in ran if r.peak_bytes is not None]
     if len(mem) >= 2:
         hi = max(mem, key=lambda r: r.peak_bytes or 0)

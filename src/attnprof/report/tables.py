@@ -18,6 +18,7 @@ from attnprof.report.units import (
     fmt_count,
     fmt_delta_us,
     fmt_err,
+    fmt_interval,
     fmt_ms,
     fmt_pct,
     fmt_speed,
@@ -61,8 +62,10 @@ def speed_cell(r: Row, baseline: str | None, t: Translator) -> tuple[str, str]:
         return "-", ""
     if r.label == baseline:
         return t("speed.baseline"), "base"
-    way, ratio, notable = fmt_speed(r.speedup)
-    return t(f"speed.{way}", ratio=ratio), way if notable else ""
+    way, ratio, notable = fmt_speed(r.speedup, r.speedup_low, r.speedup_high)
+    text = t(f"speed.{way}", ratio=ratio)
+    ci = fmt_interval(r.speedup, r.speedup_low, r.speedup_high)
+    return (f"{text} ({ci})" if ci else text), way if notable else ""
 
 
 def _occ(r: Row) -> str:

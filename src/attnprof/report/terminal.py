@@ -23,6 +23,7 @@ from attnprof.report.units import (
     fmt_count,
     fmt_delta_us,
     fmt_err,
+    fmt_interval,
     fmt_ms,
     fmt_pct,
     fmt_speed,
@@ -47,8 +48,11 @@ def speed_text(row: Row, baseline: str | None) -> Text:
         return Text("-")
     if row.label == baseline:
         return Text("1.00x (base)", style="bold")
-    way, ratio, notable = fmt_speed(row.speedup)
-    return Text(f"{ratio}x {way}", style=("green" if way == "faster" else "red") if notable else "")
+    way, ratio, notable = fmt_speed(row.speedup, row.speedup_low, row.speedup_high)
+    ci = fmt_interval(row.speedup, row.speedup_low, row.speedup_high)
+    text = f"tie ({ratio}x)" if way == "tie" else f"{ratio}x {way}"
+    text += f" [{ci}]" if ci else ""
+    return Text(text, style=("green" if way == "faster" else "red") if notable else "")
 
 
 def _occupancy(r: Row) -> str:
