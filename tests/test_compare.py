@@ -114,7 +114,8 @@ def test_cli_json_and_terminal(cpu_run: tuple[Path, object], capsys: pytest.Capt
     out = capsys.readouterr().out
     assert not ANSI.search(out)
     assert max(len(line) for line in out.splitlines()) <= 100
-    assert "naive-inplace" in out and "faster" in out and "PyTorch flash (FA2)" in out
+    # faster, slower or a tie: which depends on the machine's load, the words are there either way
+    assert "naive-inplace" in out and re.search(r"faster|slower|tie \(", out) and "PyTorch flash (FA2)" in out
     assert "Not run" in out and "sdpa-efficient (unsupported)" in out
 
 

@@ -160,8 +160,10 @@ class Row(msgspec.Struct, kw_only=True):
     @property
     def tie(self) -> bool:
         """Its speedup's interval holds 1: no faster or slower claim can be made."""
-        return self.speedup_low is not None and self.speedup_high is not None and (
-            self.speedup_low <= 1.0 <= self.speedup_high
+        return (
+            self.speedup_low is not None
+            and self.speedup_high is not None
+            and (self.speedup_low <= 1.0 <= self.speedup_high)
         )
 
     @property

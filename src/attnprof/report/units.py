@@ -75,9 +75,7 @@ def fmt_ratio(x: float | None) -> str:
 NOTABLE_SPEEDUP = 1.1  # without an interval, within 10% a colour would claim more than noise allows
 
 
-def fmt_speed(
-    speedup: float, low: float | None = None, high: float | None = None
-) -> tuple[str, str, bool]:
+def fmt_speed(speedup: float, low: float | None = None, high: float | None = None) -> tuple[str, str, bool]:
     """Relative speed (baseline time / this time) as (way, ratio, notable): way is "faster",
     "slower", or "tie" when the speedup's interval [low, high] holds 1; ratio is the larger of the
     two times over the smaller, as fmt_ratio writes it; notable: a claim the data support (the
