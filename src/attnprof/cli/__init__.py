@@ -62,7 +62,7 @@ def _register() -> None:
     # `attnprof analyze` never pays for torch.
     import importlib
 
-    for name in ("run", "analyze", "compare", "sweep"):
+    for name in ("run", "analyze", "compare", "sweep", "bundle"):
         try:
             importlib.import_module(f"attnprof.cli.{name}")
         except ModuleNotFoundError as exc:  # a subcommand module not written yet
