@@ -56,13 +56,31 @@ def _root(
     _state["debug"] = _state["debug"] or debug or bool(os.environ.get("ATTNPROF_DEBUG"))
 
 
-def _register() -> None:
+# command -> the module that defines it
+_COMMANDS = {
+    "run": "run",
+    "list": "run",
+    "analyze": "analyze",
+    "compare": "compare",
+    "report": "compare",
+    "sweep": "sweep",
+    "results": "sweep",
+    "recommend": "sweep",
+    "bundle": "bundle",
+}
+
+
+def _register(args: list[str] | None = None) -> None:
     # Imported for their side effect of adding commands to `app`. Kept lazy-light: the modules
     # import heavy libraries (torch) inside the command functions, not at import time, so that
-    # `attnprof analyze` never pays for torch.
+    # `attnprof analyze` never pays for torch. When the command is known from the line, only its
+    # module is imported: typer builds (and type-checks) the options of every registered command
+    # on each call, which costs a small trace's analysis several times over.
     import importlib
 
-    for name in ("run", "analyze", "compare", "sweep", "bundle"):
+    first = next((a for a in args or [] if not a.startswith("-")), None)
+    names = [_COMMANDS[first]] if first in _COMMANDS else list(dict.fromkeys(_COMMANDS.values()))
+    for name in names:
         try:
             importlib.import_module(f"attnprof.cli.{name}")
         except ModuleNotFoundError as exc:  # a subcommand module not written yet
@@ -94,8 +112,8 @@ def _internal(exc: BaseException, debug: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _register()
     args = list(sys.argv[1:] if argv is None else argv)
+    _register(args)
     # --debug is a root option, but people type it after the subcommand too (and the internal
     # error hint below says "rerun with --debug"): take it from anywhere before a "--".
     end = args.index("--") if "--" in args else len(args)
