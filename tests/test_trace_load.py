@@ -272,3 +272,63 @@ def test_shared_mtia_trace_keeps_its_device_events() -> None:
     t = load_trace(trace("facebookresearch__HolisticTraceAnalysis__tests__data__mtia_inference"))
     assert int((t.kind == Kind.DEVICE).sum()) == 1313
     assert int((t.kind == Kind.RUNTIME).sum()) == 823
+
+
+def _fields_equal(a: object, b: object) -> list[str]:
+    import dataclasses
+
+    bad = []
+    for f in dataclasses.fields(a):  # type: ignore[arg-type]
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        same = np.array_equal(x, y, equal_nan=True) if isinstance(x, np.ndarray) else x == y
+        if not same:
+            bad.append(f.name)
+    return bad
+
+
+@pytest.mark.parametrize(
+    "prefix", [LEGACY, H100, "facebookresearch__HolisticTraceAnalysis__tests__data__ns_resolution"]
+)
+def test_streamed_parallel_and_whole_file_loads_are_identical(tmp_path: Path, prefix: str) -> None:
+    from attnprof.analysis.pipeline import analyze_trace
+    from attnprof.trace import load
+
+    raw = _raw(prefix)
+    plain = tmp_path / "t.json"
+    plain.write_bytes(raw)
+    whole = parse_trace(raw, source=plain.name)
+    small = load.BLOCK
+    try:
+        load.BLOCK = 8192  # many cuts, and events longer than a block
+        streamed = load._stream(plain, parallel=False)
+        parallel = load._stream(plain, parallel=True)  # this process and a forked one, half each
+        gz = load._stream(trace(prefix), parallel=False)  # gunzipped in a second thread
+    finally:
+        load.BLOCK = small
+    assert streamed is not None and parallel is not None and gz is not None
+    assert _fields_equal(streamed, whole) == []
+    assert _fields_equal(parallel, whole) == []
+    assert _fields_equal(gz, whole) == ["source"]  # named after the .gz file
+    # and so is every figure of the analysis
+    a = analyze_trace(whole, top=0).to_dict()
+    assert analyze_trace(parallel, top=0).to_dict() == a
+    assert load_trace(plain).n_events == whole.n_events  # the default path
+
+
+def test_streaming_falls_back_to_the_whole_file_path_for_what_it_cannot_cut(tmp_path: Path) -> None:
+    from attnprof.trace import load
+
+    ev = {"ph": "X", "cat": "kernel", "name": "k}, {x", "pid": 0, "tid": 1, "ts": 1, "dur": 2}
+    cases = {
+        "bare.json": json.dumps([ev, ev]),  # a bare array
+        "nan.json": '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": NaN, "dur": 1}]}',
+        "tail.json": json.dumps({"traceEvents": [ev] * 3, "deviceProperties": [{"id": 0}, {"id": 1}]}),
+    }
+    for name, text in cases.items():
+        p = tmp_path / name
+        p.write_text(text)
+        whole = parse_trace(p.read_bytes(), source=name)
+        got = load_trace(p)
+        assert _fields_equal(got, whole) == [], name
+    assert load._stream(tmp_path / "bare.json") is None and load._stream(tmp_path / "nan.json") is None
+    assert load._stream(tmp_path / "tail.json") is not None  # "}, {" inside a name and after the array

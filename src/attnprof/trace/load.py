@@ -1,12 +1,17 @@
 """Load a PyTorch profiler (Kineto / Chrome) trace into the columnar model, fast.
 
-How: the file is read once (gzip detected by its magic bytes, not its name). msgspec scans the
-document keeping each event as a raw slice of the input (msgspec.Raw, no copy), then decodes the
-events CHUNK at a time into small typed structs that declare only the fields the analysis reads
-(msgspec skips the rest without building them), and each chunk becomes numpy columns before the
-next is decoded. Structs for all events never exist at once: peak memory is the raw JSON, one
-small object per event, one chunk of structs and the columns (1.3-1.8x the raw JSON on the
-benchmark traces, docs/benchmarks.md).
+How (the usual case, _stream): the file is read in blocks of about 1 MB (gunzipped in a second
+thread, gzip detected by its magic bytes, not its name), each block is cut between two events,
+and the events before the cut are decoded by msgspec into small typed structs that declare only
+the fields the analysis reads (msgspec skips the rest without building them) and turned into numpy
+columns before the next block is read: neither the whole file nor its decoded form is ever held
+(peak memory below the raw JSON size on the benchmark traces, docs/benchmarks.md). Plain JSON of
+16 MB or more is split at an event near its middle and the second half decoded by a forked
+process at the same time; its columns are appended with their strings re-interned, so the trace
+is identical to a one-process load (tested). What the streaming path cannot cut safely (a bare
+array, invalid JSON to repair, damaged gzip) takes the whole-file path (parse_trace): msgspec
+scans the document keeping each event as a raw slice (msgspec.Raw, no copy), then decodes them
+CHUNK at a time.
 
 What real traces do, and what happens then:
 - top level is an object with traceEvents, or a bare array of events: both load;
@@ -31,7 +36,7 @@ import gzip
 import os
 import re
 import zlib
-from collections import Counter
+from collections import Counter, deque
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -162,6 +167,9 @@ def load_trace(path: str | os.PathLike[str], *, max_memory: float = MAX_MEMORY) 
     p = Path(path)
     check_input(p, max_memory=max_memory)
     try:
+        trace = _stream(p)
+        if trace is not None:
+            return trace
         # no local name for the bytes: parse_trace must hold the only reference, so that it can
         # free the raw JSON before the columns are put together
         return parse_trace(p.read_bytes(), source=p.name, label=str(p))
@@ -226,11 +234,319 @@ def _parse(box: list[bytes], source: str, label: str) -> Trace:
     trace.repairs.extend(repairs)
     trace.raw_bytes = raw_bytes
     if lenient:
-        trace.warnings.append(
-            "some event fields had unexpected types: those events were decoded field by field and "
-            "unusable fields were ignored"
-        )
+        trace.warnings.append(_LENIENT)
     return trace
+
+
+_LENIENT = (
+    "some event fields had unexpected types: those events were decoded field by field and "
+    "unusable fields were ignored"
+)
+
+
+# -- streaming: the usual case ---------------------------------------------------------------
+#
+# A trace is one object whose traceEvents array holds nearly all of its bytes. _stream reads the
+# file (gunzipping it in a second thread, which overlaps with decoding: zlib releases the GIL)
+# in blocks of about BLOCK bytes, cuts each at the last "}, {" between two events, decodes the
+# events before the cut into structs and turns them into columns before the next block is read.
+# Neither the whole file nor its decoded form is ever held, and no byte is copied twice.
+#
+# Why a cut is safe: each piece is decoded as a JSON array on its own; one cut anywhere but
+# between two events of the array (inside a string, inside an event's args) leaves a piece that
+# is not valid JSON, and by induction from the validated start of the array every accepted cut
+# is between events. The header and the tail (the document with traceEvents emptied) must decode
+# to a document whose traceEvents is exactly that empty array. Anything unusual (a bare array,
+# invalid JSON that needs repair, damaged gzip, deep nesting) returns None and the caller takes
+# the whole-file path (parse_trace), which repairs what can be repaired and names the problem.
+
+BLOCK = 1 << 20
+_HEADER_MAX = 4 << 20  # Kineto writes traceEvents after a few KB of metadata
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_CUT = re.compile(rb"\}\s*,\s*\{")
+_CLOSE = re.compile(rb"\}\s*\]")
+_GZIP_IN = 1 << 18
+
+
+class _Reader:
+    """Blocks of the file's (decompressed) bytes, produced by a second thread."""
+
+    def __init__(self, path: Path) -> None:
+        import queue
+        import threading
+
+        self.path = path
+        self.q: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=4)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._produce, daemon=True)
+        self.thread.start()
+
+    def _put(self, item: bytes | BaseException | None) -> bool:
+        import queue
+
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _produce(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                if f.read(2) == b"\x1f\x8b":
+                    f.seek(0)
+                    self._gunzip(f)
+                else:
+                    f.seek(0)
+                    while block := f.read(BLOCK):
+                        if not self._put(block):
+                            return
+            self._put(None)
+        except BaseException as exc:  # handed to the consumer, which falls back
+            self._put(exc)
+
+    def _gunzip(self, f: Any) -> None:
+        d = zlib.decompressobj(31)
+        while comp := f.read(_GZIP_IN):
+            while comp:
+                out = d.decompress(comp, BLOCK)
+                if out and not self._put(out):
+                    return
+                comp = d.unconsumed_tail
+                if d.eof:
+                    rest = d.unused_data
+                    if rest.strip(b"\x00"):  # another gzip member follows
+                        d = zlib.decompressobj(31)
+                        comp = rest + comp
+                    else:
+                        comp = b""
+        if not d.eof:
+            raise EOFError("the gzip stream ends early")
+
+    def __iter__(self) -> Any:
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+_STREAM_ERRORS = (msgspec.DecodeError, RecursionError, EOFError, zlib.error, UnicodeError, ValueError)
+# plain JSON at least this large is decoded by two processes, each taking half the events
+PARALLEL_MIN = 16 << 20
+
+
+def _stream(path: Path, *, parallel: bool | None = None) -> Trace | None:
+    """The trace, or None when this file needs the whole-file path (see above).
+
+    parallel: split the events between this process and a forked one (None: when the file is
+    plain JSON of PARALLEL_MIN bytes or more and this process may use two CPUs). The result is
+    the same as one process's: the second half's strings are re-interned in order (extend).
+    """
+    size = path.stat().st_size
+    if parallel is None:
+        parallel = size >= PARALLEL_MIN and len(os.sched_getaffinity(0)) >= 2 and hasattr(os, "fork")
+    if parallel and not _is_gzip(path):
+        split = _split_point(path, size)
+        if split is not None:
+            return _stream_parallel(path, split)
+    reader = _Reader(path)
+    try:
+        part = _Part(first=True, last=True)
+        part.consume(iter(reader))
+        return part.trace(path.name)
+    except _STREAM_ERRORS:
+        return None
+    finally:
+        reader.close()
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _split_point(path: Path, size: int) -> tuple[int, int] | None:
+    """(end of the first half, start of the second): a cut between two events near the middle."""
+    with open(path, "rb") as f:
+        f.seek(size // 2)
+        window = f.read(BLOCK)
+    m = _CUT.search(window)
+    if m is None:
+        return None
+    return size // 2 + m.start() + 1, size // 2 + m.end() - 1
+
+
+def _stream_parallel(path: Path, split: tuple[int, int]) -> Trace | None:
+    import pickle
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the second half, from the event after the cut to the end
+        try:
+            os.close(r)
+            try:
+                part: _Part | None = _Part(first=False, last=True)
+                assert part is not None
+                part.consume(_file_blocks(path, split[1], None))
+            except _STREAM_ERRORS:
+                part = None
+            with os.fdopen(w, "wb") as out:
+                pickle.dump(part, out, protocol=pickle.HIGHEST_PROTOCOL)
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        first: _Part | None = _Part(first=True, last=False)
+        assert first is not None
+        try:
+            first.consume(_file_blocks(path, 0, split[0]))
+        except _STREAM_ERRORS:
+            first = None
+        with os.fdopen(r, "rb") as inp:
+            try:
+                second = pickle.load(inp)
+            except (EOFError, pickle.UnpicklingError):  # the child died before it answered
+                second = None
+    finally:
+        os.waitpid(pid, 0)
+    if first is None or second is None:
+        return None
+    first.join(second)
+    try:
+        trace = first.trace(path.name)
+    except _STREAM_ERRORS:
+        return None
+    if trace is not None:
+        trace.raw_bytes = path.stat().st_size  # with the separator between the halves
+    return trace
+
+
+def _file_blocks(path: Path, start: int, end: int | None) -> Any:
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = None if end is None else end - start
+        while left is None or left > 0:
+            block = f.read(BLOCK if left is None else min(BLOCK, left))
+            if not block:
+                return
+            if left is not None:
+                left -= len(block)
+            yield block
+
+
+class _Part:
+    """The events of one contiguous range of the traceEvents array, turned into columns.
+
+    first: the range starts at the document's start (the header comes first); else at an
+    event. last: it ends at the document's end (the array's close and the tail follow the last
+    event); else right after an event.
+    """
+
+    def __init__(self, *, first: bool, last: bool) -> None:
+        self.first, self.last = first, last
+        self.builder = _Builder()
+        self.lenient = False
+        self.n_items = 0
+        self.total = 0
+        self.header = b""
+        self.tail = b""
+
+    def _add(self, events: list[_Event]) -> None:
+        self.n_items += len(events)
+        self.builder.add(events)
+
+    def _decode(self, buf: bytes) -> None:
+        try:
+            self._add(_EVENTS.decode(buf))
+        except msgspec.ValidationError:
+            # valid JSON, unexpected field types: field by field, as in the whole-file path
+            items = msgspec.json.decode(buf)
+            self.n_items += len(items)
+            clean = [c for c in (_clean_event(e) for e in items) if c is not None]
+            self.builder.add(msgspec.convert(clean, list[_Event]))
+            self.lenient = True
+
+    def consume(self, blocks: Any) -> None:
+        pending = b""
+        if self.first:
+            m = None
+            for block in blocks:
+                self.total += len(block)
+                pending += block
+                m = _EVENTS_KEY.search(pending)
+                if m or len(pending) > _HEADER_MAX:
+                    break
+            if m is None or _first_byte(pending) != ord("{"):
+                raise ValueError("not an object with a traceEvents array near its start")
+            self.header = pending[: m.end() - 1]
+            pending = pending[m.end() :]
+
+        def piece(end: int) -> bytes:
+            return b"".join((b"[", memoryview(pending)[:end], b"]"))  # one copy
+
+        scan_from = 0  # pending before this offset holds no cut
+        for block in blocks:
+            self.total += len(block)
+            pending += block
+            if len(pending) < BLOCK:
+                continue
+            last_cut = deque(_CUT.finditer(pending, scan_from), maxlen=1)
+            if not last_cut:
+                scan_from = max(0, len(pending) - 64)
+                continue  # one event larger than a block: read on
+            cut = last_cut[0]
+            self._decode(piece(cut.start() + 1))
+            pending = pending[cut.end() - 1 :]
+            scan_from = 0
+        if not self.last:  # the range ends right after an event
+            if pending.strip():
+                self._decode(piece(len(pending)))
+            return
+        # the rest: the last events, the array's "]" and the document's tail
+        if pending.lstrip().startswith(b"]"):
+            if self.n_items or not self.first:
+                raise ValueError("an empty piece after events")
+            self.tail = pending.lstrip()[1:]
+            return
+        for close in _CLOSE.finditer(pending):
+            try:
+                events = _EVENTS.decode(piece(close.start() + 1))
+            except msgspec.ValidationError:
+                self._decode(piece(close.start() + 1))
+            except msgspec.DecodeError:
+                continue
+            else:
+                self._add(events)
+            self.tail = pending[close.end() :]
+            return
+        raise ValueError("no end of the traceEvents array")
+
+    def join(self, other: _Part) -> None:
+        """Append the part that follows this one."""
+        self.builder.extend(other.builder)
+        self.lenient |= other.lenient
+        self.n_items += other.n_items
+        self.total += other.total
+        self.tail, self.last = other.tail, other.last
+
+    def trace(self, source: str) -> Trace | None:
+        doc = _DOC.decode(self.header + b"[]" + self.tail)
+        if doc.traceEvents != [] or (self.n_items and self.builder.n_seen == 0):
+            return None  # not the top-level array, or events that are not objects
+        trace = self.builder.finish(doc, source)
+        trace.raw_bytes = self.total
+        if self.lenient:
+            trace.warnings.append(_LENIENT)
+        return trace
 
 
 # -- decoding ---------------------------------------------------------------------------------
@@ -438,8 +754,9 @@ def _prods(dims: list[Any]) -> np.ndarray:
 
 
 def _intern(table: dict[Any, int], keys: list[Any]) -> np.ndarray:
-    """Ids of keys in table, adding new ones; the loops run in C (set, map), not in Python."""
-    for k in set(keys) - table.keys():
+    """Ids of keys in table, adding new ones in order of first appearance (so that ids do not
+    depend on how the events were cut into chunks); the per-event loops run in C."""
+    for k in [k for k in dict.fromkeys(keys) if k not in table]:
         table[k] = len(table)
     return np.fromiter(map(table.__getitem__, keys), np.int64, len(keys))
 
@@ -453,6 +770,21 @@ def _hex(v: int | str | None) -> int | None:
         except ValueError:
             return None
     return None
+
+
+_ID = attrgetter("id")
+
+
+def _flow_ids(fl: list[_Event]) -> np.ndarray:
+    """Flow ids: plain integers in one C loop (the usual case), else one by one (hex strings)."""
+    ids = list(map(_ID, fl))
+    if all(type(i) is int for i in ids):
+        try:
+            arr = np.array(ids, np.int64) if ids else np.zeros(0, np.int64)
+            return np.where((arr < -(2**62)) | (arr > 2**62), -1, arr)  # as _ids does
+        except OverflowError:
+            pass
+    return _ids([_hex(i) for i in ids])
 
 
 class _Builder:
@@ -520,6 +852,13 @@ class _Builder:
         kept = [events[i] for i in keep.tolist()]
         n = len(kept)
         names, lanes = self.names, self.lanes
+        # lanes of kept and flow events interned together, in file order: ids must not depend
+        # on where the chunks were cut (streamed, parallel and whole-file loads agree)
+        used = np.flatnonzero(ev_kind != -1)
+        used_ev = [events[i] for i in used.tolist()]
+        lane_ids = _intern(lanes, list(zip(map(_PID, used_ev), map(_TID, used_ev), strict=True)))
+        is_flow = ev_kind[used] == -2
+        del used_ev
         args = list(map(_ARGS_OF, kept))
         ext = _ids(list(map(_EXT, args)))
         ext_legacy = _ids(list(map(_EXT_LEGACY, args)))
@@ -535,7 +874,7 @@ class _Builder:
         self._put(
             kind=kind,
             name=name_col,
-            lane=_intern(lanes, list(zip(map(_PID, kept), map(_TID, kept), strict=True))).astype(np.int32),
+            lane=lane_ids[~is_flow].astype(np.int32),
             ts=np.fromiter(map(_TS, kept), np.float64, n),
             dur=dur,
             corr=_ids(list(map(_CORR, args))),
@@ -583,13 +922,46 @@ class _Builder:
         nf = len(fl)
         fwdbwd = [c for k, c in cats.items() if k.lower() == "fwdbwd"]
         self._put(
-            flow_start=np.fromiter((e.ph == "s" for e in fl), bool, nf),
+            flow_start=ph_ids[flows] == phs.get("s", -1),
             flow_fwdbwd=np.isin(cat_ids[flows], fwdbwd) if fwdbwd else np.zeros(nf, bool),
-            flow_id=_ids([_hex(e.id) for e in fl]),
-            flow_lane=_intern(lanes, list(zip(map(_PID, fl), map(_TID, fl), strict=True))).astype(np.int32),
+            flow_id=_flow_ids(fl),
+            flow_lane=lane_ids[is_flow].astype(np.int32),
             flow_ts=np.fromiter(map(_TS, fl), np.float64, nf),
         )
         self.n_rows += n
+
+    def extend(self, other: _Builder) -> None:
+        """Append the columns another builder made of the events that follow this one's, with
+        its strings re-interned here (new ones in its order: the same ids a single pass gives)."""
+
+        def remap(table: dict[Any, int], theirs: dict[Any, int]) -> np.ndarray:
+            m = np.empty(len(theirs), np.int64)
+            for k, i in theirs.items():
+                m[i] = table.setdefault(k, len(table))
+            return m
+
+        maps = {
+            "name": remap(self.names, other.names),
+            "lane": remap(self.lanes, other.lanes),
+            "cat": remap(self.cats, other.cats),
+        }
+        maps["flow_lane"] = maps["lane"]
+        for key, parts in other.cols.items():
+            for arr in parts:
+                if key in maps:
+                    arr = maps[key][arr].astype(arr.dtype)
+                elif key == "kernel_rows":
+                    arr = arr + self.n_rows
+                self.cols.setdefault(key, []).append(arr)
+        self.conversions.update({r + self.n_rows: v for r, v in other.conversions.items()})
+        self.shapes.update({r + self.n_rows: v for r, v in other.shapes.items()})
+        self.dropped.update(other.dropped)
+        self.unknown |= other.unknown
+        if other.bad_durs and not self.bad_durs:
+            self.bad_dur_example = other.bad_dur_example
+        self.bad_durs += other.bad_durs
+        self.n_rows += other.n_rows
+        self.n_seen += other.n_seen
 
     def _col(self, key: str, dtype: type) -> np.ndarray:
         parts = self.cols.get(key)
@@ -644,6 +1016,6 @@ class _Builder:
             shapes=self.shapes,
             device_properties=[p for p in props_in if isinstance(p, dict)],
             metadata=meta,
-            dropped=dict(self.dropped),
+            dropped=dict(sorted(self.dropped.items())),
             warnings=warnings,
         )
