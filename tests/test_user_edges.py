@@ -5,11 +5,14 @@ Every case must end in one line (exit 2, or 3 for --strict) and write nothing it
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -243,3 +246,62 @@ def test_strict_fails_on_an_expectation_naming_no_variant(
     # without --strict the typo is reported, not fatal
     spec.write_text('[[expect]]\nvariant = "sdpa-flsh"\nstatus = ["ok"]\n')
     assert attnprof("compare", str(cpu_run[0]), "--expect", str(spec), "--no-color").returncode == 0
+
+
+# -- interrupts -------------------------------------------------------------------------------
+def _wait_for(predicate: object, proc: subprocess.Popen[str], what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert proc.poll() is None, f"finished before {what}: {proc.communicate()}"
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.05)
+
+
+def test_ctrl_c_during_run_saves_what_finished_and_resume_finishes_it(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    variants = (
+        "sdpa-efficient,naive,sdpa-math,naive-inplace"  # sdpa-efficient: unsupported on CPU, done at once
+    )
+    proc = subprocess.Popen(
+        [*ATTNPROF, "run", "-v", variants, "--shape", "1,2,64,16", "--time-budget", "0.5", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    traces = out / "traces"
+    _wait_for(lambda: traces.is_dir() and any(traces.iterdir()), proc, "first trace")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    line = [ln for ln in err.splitlines() if ln.startswith("attnprof: interrupted")]
+    assert len(line) == 1 and f"attnprof run --resume {out}" in line[0], err
+    assert "Traceback" not in err
+    record = json.loads((out / "run.json").read_text())
+    assert record["interrupted"] is True
+    done = [r["label"] for r in record["results"]]
+    pending = record["resume"]["pending"]
+    assert "sdpa-efficient" in done and sorted(done + pending) == sorted(variants.split(","))
+    assert pending  # a trace was written, so a runnable variant was still to be timed
+    # the folder is readable as it is, refused as a new --out, and finished by --resume
+    assert attnprof("compare", str(out)).returncode == 0
+    again = attnprof("run", "-v", "naive", "--out", str(out))
+    assert again.returncode == 2 and "--resume" in one_error_line(again)
+    p = attnprof("run", "--resume", str(out), "--json")
+    assert p.returncode == 0, p.stderr
+    final = json.loads((out / "run.json").read_text())
+    assert final["interrupted"] is False and final["resume"] is None
+    assert sorted(r["label"] for r in final["results"]) == sorted(variants.split(","))
+    assert {r["label"]: r["status"] for r in final["results"]}["naive"] == "ok"
+    p = attnprof("run", "--resume", str(out))
+    assert p.returncode == 2 and "nothing to resume" in one_error_line(p)
+
+
+def test_the_sweep_time_budget_has_one_value_in_code_print_config_and_docs(tmp_path: Path) -> None:
+    import tomllib
+
+    from attnprof.sweep.grid import RunSettings
+
+    docs = (Path(__file__).parent.parent / "docs" / "sweeping.md").read_text()
+    block = docs.split("```toml\n", 1)[1].split("```", 1)[0]
+    printed = attnprof("sweep", "--print-config", "-s", "16", "-v", "naive", "--device", "cpu").stdout
+    shown = tomllib.loads(printed)  # the job list below the config is TOML comments
+    assert tomllib.loads(block)["run"]["time_budget_s"] == RunSettings().time_budget_s
+    assert shown["run"]["time_budget_s"] == RunSettings().time_budget_s

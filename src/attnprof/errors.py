@@ -1,13 +1,13 @@
 """Errors the library raises; only the CLI turns them into messages and exit codes.
 
 UserError means the input is wrong (exit 2): its message is one line that names the problem
-and the fix. ExpectationMismatch is raised under --strict (exit 3). Anything else is an
-internal error (exit 1).
+and the fix. ExpectationMismatch is raised under --strict (exit 3). Interrupted (exit 130) follows
+Ctrl-C or SIGTERM once what finished is saved. Anything else is an internal error (exit 1).
 """
 
 from __future__ import annotations
 
-__all__ = ["AttnprofError", "ExpectationMismatch", "MissingExtra", "UserError"]
+__all__ = ["AttnprofError", "ExpectationMismatch", "Interrupted", "MissingExtra", "UserError"]
 
 
 class AttnprofError(Exception):
@@ -35,3 +35,9 @@ class ExpectationMismatch(AttnprofError):
     """Observed behaviour differs from a stated expectation (raised only under --strict)."""
 
     exit_code = 3
+
+
+class Interrupted(AttnprofError):
+    """Stopped by SIGINT/SIGTERM after saving what finished; the message says how to resume."""
+
+    exit_code = 130

@@ -6,7 +6,7 @@ and decode back with validation. Keys only grow within one schema version.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -19,6 +19,7 @@ __all__ = [
     "MachineLoad",
     "MemoryResult",
     "ProfileSummary",
+    "ResumeState",
     "RunRecord",
     "RunResult",
     "Status",
@@ -183,6 +184,13 @@ class Environment(msgspec.Struct, kw_only=True):
     peak_source: str | None = None
 
 
+class ResumeState(msgspec.Struct, kw_only=True):
+    """What an interrupted run had left to do, for `attnprof run --resume DIR`."""
+
+    pending: list[str]  # variants to run: built-in labels, or the user's module:function / file.py:function
+    options: dict[str, Any]  # the run's RunOptions, to finish it as it started
+
+
 class RunRecord(msgspec.Struct, kw_only=True):
     schema: str
     created: str
@@ -191,6 +199,9 @@ class RunRecord(msgspec.Struct, kw_only=True):
     results: list[RunResult]
     causal_alignment: str = "top-left"
     steps: tuple[int, int, int] = (1, 1, 3)
+    # interrupted (SIGINT/SIGTERM): `results` holds what finished, `resume` what did not
+    interrupted: bool = False
+    resume: ResumeState | None = None
 
 
 def encode_json(obj: object, *, indent: int = 2) -> bytes:

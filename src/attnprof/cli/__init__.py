@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
+import threading
 import traceback
 
 import typer
@@ -19,7 +21,7 @@ try:  # typer >= 0.20 vendors click as typer._click; older ones depend on click
 except ImportError:  # pragma: no cover
     from click import exceptions as _cx  # type: ignore[no-redef]
 
-from attnprof.errors import AttnprofError
+from attnprof.errors import AttnprofError, Interrupted
 
 __all__ = ["app", "main"]
 
@@ -104,6 +106,10 @@ _PATH_ERRNOS = {
 }
 
 
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _internal(exc: BaseException, debug: bool) -> int:
     if debug:
         traceback.print_exc()
@@ -120,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args[:end] or bool(os.environ.get("ATTNPROF_DEBUG"))
     args = [a for a in args[:end] if a != "--debug"] + args[end:]
     _state["debug"] = debug
+    # SIGTERM (kill, a scheduler's timeout) stops a run or sweep like Ctrl-C: what finished is
+    # saved and the resume command printed. Only the main thread can set handlers.
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         rv = app(args=args, prog_name="attnprof", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
@@ -136,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         ctx = getattr(exc, "ctx", None)
         hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
         _err(f"{msg}{hint}")
+        code = exc.exit_code
+    except Interrupted as exc:
+        sys.stderr.write(f"attnprof: {exc}\n")
         code = exc.exit_code
     except AttnprofError as exc:
         _err(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -156,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
             code = _internal(exc, debug)
     except Exception as exc:
         code = _internal(exc, debug)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     if argv is None:
         sys.stdout.flush()
         raise SystemExit(code)

@@ -90,12 +90,25 @@ def run_command(
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="With --expect: exit 3 on any mismatch.")] = False,
     no_color: NoColor = False,
+    resume: Annotated[
+        Path | None,
+        typer.Option("--resume", help="Finish the interrupted run in DIR (its run.json says what is left)."),
+    ] = None,
 ) -> None:
     """Run attention variants: profile (traces + key_averages tables), time, check, measure."""
     from attnprof.harness.run import RunOptions, default_out_dir, prepare_out_dir, run
     from attnprof.report.run_view import ProgressReporter, render_run
     from attnprof.variants.registry import resolve_variants
 
+    if resume is not None:
+        given = [flag for flag, value in _WORKLOAD_FLAGS(locals()) if value is not None]
+        if given:
+            raise UserError(
+                f"--resume takes the workload, variants and options from {resume / 'run.json'}: "
+                f"drop {', '.join(given)}"
+            )
+        _resume(resume, json_out=json_out, no_color=no_color)
+        return
     workload = build_workload(
         batch=batch,
         heads=heads,
@@ -142,6 +155,52 @@ def run_command(
         from attnprof.report.run_view import check_run_expectations
 
         check_run_expectations(out_dir, expect, strict=strict, no_color=no_color)
+
+
+def _WORKLOAD_FLAGS(values: dict[str, object]) -> list[tuple[str, object]]:
+    """The flags that --resume replaces with what run.json says, with their values."""
+    names = {
+        "variants": "--variants", "batch": "--batch", "heads": "--heads", "seq": "--seq",
+        "head_dim": "--head-dim", "shape": "--shape", "kv_heads": "--kv-heads", "kv_seq": "--kv-seq",
+        "dtype": "--dtype", "out": "--out", "budget": "--time-budget",
+    }  # fmt: skip
+    return [(flag, values[name]) for name, flag in names.items()]
+
+
+def _resume(run_dir: Path, *, json_out: bool, no_color: bool) -> None:
+    """Run the variants an interrupted run left pending, with its workload and options."""
+    import dataclasses
+
+    from attnprof.harness.run import RunOptions, run
+    from attnprof.records import decode_run
+    from attnprof.report.run_view import ProgressReporter, render_run
+    from attnprof.variants.registry import resolve_variants
+    from attnprof.workload import Workload
+
+    path = run_dir / "run.json"
+    if not path.is_file():
+        raise UserError(
+            f"--resume {run_dir}: no run.json there (an interrupted run writes one); pass its --out DIR"
+        )
+    record = decode_run(path.read_bytes(), source=str(path))
+    if not record.interrupted or record.resume is None or not record.resume.pending:
+        raise UserError(f"--resume {run_dir}: that run finished; nothing to resume")
+    known = {f.name for f in dataclasses.fields(RunOptions)}
+    saved = {k: v for k, v in record.resume.options.items() if k in known}
+    if "steps" in saved:
+        saved["steps"] = tuple(saved["steps"])
+    opts = RunOptions(**saved)
+    workload = Workload.from_record(record.workload)
+    chosen = resolve_variants(record.resume.pending)
+    reporter = ProgressReporter(total=len(chosen), workload=workload, quiet=json_out, no_color=no_color)
+    with reporter:
+        final = run(workload, chosen, out=run_dir, options=opts, progress=reporter, resume=record)
+    if json_out:
+        from attnprof.records import encode_json
+
+        sys.stdout.write(encode_json(final).decode() + "\n")
+    else:
+        render_run(final, run_dir, no_color=no_color)
 
 
 @app.command("list")

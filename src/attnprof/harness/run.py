@@ -7,20 +7,22 @@ reason and the others still run.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attnprof.errors import UserError
+from attnprof.errors import Interrupted, UserError
 from attnprof.harness.memory import available_bytes, format_bytes
 from attnprof.records import (
     RUN_SCHEMA,
     Environment,
     MemoryResult,
+    ResumeState,
     RunRecord,
     RunResult,
     TimingSummary,
@@ -70,6 +72,10 @@ def prepare_out_dir(out: Path) -> Path:
     if (out / "run.json").exists() or (
         out.exists() and any((out / d).exists() for d in ("traces", "tables"))
     ):
+        if b'"interrupted": true' in (
+            (out / "run.json").read_bytes() if (out / "run.json").is_file() else b""
+        ):
+            raise UserError(f"{out} holds an interrupted run: finish it with attnprof run --resume {out}")
         raise UserError(f"{out} already holds an earlier run; pass a new --out DIR (nothing was overwritten)")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file; pass a directory")
@@ -298,6 +304,16 @@ def _backend(v: Variant, op_names: set[str]) -> str | None:
     return "aten" if v.family == "builtin" else "user"
 
 
+@dataclass
+class _Partial:
+    """How far a run got: what run.json holds when it is interrupted."""
+
+    prior: list[RunResult] = field(default_factory=list)  # finished before a resume
+    chosen: list[Variant] = field(default_factory=list)
+    prepared: list[tuple[RunResult, Built | None]] = field(default_factory=list)
+    env: Environment | None = None
+
+
 def run(
     workload: Workload,
     variants: Sequence[str | Variant] | None = None,
@@ -306,10 +322,59 @@ def run(
     options: RunOptions | None = None,
     progress: Progress | None = None,
     environment: Environment | None = None,
+    resume: RunRecord | None = None,
 ) -> RunRecord:
     """Run `variants` (names, or Variant records used as given; default: every built-in, plus
     compiled twins with options.compile) on `workload`; write <out>/run.json, traces/ and
-    tables/ when `out` is given."""
+    tables/ when `out` is given.
+
+    Interrupted (KeyboardInterrupt: Ctrl-C, or SIGTERM where the CLI maps it) with `out` given,
+    it writes run.json for the variants that finished, marked interrupted with the rest pending,
+    and raises Interrupted. `resume` (that record, read back from `out`) runs the pending ones
+    and adds them to it."""
+    opts = options or RunOptions()
+    partial = _Partial(prior=list(resume.results) if resume else [])
+    try:
+        return _run_suite(workload, variants, out, opts, progress, environment, partial, resume is not None)
+    except KeyboardInterrupt:
+        if out is None or partial.env is None:
+            raise
+        finished = partial.prior + [r for r, b in partial.prepared if b is None]
+        # prepared but not yet timed (timing runs last, interleaved): pending, not half-recorded
+        done = {r.label for r in finished}
+        pending = [v.source or v.label for v in partial.chosen if v.label not in done]
+        record = _record(workload, partial.env, opts, finished)
+        record.interrupted = True
+        record.resume = ResumeState(pending=pending, options=dataclasses.asdict(opts))
+        (out / "run.json").write_bytes(encode_json(record))
+        raise Interrupted(
+            f"interrupted: {len(finished)} of {len(finished) + len(pending)} variant(s) finished and are "
+            f"in {out / 'run.json'}; finish the other {len(pending)} with: attnprof run --resume {out}"
+        ) from None
+
+
+def _record(workload: Workload, env: Environment, opts: RunOptions, results: list[RunResult]) -> RunRecord:
+    return RunRecord(
+        schema=RUN_SCHEMA,
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        environment=env,
+        workload=workload.to_record(),
+        results=results,
+        causal_alignment=workload.causal_alignment,
+        steps=opts.steps,
+    )
+
+
+def _run_suite(
+    workload: Workload,
+    variants: Sequence[str | Variant] | None,
+    out: Path | None,
+    opts: RunOptions,
+    progress: Progress | None,
+    environment: Environment | None,
+    partial: _Partial,
+    resuming: bool,
+) -> RunRecord:
     import torch
 
     from attnprof.harness.accuracy import reference as make_reference
@@ -318,16 +383,16 @@ def run(
     from attnprof.harness.timing import time_interleaved
     from attnprof.variants.registry import resolve_variants
 
-    opts = options or RunOptions()
     if variants and not any(isinstance(x, str) for x in variants):
         chosen = [x for x in variants if not isinstance(x, str)]
     else:
         chosen = resolve_variants([str(x) for x in variants] if variants else None, compile=opts.compile)
-    if out is not None:
+    if out is not None and not resuming:
         out = prepare_out_dir(out)
     env = environment or get_env(workload.device)
     peak, source = peak_for(env, workload.dtype)
     env.peak_tflops, env.peak_source = peak, source
+    partial.chosen, partial.env = chosen, env
 
     inputs: Any = None
     cache: dict[str, Any] = {}
@@ -339,7 +404,7 @@ def run(
                 cache["ref"] = make_reference(workload, inputs)
         return cache["ref"]
 
-    prepared: list[tuple[RunResult, Built | None]] = []
+    prepared = partial.prepared
     for v in chosen:
         if inputs is None and v.capability(workload).accepted:
             fits = workload.io_bytes() <= available_bytes(workload.device) or opts.force
@@ -385,16 +450,7 @@ def run(
                 _apply_timing(r, summaries[r.label], peak)
             if progress and b is not None:
                 progress(r.label, "done")
-    results = [r for r, _ in prepared]
-    record = RunRecord(
-        schema=RUN_SCHEMA,
-        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        environment=env,
-        workload=workload.to_record(),
-        results=results,
-        causal_alignment=workload.causal_alignment,
-        steps=opts.steps,
-    )
+    record = _record(workload, env, opts, partial.prior + [r for r, _ in prepared])
     if out is not None:
         (out / "run.json").write_bytes(encode_json(record))
     return record

@@ -329,6 +329,9 @@ def render_config(cfg: SweepConfig, jobs: Sequence[JobSpec], notes: Sequence[str
         for key, value in msgspec.structs.asdict(getattr(cfg, table)).items():
             if table == "grid" and key == "variants" and not value:
                 value = default_variants()
+            if value is None:  # TOML has no null: an unset option is shown commented out
+                lines.append(f"# {key} = (not set)")
+                continue
             lines.append(f"{key} = {_toml_value(value)}")
         lines.append("")
     configs = list(dict.fromkeys((j.workload, j.compile) for j in jobs))

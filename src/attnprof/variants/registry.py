@@ -81,6 +81,7 @@ class Variant:
     can_compile: bool = True  # whether a torch.compile twin makes sense
     sweep_default: bool = True  # run by `attnprof sweep` when no variants are named
     family: str = "builtin"
+    source: str | None = None  # a user variant's module:function / file.py:function, to load it again
 
     @property
     def mode(self) -> Literal["eager", "compile"]:

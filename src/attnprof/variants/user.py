@@ -66,6 +66,7 @@ def load_user_variant(spec: str) -> Variant:
         build=build,
         capability=lambda w: Decision.ok(),
         family="user",
+        source=f"{Path(ref).resolve()}:{func_name}" if ref.endswith(".py") else spec,
         # unknown implementation: assume it may materialise the scores like a naive one
         score_tensors=2,
     )
