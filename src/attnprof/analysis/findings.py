@@ -22,7 +22,7 @@ from attnprof.analysis.classify import CATEGORIES
 from attnprof.analysis.cpu_ops import OUT_OF_PLACE_CLONERS
 from attnprof.analysis.pipeline import Context, gpu_unfused_count, short_name
 from attnprof.analysis.result import Finding
-from attnprof.trace.model import Kind
+from attnprof.trace.model import Kind, unique
 
 __all__ = ["CODES", "RULES", "evaluate"]
 
@@ -49,7 +49,7 @@ def trace_repaired(ctx: Context) -> list[Finding]:
 def no_gpu_activity(ctx: Context) -> list[Finding]:
     t = ctx.trace
     launches = t.rows(Kind.RUNTIME, Kind.DRIVER)
-    names = {t.names[int(i)] for i in np.unique(t.name[launches])}
+    names = {t.names[int(i)] for i in unique(t.name[launches])}
     kernel_launches = sorted(n for n in names if "Launch" in n)
     if ctx.links.gpu_rows.size or not kernel_launches:
         return []
@@ -392,7 +392,7 @@ def cuda_graph(ctx: Context) -> list[Finding]:
     graph = ctx.links.graph
     if not graph.any():
         return []
-    launches = np.unique(ctx.links.launch[graph])
+    launches = unique(ctx.links.launch[graph])
     att = int(np.count_nonzero(graph & (ctx.gpu_cat == _ATT)))
     return [
         Finding(

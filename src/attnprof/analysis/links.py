@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from attnprof.trace.model import Kind, Trace
+from attnprof.trace.model import Kind, Trace, unique
 
 __all__ = ["GRAPH_LAUNCHES", "Links", "link"]
 
@@ -111,7 +111,7 @@ def _containing(trace: Trace, op_rows: np.ndarray, launch_rows: np.ndarray) -> n
     """Innermost cpu_op on the launch's lane whose [ts, ts + dur] contains the launch's ts."""
     out = np.full(launch_rows.size, -1, np.int64)
     op_lane = trace.lane[op_rows]
-    for lane in np.unique(trace.lane[launch_rows]):
+    for lane in unique(trace.lane[launch_rows]):
         ops = op_rows[op_lane == lane]
         if ops.size == 0:
             continue

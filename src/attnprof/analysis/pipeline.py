@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from attnprof.analysis.occupancy import DeviceLimits, device_limits, theoretical
 from attnprof.analysis.regions import Instance, Region, cpu_nesting, find_region
 from attnprof.analysis.result import TraceAnalysis
 from attnprof.analysis.roofline import roofline
-from attnprof.trace.model import Kind, Trace
+from attnprof.trace.model import Kind, Trace, unique
 from attnprof.workload import Workload
 
 __all__ = ["Context", "analyze_trace", "short_name"]
@@ -93,7 +94,7 @@ def analyze_trace(
         "memset_time_us": round(float(g_dur[is_set].sum()), 3),
         "cpu_ops": int((trace.kind == Kind.CPU_OP).sum()),
         "gpu_ops": int(g.size),
-        "unique_kernels": int(np.unique(g_name[is_k]).size),
+        "unique_kernels": int(unique(g_name[is_k]).size),
         "unlaunched_gpu_ops": int((links.launch < 0).sum()),
         "graph_kernels": int((links.graph & is_k).sum()),
     }
@@ -168,7 +169,7 @@ def analyze_trace(
     warnings = list(trace.warnings)
     n_dev = int((trace.kind == Kind.DEVICE).sum())
     if n_dev:
-        cats = sorted({trace.categories[int(c)] for c in np.unique(trace.cat[trace.kind == Kind.DEVICE])})
+        cats = sorted({trace.categories[int(c)] for c in unique(trace.cat[trace.kind == Kind.DEVICE])})
         warnings.append(
             f"{n_dev} device events of categories {', '.join(cats)} are not counted as kernels, "
             "memcpys or memsets"
@@ -270,6 +271,7 @@ def _collapse(name: str, keep_depth: int) -> str:
     return "".join(out)
 
 
+@lru_cache(maxsize=8192)  # a region lists up to 500 ops, most of them the same few kernels
 def short_name(name: str, width: int = 60) -> str:
     """A kernel name a person can read in a table: no 'void', no parameters, fewer namespaces,
     inner template arguments folded, cut to width. Memcpy / memset names are kept whole."""
@@ -497,7 +499,7 @@ def _cpu_ops(trace: Trace, insts: list[Instance]) -> tuple[list[dict[str, Any]],
     if not insts:
         return [], []
     every = np.concatenate([inst.cpu_ops for inst in insts])
-    rows = np.unique(every)
+    rows = unique(every)
     depth, self_us = cpu_nesting(trace, rows)
     first = insts[0].cpu_ops
     first = first[np.lexsort((-trace.dur[first], trace.ts[first]))][:_FIRST_OPS]

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from attnprof.analysis.links import Links
 from attnprof.errors import UserError
-from attnprof.trace.model import Kind, Trace
+from attnprof.trace.model import Kind, Trace, unique
 
 __all__ = ["DEFAULT_REGION", "Instance", "Region", "cpu_nesting", "find_region"]
 
@@ -90,7 +90,7 @@ def _select(trace: Trace, region: str | None) -> tuple[str, str, I64]:
     if hit.size:
         return region, "regex", hit
     ann = trace.rows(Kind.ANNOTATION)
-    known = sorted({names[int(i)] for i in np.unique(trace.name[ann])})[:12]
+    known = sorted({names[int(i)] for i in unique(trace.name[ann])})[:12]
     hint = f"; annotations here: {', '.join(known)}" if known else "; the trace has no user annotations"
     raise UserError(f"--region {region!r} matches no annotation or op in {trace.source}{hint}")
 
@@ -114,7 +114,7 @@ def find_region(trace: Trace, links: Links, region: str | None = None) -> Region
     # CPU ops per lane, sorted by start, for a searchsorted per instance
     cpu_lane = trace.lane[cpu_rows]
     by_lane: dict[int, tuple[I64, np.ndarray]] = {}
-    for lane in np.unique(trace.lane[rows]).tolist():
+    for lane in unique(trace.lane[rows]).tolist():
         ops = cpu_rows[cpu_lane == lane]
         ops = ops[np.argsort(trace.ts[ops], kind="stable")]
         by_lane[lane] = (ops, trace.ts[ops])
@@ -136,7 +136,7 @@ def find_region(trace: Trace, links: Links, region: str | None = None) -> Region
     # unlaunched GPU ops: place by time inside same-named gpu_user_annotation ranges
     unlaunched = np.flatnonzero(~launched)
     gpu_ann = trace.rows(Kind.GPU_ANNOTATION)
-    gpu_ann = gpu_ann[np.isin(trace.name[gpu_ann], np.unique(trace.name[rows]))]
+    gpu_ann = gpu_ann[np.isin(trace.name[gpu_ann], unique(trace.name[rows]))]
     gpu_ann = gpu_ann[np.argsort(trace.ts[gpu_ann], kind="stable")]
     placed: dict[int, list[np.ndarray]] = {}
     n_placed = 0

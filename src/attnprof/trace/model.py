@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DEVICE_KINDS", "GPU_KINDS", "Kind", "Trace"]
+__all__ = ["DEVICE_KINDS", "GPU_KINDS", "Kind", "Trace", "unique"]
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -124,3 +124,9 @@ class Trace:
         if len(kinds) == 1:
             return np.flatnonzero(self.kind == kinds[0]).astype(np.int64)
         return np.flatnonzero(np.isin(self.kind, np.array([int(k) for k in kinds]))).astype(np.int64)
+
+
+def unique(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """np.unique(values), sorted, without importing numpy.ma: numpy 2's plain np.unique asks
+    np.ma whether the array is masked, and that import costs a small trace's whole analysis."""
+    return np.unique(values, return_counts=True)[0]
