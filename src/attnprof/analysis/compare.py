@@ -158,6 +158,11 @@ class Row(msgspec.Struct, kw_only=True):
         return self.status == "ok"
 
     @property
+    def above_peak(self) -> bool:
+        """More than 100% of the peak: the peak or the timing is wrong (one flag for every output)."""
+        return self.pct_of_peak is not None and self.pct_of_peak > 1.0
+
+    @property
     def tie(self) -> bool:
         """Its speedup's interval holds 1: no faster or slower claim can be made."""
         return (
@@ -612,6 +617,31 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
     return row
 
 
+def _peak_check(row: Row, record: RunRecord) -> None:
+    """One figure for "% of peak" on a run's row: the clean timing's, as in the table. The
+    analyser's ABOVE_PEAK (from the trace's profiled time, another number) is replaced by one
+    that states the clean figure, so the table, finding, summary and JSON say the same."""
+    row.findings = [f for f in row.findings if f.code != "ABOVE_PEAK"]
+    if row.pct_of_peak is None or row.pct_of_peak <= 1.0:
+        return
+    env = record.environment
+    pct = int(f"{row.pct_of_peak * 100:.0f}")  # as the tables print it (report.units.fmt_pct)
+    row.findings.append(
+        FindingRef(
+            code="ABOVE_PEAK",
+            severity="error",
+            message=f"{pct}% of the peak ({env.peak_tflops:.3g} TFLOP/s, {env.peak_source}): the peak is "
+            "too low or the timing misses part of the work, so this figure cannot be trusted",
+            evidence={
+                "pct_of_peak": pct,
+                "tflops_useful": row.tflops_useful,
+                "peak_tflops": env.peak_tflops,
+                "peak_source": env.peak_source,
+            },
+        )
+    )
+
+
 def _gate(row: Row, res: RunResult, dtype: str) -> None:
     """The correctness gate: a result whose output failed the accuracy check is `incorrect`, loses
     every figure that would rank it (TFLOP/s, % of peak) and carries an INCORRECT_OUTPUT finding."""
@@ -749,6 +779,7 @@ def compare(
                     else:
                         row.analysis_error = f"trace {row.trace} is missing"
                         notes.append(f"{row.label}: {row.analysis_error}")
+                _peak_check(row, src.record)
                 _gate(row, res, src.record.workload.dtype)
                 row.input = i
                 rows.append(row)

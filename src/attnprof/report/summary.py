@@ -15,7 +15,7 @@ from attnprof.analysis.stats import RatioInterval
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
-from attnprof.report.units import fmt_bytes, fmt_count, fmt_err, fmt_ms, fmt_ratio
+from attnprof.report.units import fmt_bytes, fmt_count, fmt_err, fmt_ms, fmt_pct, fmt_ratio
 
 __all__ = ["BAD_CODES", "GOOD_CODES", "SAME_SPEED", "incorrect_line", "opaque", "reasons", "summarize"]
 
@@ -211,6 +211,17 @@ def summarize(data: ReportData, t: Translator) -> list[str]:
                 )
             )
     out.extend(incorrect_line(r, t) for r in comp.rows if r.status == INCORRECT)
+    env = data.record.environment
+    out.extend(
+        t(
+            "summary.above_peak",
+            variant=r.label,
+            pct=fmt_pct(r.pct_of_peak),
+            peak=f"{env.peak_tflops:.3g}" if env.peak_tflops else "-",
+        )
+        for r in ran
+        if r.above_peak
+    )
     noisy = [r.label for r in ran if r.noisy]
     if noisy:
         out.append(t("summary.noisy", list=t.join(noisy)))

@@ -104,7 +104,7 @@ def comparison_table(data: ReportData, t: Translator) -> TextTable:
         speed, cls = speed_cell(r, comp.baseline, t)
         tflops = "-" if r.tflops_useful is None else f"{r.tflops_useful:.3g}"
         if r.pct_of_peak is not None:
-            tflops += f" ({fmt_pct(r.pct_of_peak)})"
+            tflops += f" ({fmt_pct(r.pct_of_peak)}{' ⚠' if r.above_peak else ''})"
         rows.append(
             [
                 r.label,
@@ -253,8 +253,14 @@ def env_items(data: ReportData, t: Translator) -> list[tuple[str, str]]:
     )
     if w.kv_heads != w.heads or w.kv_seq != w.seq:
         shape += f" (kv heads {w.kv_heads}, kv seq {w.kv_seq})"
+    peak = (
+        t("env.peak_value", tflops=f"{e.peak_tflops:.3g}", source=e.peak_source or "-")
+        if e.peak_tflops
+        else t("env.peak_none")
+    )
     return [
         (t("env.device"), f"{device} [{w.device}]"),
+        (t("env.peak"), peak),
         (t("env.cpu"), e.cpu_model),
         (t("env.threads"), str(e.threads)),
         (t("env.software"), soft),
@@ -277,9 +283,24 @@ def finding_items(data: ReportData, t: Translator) -> list[tuple[str, str, str, 
             if t.lang == "en" or not t.has(key):
                 msg = f.message or (t(key) if t.has(key) else f.code)
             else:
-                msg = t(key)
+                msg = _finding_sentence(t, key, f.evidence)
             out.append((r.label, f.code, f.severity, msg, _evidence(f.evidence)))
     return out
+
+
+def _finding_sentence(t: Translator, key: str, evidence: object) -> str:
+    """The catalog's sentence for a finding, its fields ({pct_of_peak}) filled from the evidence;
+    the `<key>.generic` sentence where the evidence lacks a field."""
+    from attnprof.report.i18n import placeholders
+
+    template = t(key)
+    fields = placeholders(template)
+    if not fields:
+        return template
+    ev = evidence if isinstance(evidence, dict) else {}
+    if fields <= set(ev):
+        return t(key, **{k: ev[k] for k in fields})
+    return t(f"{key}.generic") if t.has(f"{key}.generic") else template.split(":", 1)[-1].strip()
 
 
 def _evidence(ev: object) -> str:

@@ -103,7 +103,11 @@ def _timing_table(console: Console, comp: Comparison) -> None:
             "-"
             if r.tflops_useful is None
             else f"{r.tflops_useful:.3g}"
-            + (f" ({fmt_pct(r.pct_of_peak)})" if r.pct_of_peak is not None else ""),
+            + (
+                f" ({fmt_pct(r.pct_of_peak)}{' !' if r.above_peak else ''})"
+                if r.pct_of_peak is not None
+                else ""
+            ),
         )
     console.print(timing)
 
@@ -164,6 +168,10 @@ def _footer(console: Console, comp: Comparison) -> None:
         if reason.startswith(f"{r.variant}: "):  # the harness prefixes its reasons with the name
             reason = reason[len(r.variant or "") + 2 :]
         console.print(Text(f"  {r.label} ({r.status})" + (f": {reason}" if reason else ""), style="yellow"))
+    if any(r.pct_of_peak is not None for r in comp.rows):
+        console.print(
+            Text("  TFLOP/s: useful FLOPs / clean median; (%) of the run's peak, ! above 100%", style="dim")
+        )
     if any(r.noisy for r in comp.rows):
         console.print(Text("  * noisy timing: IQR above 10% of the median", style="dim"))
     for note in comp.notes:

@@ -1,0 +1,99 @@
+"""The CPU peak: measured with GEMMs up to 2048+ in the run's dtype, cached per machine with its
+provenance, above every variant on this machine; a figure above 100% is flagged the same way,
+with the same number, in the table, the finding, the summary and the JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from attnprof.analysis.compare import compare
+from attnprof.harness.env import cache_path, environment, peak_for
+from attnprof.harness.run import RunOptions, run
+from attnprof.records import decode_run, encode_json
+from attnprof.report.data import build_report_data
+from attnprof.report.i18n import Translator
+from attnprof.report.summary import summarize
+from attnprof.report.tables import comparison_table, env_items, finding_items
+from attnprof.workload import Workload
+
+
+@pytest.fixture
+def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ATTNPROF_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "peaks.json"
+
+
+def test_peak_is_measured_large_and_cached_with_provenance(fresh_cache: Path) -> None:
+    env = environment("cpu")
+    tflops, source = peak_for(env, "fp32")
+    assert tflops > 0 and "fp32 2048" in source and "threads" in source
+    assert cache_path() == fresh_cache
+    if fresh_cache.exists():  # not written when the machine was busy while measuring (said so)
+        data = json.loads(fresh_cache.read_text())
+        (entry,) = data["peaks"].values()
+        assert entry["tflops"] == tflops and "best square GEMM" in entry["what"]
+        again, source2 = peak_for(env, "fp32")  # from the cache, at once
+        assert again == tflops and "cached in" in source2
+    else:
+        assert "not cached" in source
+
+
+def test_cpu_peak_is_above_every_variant(fresh_cache: Path, tmp_path: Path) -> None:
+    for wl, variants in (
+        (Workload(batch=1, heads=4, seq=256, head_dim=64), None),
+        (Workload(batch=1, heads=4, seq=256, head_dim=64, dtype="bf16"), ["sdpa", "sdpa-flash"]),
+    ):
+        rec = run(wl, variants, options=RunOptions(profile=False, time_budget_s=0.2, min_samples=5))
+        timed = [r for r in rec.results if r.pct_of_peak is not None]
+        assert timed
+        for r in timed:
+            assert r.pct_of_peak is not None and r.pct_of_peak <= 100.0, (
+                r.label,
+                r.pct_of_peak,
+                rec.environment,
+            )
+
+
+def test_above_peak_is_one_number_everywhere(cpu_run: tuple[Path, object], tmp_path: Path) -> None:
+    """A run whose peak was wrong (a millionth of the real one): every output flags the same figure."""
+    src = cpu_run[0]
+    rec = decode_run((src / "run.json").read_bytes())
+    env = rec.environment
+    assert env.peak_tflops
+    env.peak_tflops /= 1e6
+    for r in rec.results:
+        if r.tflops_useful is not None:
+            r.pct_of_peak = 100.0 * r.tflops_useful / env.peak_tflops
+    (tmp_path / "run.json").write_bytes(encode_json(rec))
+    (tmp_path / "traces").symlink_to(src / "traces")
+
+    comp = compare([tmp_path])
+    row = comp.row("naive-inplace")
+    assert row.above_peak
+    pct = f"{row.pct_of_peak * 100:.0f}"  # type: ignore[operator]
+    payload = msgspec.to_builtins(comp)
+    js = next(r for r in payload["rows"] if r["label"] == "naive-inplace")
+    assert f"{js['pct_of_peak'] * 100:.0f}" == pct
+    above = [f for f in row.findings if f.code == "ABOVE_PEAK"]
+    assert len(above) == 1 and str(above[0].evidence["pct_of_peak"]) == pct
+    assert above[0].message.startswith(f"{pct}% of the peak")
+
+    data = build_report_data(tmp_path, expect=None)
+    for lang in ("en", "id", "th"):
+        t = Translator(lang)
+        table = comparison_table(data, t)
+        cell = next(c for c in next(r for r in table.rows if r[0] == "naive-inplace") if "⚠" in c)
+        assert f"({pct}% ⚠)" in cell
+        msgs = [
+            m for v, code, _, m, _ in finding_items(data, t) if v == "naive-inplace" and code == "ABOVE_PEAK"
+        ]
+        assert len(msgs) == 1 and msgs[0].startswith(f"{pct}%")
+        bullets = [b for b in summarize(data, t) if "naive-inplace" in b and f"{pct}%" in b]
+        assert len(bullets) == 1
+        peak_item = dict(env_items(data, t))[t("env.peak")]
+        assert re.match(r"[\d.e+-]+ TFLOP/s: measured", peak_item)
