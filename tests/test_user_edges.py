@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -305,3 +306,98 @@ def test_the_sweep_time_budget_has_one_value_in_code_print_config_and_docs(tmp_p
     shown = tomllib.loads(printed)  # the job list below the config is TOML comments
     assert tomllib.loads(block)["run"]["time_budget_s"] == RunSettings().time_budget_s
     assert shown["run"]["time_budget_s"] == RunSettings().time_budget_s
+
+
+# -- concurrent sweeps ------------------------------------------------------------------------
+def test_a_crashed_or_expired_owners_jobs_are_taken_over_and_live_ones_left(
+    real_store: Path, tmp_path: Path
+) -> None:
+    import psutil
+
+    from attnprof.store import Store
+
+    store = tmp_path / "r.db"
+    shutil.copy(real_store, store)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid whose process has exited: an owner that crashed
+    me = psutil.Process()
+    host = socket.gethostname()
+    now = time.time()
+    with Store(store) as st:
+        keys = sorted(st.done_keys())
+        assert len(keys) == 4
+        st.conn.execute("DELETE FROM results")
+        leases = [
+            (keys[0], host, gone.pid, 1.0, now + 3600),  # crashed owner on this host
+            (keys[1], host, me.pid, me.create_time(), now + 3600),  # live owner (this test)
+            (keys[2], "elsewhere", 1, 1.0, now - 1),  # another host's, expired
+            (keys[3], "elsewhere", 1, 1.0, now + 3600),  # another host's, still valid
+        ]
+        st.conn.executemany(
+            "INSERT INTO leases (job_key, host, pid, proc_started, claimed_at, expires_at) VALUES (?,?,?,?,'',?)",
+            leases,
+        )
+    p = attnprof(
+        "sweep", "--store", str(store), "-s", "16,32", "-H", "2", "-d", "16",
+        "-v", "naive-inplace,sdpa-math", "--device", "cpu", "--no-progress", "--json", *FAST,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    assert (summary["ran"], summary["finished_elsewhere"]) == (2, 2)
+    with Store(store) as st:
+        assert st.done_keys() == {keys[0], keys[2]}
+        assert sorted((k, alive) for k, _, _, alive in st.leases()) == [(keys[1], True), (keys[3], True)]
+
+
+def test_ctrl_c_during_a_sweep_says_what_is_stored_and_how_to_resume(tmp_path: Path) -> None:
+    store = tmp_path / "r.db"
+    args = ["sweep", "--store", str(store), "-s", "16,32,48,64,80,96", "-H", "1", "-d", "8"]
+    args += [
+        "-v",
+        "naive,sdpa-math",
+        "--device",
+        "cpu",
+        "--no-profile",
+        "--time-budget",
+        "0.3",
+        "--no-progress",
+    ]
+    proc = subprocess.Popen([*ATTNPROF, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def stored() -> int:
+        try:
+            with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as conn:
+                return int(conn.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+        except sqlite3.Error:
+            return 0
+
+    _wait_for(lambda: stored() >= 2, proc, "two stored results")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    line = [ln for ln in err.splitlines() if ln.startswith("attnprof: interrupted")]
+    n = stored()
+    assert len(line) == 1 and f"{n} result(s) stored in {store}" in line[0], err
+    resume = line[0].split("resume with: attnprof ", 1)[1].split()
+    assert resume == args
+    p = attnprof(*resume, "--json")
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    assert (summary["already_stored"], summary["ran"]) == (n, 12 - n)
+
+
+def test_a_sweep_with_a_broken_user_variant_fails_before_the_first_job(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\n\ndef attention(q, k, v, *, is_causal=True, scale=None):\n    return q +\n")
+    nofunc = tmp_path / "nofunc.py"
+    nofunc.write_text("def other(q, k, v, **kw):\n    return q\n")
+    store = tmp_path / "r.db"
+    for spec, needle in ((f"{bad}:attention", "SyntaxError"), (f"{nofunc}:attention", "no callable")):
+        p = attnprof(
+            "sweep", "--store", str(store), "-s", "16", "-H", "1", "-d", "8", "-v", f"naive,{spec}", *FAST
+        )
+        assert p.returncode == 2, p.stderr
+        line = one_error_line(p)
+        assert needle in line and "before the first job" in line, line
+    assert not store.exists()  # nothing was run or stored

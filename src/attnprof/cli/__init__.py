@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover
 
 from attnprof.errors import AttnprofError, Interrupted
 
-__all__ = ["app", "main"]
+__all__ = ["app", "invoked_args", "main"]
 
 app = typer.Typer(
     name="attnprof",
@@ -106,6 +106,14 @@ _PATH_ERRNOS = {
 }
 
 
+_invoked: list[str] = []
+
+
+def invoked_args() -> list[str]:
+    """The arguments of the command being run (without --debug), to print a command that resumes it."""
+    return list(_invoked)
+
+
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -126,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args[:end] or bool(os.environ.get("ATTNPROF_DEBUG"))
     args = [a for a in args[:end] if a != "--debug"] + args[end:]
     _state["debug"] = debug
+    _invoked[:] = args
     # SIGTERM (kill, a scheduler's timeout) stops a run or sweep like Ctrl-C: what finished is
     # saved and the resume command printed. Only the main thread can set handlers.
     previous = None

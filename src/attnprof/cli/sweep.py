@@ -13,7 +13,7 @@ import typer
 
 from attnprof.cli import app
 from attnprof.cli.options import NoColor, Variants
-from attnprof.errors import UserError
+from attnprof.errors import Interrupted, UserError
 
 if TYPE_CHECKING:
     from attnprof.recommend import Bucket, Recommendation
@@ -170,6 +170,9 @@ def sweep_command(
     reporter = _Progress(enabled=not no_progress and not json_out)
     try:
         summary = run_sweep(cfg, on_start=reporter.start, on_result=reporter.update)
+    except KeyboardInterrupt:
+        reporter.stop()
+        raise _interrupted(cfg, reporter) from None
     finally:
         reporter.stop()
     if json_out:
@@ -178,15 +181,36 @@ def sweep_command(
         _print_summary(summary)
 
 
+def _interrupted(cfg: SweepConfig, reporter: _Progress) -> Interrupted:
+    """Ctrl-C or SIGTERM: every finished job is already committed; say how many, and how to go on."""
+    import shlex
+
+    from attnprof.cli import invoked_args
+
+    store = cfg.sweep.store
+    if reporter.total is None:
+        return Interrupted(f"interrupted before the first job; nothing was added to {store}")
+    done = reporter.already + reporter.ran
+    return Interrupted(
+        f"interrupted: {reporter.ran} result(s) stored in {store} by this sweep, {done} of "
+        f"{reporter.total} job(s) done; resume with: attnprof {shlex.join(invoked_args())}"
+    )
+
+
 class _Progress:
-    """A rich progress bar on stderr: done/total, failures so far, ETA."""
+    """A rich progress bar on stderr: done/total, failures so far, ETA. It also counts, for the
+    line printed when the sweep is interrupted."""
 
     def __init__(self, *, enabled: bool) -> None:
         self.enabled = enabled
         self.progress: Any = None
         self.task: Any = None
+        self.total: int | None = None
+        self.already = 0
+        self.ran = 0
 
     def start(self, plan: SweepPlan) -> None:
+        self.total, self.already = len(set(plan.keys)), plan.already
         from attnprof.report.console import make_console
 
         err = make_console(stderr=True)
@@ -221,6 +245,7 @@ class _Progress:
         self.task = self.progress.add_task("sweep", total=len(plan.todo), failures=0, last="")
 
     def update(self, row: Any, summary: SweepSummary) -> None:
+        self.ran = summary.ran
         if self.progress is None:
             return
         last = f"{row.variant} S={row.workload.seq} {row.workload.dtype}: {row.result.status}"
@@ -229,6 +254,7 @@ class _Progress:
     def stop(self) -> None:
         if self.progress is not None:
             self.progress.stop()
+            self.progress = None
 
 
 def _summary_dict(s: SweepSummary) -> dict[str, Any]:
@@ -257,7 +283,9 @@ def _print_summary(s: SweepSummary) -> None:
     if s.already:
         con.print(f"{s.already} of {s.total} job(s) were already in the store (resumed)")
     if s.not_run:
-        con.print(f"{s.not_run} job(s) were finished meanwhile by another sweep on the same store")
+        con.print(
+            f"{s.not_run} job(s) were left to another sweep on the same store (finished or running there)"
+        )
     if s.slowest:
         t = Table(title="slowest jobs", show_edge=False)
         t.add_column("wall s", justify="right")

@@ -9,6 +9,9 @@ Version history:
 1. environments and results (one row per job, unique job_key).
 2. sweeps (one row per `attnprof sweep` invocation), results.sweep_id and results.log_tail (the
    stderr tail of a crashed worker), and an index for the shape filters of `attnprof results`.
+3. leases: the job a sweep is running, with its owner (host, pid and the process's start time,
+   so a reused pid is not taken for the owner) and an expiry, so that concurrent sweeps on one
+   store split the grid and a crashed sweep's jobs are taken over. Reading needs only version 2.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import sqlite3
 
 from attnprof.errors import UserError
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STATUSES", "migrate", "schema_version"]
+__all__ = ["MIGRATIONS", "READ_MIN_VERSION", "SCHEMA_VERSION", "STATUSES", "migrate", "schema_version"]
 
 # Every status a job can end in: the harness's own (ok, unsupported, refused, oom, error) and the
 # sweep's (skipped before it ran, crashed worker, timeout).
@@ -101,9 +104,25 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE results ADD COLUMN log_tail TEXT",
         "CREATE INDEX results_shape ON results(dtype, seq, head_dim, variant)",
     ],
+    # 3
+    [
+        """
+        CREATE TABLE leases (
+            job_key       TEXT PRIMARY KEY,
+            host          TEXT NOT NULL,
+            pid           INTEGER NOT NULL,
+            proc_started  REAL NOT NULL,
+            sweep_id      INTEGER,
+            claimed_at    TEXT NOT NULL,
+            expires_at    REAL NOT NULL
+        )
+        """,
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
+# the oldest schema the reading commands can read without upgrading (leases are not read)
+READ_MIN_VERSION = 2
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -30,7 +30,7 @@ import msgspec
 
 from attnprof.errors import UserError
 from attnprof.records import Environment, RunResult, WorkloadRecord, variant_label
-from attnprof.store.schema import SCHEMA_VERSION, STATUSES, migrate, schema_version
+from attnprof.store.schema import READ_MIN_VERSION, SCHEMA_VERSION, STATUSES, migrate, schema_version
 
 __all__ = ["DEFAULT_STORE", "Filters", "ResultRow", "Store", "StoredResult", "now_iso"]
 
@@ -45,6 +45,34 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 def _is_damaged(exc: sqlite3.Error) -> bool:
     code = getattr(exc, "sqlite_errorname", "")
     return code in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or "malformed" in str(exc)
+
+
+def _process_started(pid: int) -> float | None:
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:  # dead, not yet reaped by its parent
+            return None
+        return float(proc.create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def _me() -> tuple[str, int, float]:
+    pid = os.getpid()
+    return socket.gethostname(), pid, _process_started(pid) or 0.0
+
+
+def _lease_alive(host: str, pid: int, started: float, expires_at: float, *, now: float) -> bool:
+    """A lease holds until it expires; on this host, only while its owner process lives (the
+    same pid with the same start time: a pid reused by another process does not count)."""
+    if expires_at <= now:
+        return False
+    if host != socket.gethostname():
+        return True  # cannot see the process: trust the expiry
+    seen = _process_started(int(pid))
+    return seen is not None and abs(seen - float(started)) < 1.0
 
 
 def now_iso() -> str:
@@ -255,10 +283,10 @@ class Store:
                 f"store {self.path} is an empty SQLite database, not an attnprof results store: "
                 f"run `attnprof sweep --store {self.path}` first, or pass the right --store"
             )
-        if self.readonly and version < SCHEMA_VERSION:
+        if self.readonly and version < READ_MIN_VERSION:
             raise UserError(
                 f"store {self.path} has schema version {version} from an older attnprof (this one "
-                f"reads {SCHEMA_VERSION}); a sweep into it with this attnprof upgrades it in place"
+                f"reads {READ_MIN_VERSION} and later); a sweep into it with this attnprof upgrades it in place"
             )
         check = conn.execute("PRAGMA quick_check").fetchone()
         if tables and str(check[0]) != "ok":
@@ -354,6 +382,42 @@ class Store:
         with self._write() as c:
             c.execute("UPDATE sweeps SET finished_at = ? WHERE id = ?", (now_iso(), sweep_id))
 
+    # -- job leases --------------------------------------------------------------------------
+    # A sweep claims each job just before it runs it; a concurrent sweep skips a job whose lease
+    # is held by a live owner, and takes over one whose owner died (same host, pid gone or reused)
+    # or whose lease expired (an owner on another host that went away). Recording the result
+    # drops the lease in the same transaction.
+    def claim(self, key: str, *, ttl_s: float, sweep_id: int | None = None) -> bool:
+        """Lease job `key` to this process for ttl_s seconds. False when another live owner holds it."""
+        host, pid, started = _me()
+        now = time.time()
+        with self._write() as c:
+            row = c.execute(
+                "SELECT host, pid, proc_started, expires_at FROM leases WHERE job_key = ?", (key,)
+            ).fetchone()
+            if row is not None and (row[0], row[1]) != (host, pid) and _lease_alive(*row, now=now):
+                return False
+            c.execute(
+                "INSERT INTO leases (job_key, host, pid, proc_started, sweep_id, claimed_at, expires_at) "
+                "VALUES (?,?,?,?,?,?,?) ON CONFLICT(job_key) DO UPDATE SET host = excluded.host, "
+                "pid = excluded.pid, proc_started = excluded.proc_started, sweep_id = excluded.sweep_id, "
+                "claimed_at = excluded.claimed_at, expires_at = excluded.expires_at",
+                (key, host, pid, started, sweep_id, now_iso(), now + ttl_s),
+            )
+            return True
+
+    def release_mine(self) -> int:
+        """Drop every lease this process holds (a sweep ending, or interrupted)."""
+        host, pid, _ = _me()
+        with self._write() as c:
+            return c.execute("DELETE FROM leases WHERE host = ? AND pid = ?", (host, pid)).rowcount
+
+    def leases(self) -> list[tuple[str, str, int, bool]]:
+        """(job_key, host, pid, alive) of every lease."""
+        now = time.time()
+        rows = self.conn.execute("SELECT job_key, host, pid, proc_started, expires_at FROM leases").fetchall()
+        return [(str(k), str(h), int(p), _lease_alive(h, p, st, ex, now=now)) for k, h, p, st, ex in rows]
+
     # -- writing results ---------------------------------------------------------------------
     def _environment_id(self, c: sqlite3.Connection, env: Environment | None) -> int | None:
         if env is None:
@@ -435,6 +499,7 @@ class Store:
             cur = c.execute(
                 f"INSERT INTO results ({cols}) VALUES ({marks}) {conflict}", tuple(values.values())
             )
+            c.execute("DELETE FROM leases WHERE job_key = ?", (row.job_key,))
             return cur.rowcount > 0
 
     # -- reading -----------------------------------------------------------------------------

@@ -28,7 +28,7 @@ class Finished:
 
     kind "ok": the job ran to a reply (whose result has the harness's own status, which may be
     error or oom). "crashed", "timeout", "error": no reply; message says why. "not_run": declined
-    by should_run (a concurrent sweep finished it first).
+    by should_run (a concurrent sweep finished it first, or holds its lease).
     """
 
     request: JobRequest

@@ -60,6 +60,7 @@ __all__ = [
     "RunSettings",
     "SweepConfig",
     "SweepSettings",
+    "check_variant_name",
     "expand",
     "job_key",
     "load_config",
@@ -248,7 +249,7 @@ def load_config(path: str | Path | None) -> SweepConfig:
         raise UserError(f"{p}: {exc} (see `attnprof sweep --help` for the keys)") from None
 
 
-def _check_variant_name(name: str) -> str:
+def check_variant_name(name: str) -> str:
     """Fail fast on a misspelt variant, without importing a user's module in the sweep process
     (a user variant that crashes on import must crash a worker, not the sweep). A user file is
     made absolute: workers (Ray's above all) need not share the sweep's working directory."""
@@ -282,7 +283,7 @@ def expand(cfg: SweepConfig) -> tuple[list[JobSpec], list[str]]:
         device = auto_device()
     elif not (device in ("cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit())):
         raise UserError(f"unknown device {g.device!r}: use auto, cpu, cuda or cuda:N")
-    variants = [_check_variant_name(n) for n in dict.fromkeys(g.variants)] or default_variants()
+    variants = [check_variant_name(n) for n in dict.fromkeys(g.variants)] or default_variants()
     jobs: list[JobSpec] = []
     dropped: dict[str, int] = {}
     seen: set[WorkloadRecord] = set()

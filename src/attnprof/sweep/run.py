@@ -22,7 +22,7 @@ from attnprof.errors import UserError
 from attnprof.records import Environment, RunResult
 from attnprof.store import STATUSES, ResultRow, Store
 from attnprof.sweep.executor import Executor, Finished
-from attnprof.sweep.grid import JobSpec, SweepConfig, expand, job_key
+from attnprof.sweep.grid import JobSpec, SweepConfig, check_variant_name, expand, job_key
 from attnprof.sweep.jobs import JobRequest
 
 __all__ = ["FAILURE_STATUSES", "SweepPlan", "SweepSummary", "make_executor", "plan_sweep", "run_sweep"]
@@ -48,7 +48,7 @@ class SweepSummary:
     total: int
     already: int
     ran: int = 0
-    not_run: int = 0  # finished meanwhile by a concurrent sweep
+    not_run: int = 0  # left to a concurrent sweep: stored by it meanwhile, or leased to it
     counts: Counter[str] = field(default_factory=Counter)
     slowest: list[tuple[float, str]] = field(default_factory=list)
     elapsed_s: float = 0.0
@@ -75,6 +75,48 @@ def make_executor(cfg: SweepConfig) -> Executor:
             max_in_flight=s.workers or None,
         )
     raise UserError(f"unknown executor {s.executor!r}: use local or ray")
+
+
+# Loads a user variant as `attnprof run` does and exits 2 with its one-line reason when it cannot.
+_CHECK_VARIANT = """
+import sys
+from attnprof.errors import UserError
+from attnprof.variants.user import load_user_variant
+try:
+    load_user_variant(sys.argv[1])
+except UserError as exc:
+    print(str(exc).splitlines()[0], file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def check_user_variants(cfg: SweepConfig) -> None:
+    """Fail before the first job, with `attnprof run`'s one line, when a user variant's file or
+    module cannot be imported or lacks the function: otherwise every one of its jobs would be
+    stored as an error. Checked in a child process, so that a file that crashes the interpreter
+    on import crashes that child, not the sweep (its jobs are then recorded as crashed). Module
+    specs are checked only for the local executor: a Ray cluster may import what this machine
+    cannot."""
+    import subprocess
+    import sys
+
+    specs = [
+        check_variant_name(name)
+        for name in dict.fromkeys(cfg.grid.variants)
+        if ":" in name and name.rsplit(":", 1)[1] != "compile"
+    ]
+    for spec in specs:
+        if not spec.rsplit(":", 1)[0].endswith(".py") and cfg.sweep.executor != "local":
+            continue
+        try:
+            p = subprocess.run(
+                [sys.executable, "-c", _CHECK_VARIANT, spec], capture_output=True, text=True, timeout=300
+            )
+        except subprocess.TimeoutExpired:
+            continue  # an import that hangs: the job's own timeout records it
+        if p.returncode == 2:
+            reason = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "it cannot be loaded"
+            raise UserError(f"variant {spec}: {reason} (checked before the first job; nothing was run)")
 
 
 def _iso(t: float) -> str:
@@ -160,6 +202,7 @@ def run_sweep(
     t0 = time.monotonic()
     store_path = Path(cfg.sweep.store)
     retry = set(cfg.sweep.retry)
+    check_user_variants(cfg)  # before the store is opened or any job runs
     own_executor = executor is None
     ex = executor or make_executor(cfg)
     if cfg.grid.device == "auto":
@@ -179,22 +222,31 @@ def run_sweep(
             if on_start is not None:
                 on_start(plan)
 
+            # a lease outlives the job's own timeout; an owner that dies on this host loses it at once
+            ttl_s = 2 * (cfg.sweep.timeout_s or 3600) + 60
+
             def should_run(req: JobRequest) -> bool:
                 status = store.status_of(req.key)
-                return status is None or status in retry
+                if status is not None and status not in retry:
+                    return False  # stored meanwhile by a concurrent sweep
+                # claimed here, just before it runs: a concurrent sweep then skips it
+                return store.claim(req.key, ttl_s=ttl_s, sweep_id=summary.sweep_id)
 
-            for f in ex.run(plan.todo, timeout_s=cfg.sweep.timeout_s or None, should_run=should_run):
-                if f.kind == "not_run":
-                    summary.not_run += 1
-                    continue
-                row = _row(f, plan.environments[f.request.spec.workload.device], summary.sweep_id)
-                store.record(row, replace=bool(retry))
-                summary.ran += 1
-                summary.counts[row.result.status] += 1
-                summary.slowest.append((f.wall_s, f"{f.request.spec.describe()} [{row.result.status}]"))
-                summary.slowest = sorted(summary.slowest, reverse=True)[:5]
-                if on_result is not None:
-                    on_result(row, summary)
+            try:
+                for f in ex.run(plan.todo, timeout_s=cfg.sweep.timeout_s or None, should_run=should_run):
+                    if f.kind == "not_run":
+                        summary.not_run += 1
+                        continue
+                    row = _row(f, plan.environments[f.request.spec.workload.device], summary.sweep_id)
+                    store.record(row, replace=bool(retry))
+                    summary.ran += 1
+                    summary.counts[row.result.status] += 1
+                    summary.slowest.append((f.wall_s, f"{f.request.spec.describe()} [{row.result.status}]"))
+                    summary.slowest = sorted(summary.slowest, reverse=True)[:5]
+                    if on_result is not None:
+                        on_result(row, summary)
+            finally:
+                store.release_mine()  # interrupted or not: what we did not finish is free again
             store.end_sweep(summary.sweep_id)
     finally:
         if own_executor:
