@@ -18,11 +18,13 @@ from attnprof.sweep import GridSpec, RunSettings, SweepConfig, SweepSettings, ru
 
 
 def row(variant: str, seq: int, median: float | None, *, ok: bool = True, accurate: bool = True, batch: int = 1,
-        choice: str = "flash", dtype: str = "fp32", iqr: float = 0.0) -> StoredResult:  # fmt: skip
+        choice: str = "flash", dtype: str = "fp32", iqr: float = 0.0, samples: list[float] | None = None,
+        backend: str | None = None) -> StoredResult:  # fmt: skip
     return StoredResult(
+        samples_ms=samples,
         job_key=f"{variant}-{seq}-{batch}-{dtype}", variant=variant, mode="eager", batch=batch, heads=2, kv_heads=2,
         seq=seq, kv_seq=seq, head_dim=16, dtype=dtype, device="cpu", causal=True, seed=0,
-        status="ok" if ok else "error", reason=None if ok else "boom", backend=None, pytorch_choice=choice,
+        status="ok" if ok else "error", reason=None if ok else "boom", backend=backend, pytorch_choice=choice,
         median_ms=median, iqr_ms=iqr, n_samples=3, gpu_ops_per_forward=None, cpu_ops_per_forward=None,
         peak_bytes=None, estimate_bytes=None, max_abs_err=1e-7 if accurate else 0.5, accuracy_ok=accurate,
         tflops=None, trace_path=None, device_name="Test CPU", torch_version="2.13.0", host="h", worker=None,
@@ -58,8 +60,9 @@ def test_fastest_correct_variant_margin_and_dispatch_flag() -> None:
     assert short.gain_over_pytorch == pytest.approx(2.0)  # flash is 2x the time of math here
     assert long.best is not None and long.best.variant == "sdpa-flash"
     assert (long.best_sdpa, long.differs, long.margin) == ("flash", False, pytest.approx(2.0))
+    assert (short.verdict, long.verdict) == ("pin", "default")  # long: PyTorch already picks flash
     policy = build_policy(recs)
-    assert [r["backend"] for r in policy["rules"]] == ["math", "flash"]
+    assert [r["backend"] for r in policy["rules"]] == ["math", "default"]
     matched = Policy.from_dict(policy).rule_for(
         device="cpu", dtype="fp32", causal=True, head_dim=16, gqa=False, seq=50, kv_seq=50
     )
@@ -75,6 +78,52 @@ def test_margins_inside_the_timing_noise_are_ties() -> None:
     clean = [row("sdpa-math", 64, 1.0, iqr=0.01), row("sdpa-flash", 64, 1.5, iqr=0.01)]
     (rec,) = recommend(clean)
     assert not rec.within_noise and not rec.gain_within_noise
+
+
+def _spread(median: float, pct: float = 0.05) -> list[float]:
+    return [median * (1 + pct * (i - 5) / 5) for i in range(11)]
+
+
+def test_recommend_prefers_pytorch_default_over_a_slower_pinned_math() -> None:
+    """sdpa (default dispatch, ran flash) 2x faster than the only pinned backend swept (math): the
+    recommendation keeps PyTorch's choice, with the factor and its interval, and the policy pins
+    nothing."""
+    rows = [
+        row("sdpa", 512, 1.0, samples=_spread(1.0), backend="flash"),
+        row("sdpa-math", 512, 2.0, samples=_spread(2.0), backend="math"),
+        row("naive-inplace", 512, 2.5, samples=_spread(2.5)),
+    ]
+    (rec,) = recommend(rows)
+    assert rec.best is not None and rec.best.variant == "sdpa"
+    assert rec.best_sdpa == "math"  # the fastest *pinned* backend ...
+    assert (rec.default_variant, rec.default_backend) == ("sdpa", "flash")
+    assert rec.pin_gain == pytest.approx(0.5)  # ... runs at half the default's speed
+    assert rec.pin_gain_low is not None and rec.pin_gain_high is not None and rec.pin_gain_high < 1.0
+    assert rec.verdict == "default"
+    (rule,) = build_policy([rec])["rules"]
+    assert rule["backend"] == "default" and rule["pin_gain"] == pytest.approx(0.5)
+    policy = Policy.from_dict(build_policy([rec]))
+    q = torch.zeros(1, 2, 512, 16)
+    assert policy.backend_for(q, q, q, is_causal=True) is None  # PyTorch's own dispatch
+    # pinning wins beyond noise: pinned flash 2x faster than the default (which ran math)
+    rows = [
+        row("sdpa", 512, 2.0, samples=_spread(2.0), backend="math"),
+        row("sdpa-flash", 512, 1.0, samples=_spread(1.0), backend="flash"),
+    ]
+    (rec,) = recommend(rows)
+    assert rec.verdict == "pin" and rec.pin_gain == pytest.approx(2.0)
+    assert rec.pin_gain_low is not None and rec.pin_gain_low > 1.0
+    # the same, 2% apart inside 20% noise: a tie, so no pin
+    rows = [
+        row("sdpa", 512, 1.02, samples=_spread(1.02, 0.2), backend="math"),
+        row("sdpa-flash", 512, 1.0, samples=list(reversed(_spread(1.0, 0.2))), backend="flash"),
+    ]
+    (rec,) = recommend(rows)
+    assert (
+        rec.verdict == "default"
+        and rec.pin_gain_low is not None
+        and rec.pin_gain_low < 1.0 < (rec.pin_gain_high or 0)
+    )
 
 
 def test_a_variant_missing_on_some_configuration_is_not_a_candidate() -> None:
@@ -128,7 +177,10 @@ def test_recommend_on_a_real_cpu_sweep(
             b["head_dim"],
             dtype={"fp32": torch.float32, "bf16": torch.bfloat16}[b["dtype"]],
         )
-        assert policy.backend_for(q, q, q, is_causal=True) == r["best_sdpa"]
+        expected = r["best_sdpa"] if r["verdict"] == "pin" else None
+        assert policy.backend_for(q, q, q, is_causal=True) == expected
+        assert r["default_variant"] == "sdpa" and r["verdict"] in ("pin", "default")
+        assert r["pin_gain"] is not None
     # the table names a variant per bucket and says where PyTorch's choice differs
     assert main(["recommend", "--store", str(swept), "--no-color"]) == 0
     table = capsys.readouterr().out
@@ -141,6 +193,8 @@ def test_recommend_on_a_real_cpu_sweep(
         assert f"{r['best']['variant']} " in table
     n_differs = sum(r["differs"] for r in recs)
     assert f"differs from the fastest SDPA backend in {n_differs}" in table
+    flat = " ".join(table.split())  # the console wraps long lines at 100 columns
+    assert f"pinning beats it beyond noise in {sum(r['verdict'] == 'pin' for r in recs)}" in flat
 
 
 def test_recommend_on_an_empty_store_is_a_user_error(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ class Rule(msgspec.Struct, kw_only=True):
     seq_max: int
     kv_seq_min: int
     kv_seq_max: int
-    backend: str
+    backend: str  # math, flash, efficient, cudnn, or "default" (PyTorch's own dispatch)
     device_name: str = ""
     pytorch_choice: str | None = None
     best_variant: str | None = None
@@ -137,7 +137,8 @@ class Policy:
             seq=int(q.shape[-2]),
             kv_seq=int(k.shape[-2]),
         )
-        return rule.backend if rule else None
+        # "default": the sweep found no pinned backend beating PyTorch's own dispatch here
+        return rule.backend if rule and rule.backend != "default" else None
 
     @contextmanager
     def pinned(

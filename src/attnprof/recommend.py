@@ -16,6 +16,15 @@ How the choice is made, per bucket:
 - PyTorch's own choice is the backend torch._fused_sdp_choice picks for the configuration, as the
   worker saw it on the device (stored per job). It is flagged where it differs from the fastest
   SDPA backend, the one a policy can pin.
+- Pinning against PyTorch's default: the `sdpa` variant (default dispatch, no pin; the backend
+  it actually ran is read from its trace) is measured like any other. pin_gain is its time over
+  the fastest pinned backend's (geometric mean over the bucket's configurations; > 1: pinning is
+  faster), with a 95% bootstrap interval from the stored samples (analysis/stats.py). Where
+  `sdpa` was not swept, the pinned variant of the backend PyTorch picks stands in for it. The
+  verdict is "pin" only when the interval lies above 1; "default" when PyTorch's choice is at
+  least as fast (interval below 1, or holding 1: a tie gives no reason to pin); None when there
+  is nothing to compare. A policy pins a backend only where the verdict is "pin"; elsewhere its
+  rule says "default" (PyTorch's own dispatch).
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from typing import Any
 
 import msgspec
 
+from attnprof.analysis.stats import RatioInterval, geomean_ratio_interval
 from attnprof.store import StoredResult
 
 __all__ = [
@@ -43,6 +53,8 @@ __all__ = [
 
 POLICY_SCHEMA = "attnprof.policy/1"
 
+# PyTorch's own dispatch, unpinned: what pinning must beat
+DEFAULT_DISPATCH = "sdpa"
 # variants that are one pinned SDPA backend: what a policy can apply at run time
 SDPA_BACKENDS = {
     "sdpa-math": "math",
@@ -103,6 +115,13 @@ class Recommendation(msgspec.Struct, kw_only=True):
     gain_within_noise: bool  # that gain is smaller than the timing noise of the two backends
     candidates: list[Candidate]
     rejected: dict[str, str]  # variant -> why it is not a candidate
+    # pinning the fastest SDPA backend against PyTorch's default dispatch (module docstring)
+    default_variant: str | None = None  # what stands for the default: "sdpa", or a pinned twin
+    default_backend: str | None = None  # the backend the default dispatch actually ran
+    pin_gain: float | None = None  # time(default) / time(best pinned backend)
+    pin_gain_low: float | None = None
+    pin_gain_high: float | None = None
+    verdict: str | None = None  # "pin", "default", or None (nothing to compare)
 
 
 def _bucket(r: StoredResult) -> Bucket:
@@ -126,8 +145,36 @@ def _geomean(xs: Sequence[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
+def _pin_against_default(
+    pinned: list[Candidate],
+    default_cand: Candidate | None,
+    choice: str | None,
+    samples: dict[str, dict[tuple[int, ...], list[float]]],
+    backends: Counter[str],
+    configs: set[tuple[int, ...]],
+) -> tuple[str | None, str | None, RatioInterval | None, float | None]:
+    """(what stands for the default dispatch, the backend it ran, the interval of time(default) /
+    time(fastest pinned backend), that ratio). Nones where there is nothing to compare."""
+    if not pinned:
+        return None, None, None, None
+    best = pinned[0]
+    default = default_cand
+    backend = backends.most_common(1)[0][0] if backends else choice
+    if default is None and choice:  # `sdpa` not swept: the pinned twin of PyTorch's pick stands in
+        default = next((c for c in pinned if SDPA_BACKENDS[c.variant] == choice), None)
+        backend = choice
+    if default is None:
+        return None, backend, None, None
+    if default is best:
+        return default.variant, backend, None, 1.0
+    pairs = [(samples[default.variant].get(c, []), samples[best.variant].get(c, [])) for c in sorted(configs)]
+    return default.variant, backend, geomean_ratio_interval(pairs), default.score / best.score
+
+
 def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendation:
     times: dict[str, dict[tuple[int, ...], float]] = defaultdict(dict)
+    samples: dict[str, dict[tuple[int, ...], list[float]]] = defaultdict(dict)
+    backends: Counter[str] = Counter()
     noise: dict[str, float] = defaultdict(float)
     rejected: dict[str, str] = {}
     choices: Counter[str] = Counter()
@@ -144,6 +191,9 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
             rejected.setdefault(label, f"outside the {r.dtype} tolerance (max abs error {err})")
         else:
             times[label][_config(r)] = r.median_ms
+            samples[label][_config(r)] = list(r.samples_ms or [])
+            if label == DEFAULT_DISPATCH and r.backend:
+                backends[r.backend] += 1
             if r.iqr_ms is not None and r.median_ms > 0:
                 noise[label] = max(noise[label], r.iqr_ms / r.median_ms)
     configs = {c for t in times.values() for c in t}
@@ -167,9 +217,23 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
     cands.sort(key=lambda c: (c.score, c.median_ms, c.variant))
     best = cands[0] if cands else None
     runner = cands[1] if len(cands) > 1 else None
-    sdpa = [c for c in cands if c.variant in SDPA_BACKENDS]
-    best_sdpa = SDPA_BACKENDS[sdpa[0].variant] if sdpa else None
+    pinned = [c for c in cands if c.variant in SDPA_BACKENDS]
+    best_sdpa = SDPA_BACKENDS[pinned[0].variant] if pinned else None
     choice = choices.most_common(1)[0][0] if choices else None
+    default_cand = next((c for c in cands if c.variant == DEFAULT_DISPATCH), None)
+    default, default_backend, iv, pin_gain = _pin_against_default(
+        pinned, default_cand, choice, samples, backends, configs
+    )
+    verdict = None
+    if pin_gain is not None and default is not None:
+        if default == pinned[0].variant:
+            verdict = "default"  # PyTorch's pick is the fastest pinned backend
+        elif iv is not None:
+            verdict = "pin" if iv.low > 1.0 else "default"
+        else:  # no samples stored: the noise rule the margins use
+            noisy = max(c.noise for c in cands if c.variant in (default, pinned[0].variant))
+            verdict = "pin" if pin_gain - 1.0 > noisy else "default"
+    sdpa = pinned
     gain = None
     gain_noisy = False
     if best_sdpa and choice:
@@ -194,6 +258,12 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
         gain_within_noise=gain_noisy,
         candidates=cands,
         rejected=dict(sorted(rejected.items())),
+        default_variant=default,
+        default_backend=default_backend,
+        pin_gain=pin_gain,
+        pin_gain_low=iv.low if iv else None,
+        pin_gain_high=iv.high if iv else None,
+        verdict=verdict,
     )
 
 
@@ -211,6 +281,8 @@ def build_policy(recs: Iterable[Recommendation], *, source: str = "") -> dict[st
     for rec in recs:
         if rec.best_sdpa is None:
             continue
+        # pin only what beats PyTorch's own dispatch; otherwise leave the choice to PyTorch
+        backend = rec.best_sdpa if rec.verdict in ("pin", None) else "default"
         b = rec.bucket
         rules.append(
             {
@@ -224,7 +296,11 @@ def build_policy(recs: Iterable[Recommendation], *, source: str = "") -> dict[st
                 "seq_max": b.seq_max,
                 "kv_seq_min": b.kv_seq_min,
                 "kv_seq_max": b.kv_seq_max,
-                "backend": rec.best_sdpa,
+                "backend": backend,
+                "pin_gain": rec.pin_gain,
+                "pin_gain_interval": [rec.pin_gain_low, rec.pin_gain_high]
+                if rec.pin_gain_low is not None
+                else None,
                 "pytorch_choice": rec.pytorch_choice,
                 "best_variant": rec.best.variant if rec.best else None,
                 "gain_over_pytorch": rec.gain_over_pytorch,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-__all__ = ["CONFIDENCE", "RatioInterval", "ratio_interval"]
+__all__ = ["CONFIDENCE", "RatioInterval", "geomean_ratio_interval", "ratio_interval"]
 
 CONFIDENCE = 0.95
 _RESAMPLES = 2000
@@ -64,4 +64,35 @@ def ratio_interval(num: Sequence[float], den: Sequence[float], *, paired: bool) 
         high=float(high),
         paired=paired,
         n=int(min(a.size, b.size)),
+    )
+
+
+def geomean_ratio_interval(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> RatioInterval | None:
+    """The geometric mean over configurations of median(num) / median(den), with its bootstrap
+    interval: each replicate resamples every configuration's two sample sets independently (a
+    sweep times its jobs apart) and takes the geometric mean of their median ratios. None when
+    any configuration has fewer than 3 samples on a side."""
+    import numpy as np
+
+    if not pairs:
+        return None
+    rng = np.random.default_rng(_SEED)
+    logs = np.zeros(_RESAMPLES)
+    point = 0.0
+    n = None
+    for num, den in pairs:
+        a = np.asarray(num, dtype=float)
+        b = np.asarray(den, dtype=float)
+        if a.size < 3 or b.size < 3 or (a <= 0).any() or (b <= 0).any():
+            return None
+        ra = np.median(a[rng.integers(0, a.size, size=(_RESAMPLES, a.size))], axis=1)
+        rb = np.median(b[rng.integers(0, b.size, size=(_RESAMPLES, b.size))], axis=1)
+        logs += np.log(ra / rb)
+        point += float(np.log(np.median(a) / np.median(b)))
+        n = min(a.size, b.size) if n is None else min(n, a.size, b.size)
+    k = len(pairs)
+    tail = (1.0 - CONFIDENCE) / 2 * 100
+    low, high = np.exp(np.percentile(logs / k, [tail, 100 - tail]))
+    return RatioInterval(
+        ratio=float(np.exp(point / k)), low=float(low), high=float(high), paired=False, n=int(n or 0)
     )

@@ -574,7 +574,7 @@ def _recommend_tables(recs: list[Recommendation]) -> list[Any]:
         )
         for col, justify in (
             ("bucket", "left"), ("n", "right"), ("fastest", "left"), ("margin", "right"),
-            ("runner-up", "left"), ("best SDPA", "left"), ("PyTorch", "left"), ("differs", "left"),
+            ("runner-up", "left"), ("best SDPA", "left"), ("PyTorch", "left"), ("pin?", "left"),
         ):  # fmt: skip
             # only the bucket wraps, and only where 100 columns cannot hold a row
             t.add_column(col, justify=justify, no_wrap=col != "bucket")  # type: ignore[arg-type]
@@ -583,14 +583,16 @@ def _recommend_tables(recs: list[Recommendation]) -> list[Any]:
             if r.margin:
                 style = "dim" if r.within_noise else ("green" if r.margin >= NOTABLE_SPEEDUP else "yellow")
                 margin = Text(f"{fmt_ratio(r.margin)}x" + ("~" if r.within_noise else ""), style=style)
-            flag = Text("")
-            if r.differs:
-                gain = ""
-                if r.gain_over_pytorch:
-                    gain = f" {fmt_ratio(r.gain_over_pytorch)}x" + ("~" if r.gain_within_noise else "")
-                flag = Text("yes" + gain, style="dim" if r.gain_within_noise else "yellow")
-            elif r.pytorch_choice and r.best_sdpa:
-                flag = Text("no", style="dim")
+            flag = Text("?", style="dim")
+            if r.verdict == "pin" and r.pin_gain:
+                flag = Text(f"pin {fmt_ratio(r.pin_gain)}x", style="yellow")
+            elif r.verdict == "default":
+                if not r.pin_gain or r.pin_gain == 1.0:
+                    flag = Text("no", style="dim")  # PyTorch's pick is the fastest pinned backend
+                elif r.pin_gain > 1.0:  # faster, but its interval holds 1
+                    flag = Text(f"tie {fmt_ratio(r.pin_gain)}x~", style="dim")
+                else:
+                    flag = Text(f"no {fmt_ratio(r.pin_gain)}x", style="dim")
             t.add_row(
                 _bucket_label(r.bucket),
                 str(r.configurations),
@@ -600,7 +602,8 @@ def _recommend_tables(recs: list[Recommendation]) -> list[Any]:
                 margin,
                 _fit(_short_variant(r.runner_up.variant), 24) if r.runner_up else "-",
                 r.best_sdpa or "-",
-                r.pytorch_choice or "?",
+                (r.default_backend or r.pytorch_choice or "?")
+                + (" (sdpa)" if r.default_variant == "sdpa" else ""),
                 flag,
             )
         tables.append(t)
@@ -622,11 +625,11 @@ def recommend_command(
     and the backend PyTorch's own dispatch picks, flagged where they differ."""
     import msgspec
 
-    from attnprof.recommend import build_policy, recommend
+    from attnprof.recommend import SDPA_BACKENDS, build_policy, recommend
     from attnprof.store import Store
 
     with Store(store, readonly=True) as st:
-        rows = st.query()
+        rows = st.query(samples=True)  # the samples give pinning's gain its interval
     if not rows:
         raise UserError(f"store {store} holds no results: run attnprof sweep --store {store} first")
     recs = recommend(rows)
@@ -643,16 +646,41 @@ def recommend_command(
     con = make_console(no_color=no_color)
     for table in _recommend_tables(recs):
         con.print(table)
+    from attnprof.report.units import fmt_ratio
+
+    for r in recs:
+        if r.pin_gain is None or r.default_variant is None or r.best_sdpa is None:
+            continue
+        if r.default_variant == next(v for v, b in SDPA_BACKENDS.items() if b == r.best_sdpa):
+            continue
+        ci = (
+            f", 95% interval {fmt_ratio(r.pin_gain_low)}–{fmt_ratio(r.pin_gain_high)}x"
+            if r.pin_gain_low is not None
+            else ", no samples for an interval"
+        )
+        what = "pin it" if r.verdict == "pin" else "keep PyTorch's choice"
+        con.print(
+            Text(
+                f"{_bucket_label(r.bucket)}: {r.best_sdpa} pinned is {fmt_ratio(r.pin_gain)}x the speed of "
+                f"PyTorch's default ({r.default_variant}, ran {r.default_backend or '?'}){ci}: {what}",
+                style="yellow" if r.verdict == "pin" else "dim",
+            )
+        )
     n = sum(r.differs for r in recs)
-    con.print(f"{len(recs)} bucket(s); PyTorch's own dispatch differs from the fastest SDPA backend in {n}.")
+    pins = sum(r.verdict == "pin" for r in recs)
+    con.print(
+        f"{len(recs)} bucket(s); PyTorch's own dispatch differs from the fastest SDPA backend in {n}; "
+        f"pinning beats it beyond noise in {pins}."
+    )
     b = recs[0].bucket
     con.print(
         Text(
             f"S≤{b.seq_max}: query lengths {b.seq_min} to {b.seq_max}; "
             "n: configurations in the bucket; margin: runner-up "
             "time / fastest time (geometric mean over the bucket's configurations); PyTorch: the "
-            "backend PyTorch's own dispatch picks; differs: it is not the fastest SDPA backend, "
-            "which is that many times faster; ~: within the timing noise, a tie.",
+            "backend PyTorch's own dispatch ran ((sdpa): measured as the sdpa variant); pin?: "
+            "whether pinning the best SDPA backend beats that, by this factor (its 95% interval "
+            "must exclude 1); ~: within the timing noise, a tie.",
             style="dim",
         )
     )

@@ -45,7 +45,7 @@ def build_store_report_data(store: str | Path) -> StoreReportData:
     from attnprof.store import Store
 
     with Store(store, readonly=True) as st:
-        rows = st.query()
+        rows = st.query(samples=True)  # the samples give pinning's gain its interval
     if not rows:
         raise UserError(f"store {store} holds no results: run attnprof sweep --store {store} first")
     return StoreReportData(
@@ -126,6 +126,22 @@ def bucket_label(rec: Recommendation) -> str:
     return f"{b.dtype} D={b.head_dim} {seq}{' gqa' if b.gqa else ''}{full} [{b.device}]"
 
 
+def pin_cell(rec: Recommendation, t: Translator) -> str:
+    """Pinning the fastest SDPA backend against PyTorch's default: the factor, its interval and
+    the verdict; "-" where there is nothing to compare."""
+    if rec.pin_gain is None or rec.verdict is None:
+        return "-"
+    if rec.pin_gain == 1.0 and rec.pin_gain_low is None:
+        return t("rec.same_backend")
+    ci = (
+        f" ({fmt_ratio(rec.pin_gain_low)}–{fmt_ratio(rec.pin_gain_high)})"
+        if rec.pin_gain_low is not None
+        else ""
+    )
+    key = "rec.pin" if rec.verdict == "pin" else "rec.keep"
+    return t(key, ratio=fmt_ratio(rec.pin_gain)) + ci
+
+
 def recommendation_table(data: StoreReportData, t: Translator) -> TextTable:
     header = [
         t("col.bucket"),
@@ -143,14 +159,7 @@ def recommendation_table(data: StoreReportData, t: Translator) -> TextTable:
         margin = "-"
         if rec.margin:
             margin = f"{fmt_ratio(rec.margin)}x" + (" ~" if rec.within_noise else "")
-        differs = ""
-        if rec.differs:
-            differs = t("env.yes")
-            if rec.gain_over_pytorch:
-                differs += f" ({fmt_ratio(rec.gain_over_pytorch)}x" + (" ~" if rec.gain_within_noise else "")
-                differs += ")"
-        elif rec.pytorch_choice and rec.best_sdpa:
-            differs = t("env.no")
+        differs = pin_cell(rec, t)
         rows.append(
             [
                 bucket_label(rec),
@@ -159,11 +168,12 @@ def recommendation_table(data: StoreReportData, t: Translator) -> TextTable:
                 margin,
                 rec.runner_up.variant if rec.runner_up else "-",
                 rec.best_sdpa or "-",
-                rec.pytorch_choice or "?",
+                (rec.default_backend or rec.pytorch_choice or "?")
+                + (" (sdpa)" if rec.default_variant == "sdpa" else ""),
                 differs,
             ]
         )
-        classes.append("slower" if rec.differs else ("failed" if rec.best is None else ""))
+        classes.append("slower" if rec.verdict == "pin" else ("failed" if rec.best is None else ""))
     return TextTable(header=header, rows=rows, classes=classes, numeric={1, 3})
 
 
@@ -205,16 +215,22 @@ def store_summary(data: StoreReportData, t: Translator) -> list[str]:
                     ratio=fmt_ratio(rec.margin),
                 )
             )
-        if rec.differs and rec.best_sdpa and rec.pytorch_choice:
-            key = "store.summary.differs_gain" if rec.gain_over_pytorch else "store.summary.differs"
+        if rec.pin_gain is not None and rec.verdict and rec.best_sdpa and rec.pin_gain_low is not None:
             out.append(
                 t(
-                    key,
+                    "store.summary.pin" if rec.verdict == "pin" else "store.summary.keep",
                     bucket=bucket,
-                    choice=rec.pytorch_choice,
                     best=rec.best_sdpa,
-                    ratio=fmt_ratio(rec.gain_over_pytorch),
+                    ratio=fmt_ratio(rec.pin_gain),
+                    low=fmt_ratio(rec.pin_gain_low),
+                    high=fmt_ratio(rec.pin_gain_high),
+                    default=rec.default_variant,
+                    choice=rec.default_backend or rec.pytorch_choice or "?",
                 )
+            )
+        elif rec.differs and rec.best_sdpa and rec.pytorch_choice:
+            out.append(
+                t("store.summary.differs", bucket=bucket, choice=rec.pytorch_choice, best=rec.best_sdpa)
             )
     not_run: dict[str, str] = {}
     for r in data.results:
