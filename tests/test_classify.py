@@ -65,7 +65,7 @@ CASES = [
         "attention",
         "TensorRT-LLM",
         True,
-        "bf16",
+        "fp8",  # q, k, v in e4m3 (the output in bf16): the inputs' precision is the one named
     ),
     # look-alikes are not attention
     (
@@ -213,3 +213,125 @@ def test_short_names_drop_void_parameters_and_namespaces() -> None:
         + "true>(p)"
     )
     assert len(long) <= 60 and long.startswith("pytorch_flash::flash_fwd_kernel<")
+
+
+_EXAMPLES = [(i, r.family, e) for i, r in enumerate(RULES) for e in r.examples]
+
+
+def test_every_rule_has_an_example() -> None:
+    assert all(r.examples for r in RULES)
+
+
+@pytest.mark.parametrize(("index", "family", "name"), _EXAMPLES, ids=lambda v: str(v)[:40])
+def test_rule_example_is_decided_by_its_own_rule(index: int, family: str, name: str) -> None:
+    """One test per rule (per example): the rule matches, and no rule before it does."""
+    rule = RULES[index]
+    assert rule.pattern.search(name)
+    earlier = [r.family for r in RULES[:index] if r.pattern.search(name)]
+    assert earlier == [], f"{name[:60]} is taken by an earlier rule: {earlier}"
+    c = classify(name)
+    assert (c.category, c.family, c.tensor_cores) == (rule.category, rule.family, rule.tensor_cores)
+
+
+@pytest.mark.parametrize(
+    ("name", "category", "tc", "precision"),
+    [
+        # tf32 tensor-op convolutions are tensor cores (a wgrad / dgrad rule used to say no)
+        ("sm80_xmma_wgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw", "conv", True, "tf32"),
+        ("cutlass_tensorop_s1688dgrad_optimized_tf32_128x128_16x4", "conv", True, "tf32"),
+        ("sm80_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc", "conv", True, "bf16"),
+        # a forward convolution is a convolution, not a GEMM
+        (
+            "sm86_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x32",
+            "conv",
+            True,
+            "fp16",
+        ),
+        ("volta_scudnn_winograd_128x128_ldg1_ldg4_relu_tile148t_nt_v1", "conv", False, "fp32"),
+        # fp8 / fp4 grouped MoE GEMMs are GEMMs on tensor cores with their precision
+        (
+            "bmm_E4m3_E4m3E4m3_Fp32_t128x128x128u2_s6_et64x32_m64x32x32_cga1x1x1_16dp256b_TN",
+            "gemm",
+            True,
+            "fp8",
+        ),
+        (
+            "bmm_Bfloat16_E2m1E2m1_Fp32_t128x8x512u2_s3_et128x8_m128x8x64_cga1x1x1_16dp256b_TN",
+            "gemm",
+            True,
+            "fp4",
+        ),
+        # expert-parallel and multimem communication
+        ("void deep_ep::intranode::combine<__nv_bfloat16, 8, 768>(...)", "communication", None, "bf16"),
+        ("void multimem_all_reduce_kernel<c10::BFloat16>(...)", "communication", None, "bf16"),
+    ],
+    ids=lambda v: str(v)[:40],
+)
+def test_classes_of_misclassification_stay_fixed(
+    name: str, category: str, tc: bool | None, precision: str
+) -> None:
+    c = classify(name)
+    assert (c.category, c.tensor_cores, c.precision) == (category, tc, precision)
+
+
+@pytest.mark.parametrize(
+    ("name", "direction", "tc"),
+    [
+        ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>(Flash_fwd_params)", "fwd", True),
+        (
+            "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<T>(Flash_bwd_params)",
+            "bwd",
+            True,
+        ),
+        ("void pytorch_flash::flash_bwd_dot_do_o_kernel<true, T>(Flash_bwd_params)", "bwd-aux", False),
+        ("void pytorch_flash::flash_bwd_convert_dq_kernel<T>(Flash_bwd_params)", "bwd-aux", False),
+        ("void flash_fwd_splitkv_kernel<T, false, false>(Flash_fwd_params)", "fwd", True),
+        ("void flash_bwd_dq_dk_dv_loop_kernel<T>(Flash_bwd_params)", "bwd", True),
+        ("void cutlass::device_kernel<flash::FlashAttnFwdSm90<T>>(Params)", "fwd", True),
+        ("void cutlass::device_kernel<flash::FlashAttnBwdSm90<T>>(Params)", "bwd", True),
+        ("void cutlass::device_kernel<flash::FlashAttnBwdPreprocess<T>>(Params)", "bwd-aux", False),
+        ("void cutlass::device_kernel<flash::FlashAttnBwdPostprocessConvertdQ<T>>(Params)", "bwd-aux", False),
+        (
+            "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<T>::Params)",
+            "fwd",
+            True,
+        ),
+        (
+            "fmha_cutlassB_bf16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<T>)",
+            "bwd",
+            True,
+        ),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x128x128", "fwd", True),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_3_64x128x128", "bwd", True),
+        ("fmhaSm100aKernel_QkvBfloat16OBfloat16HQk128HV128SeparateQkvCausal", "fwd", True),
+        ("triton_tem_fused_flex_attention_0", "fwd", None),
+        ("triton_tem_fused_flex_attention_backward_0", "bwd", None),
+        ("_attn_bwd_preprocess", "bwd-aux", False),
+        ("void ck_tile::kentry<ck_tile::FmhaBwdDQDKDVKernel<T>>(...)", "bwd", None),
+        (
+            "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false, false>(...)",
+            "fwd",
+            False,
+        ),
+        (
+            "void (anonymous namespace)::softmax_warp_backward<float, float, float, 8, false, false>(...)",
+            "bwd",
+            False,
+        ),
+        (
+            "void at::native::(anonymous namespace)::cunn_SoftMaxBackward<4, float, float, float>(...)",
+            "bwd",
+            False,
+        ),
+    ],
+    ids=lambda v: str(v)[:40],
+)
+def test_attention_direction_for_every_family(name: str, direction: str, tc: bool | None) -> None:
+    c = classify(name)
+    assert c.category in ("attention", "softmax")
+    assert c.direction == direction
+    assert c.tensor_cores is tc
+
+
+def test_other_categories_have_no_direction() -> None:
+    assert classify("ampere_sgemm_128x64_tn").direction is None
