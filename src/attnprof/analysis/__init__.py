@@ -94,7 +94,12 @@ def _find_peak(doc: Any) -> tuple[float, str] | None:
 
 
 def _one(
-    path: PathLike, region: str | None, workload: Workload | None, top: int, max_memory: float | None = None
+    path: PathLike,
+    region: str | None,
+    workload: Workload | None,
+    top: int,
+    max_memory: float | None = None,
+    threads: str = "own",
 ) -> TraceAnalysis:
     from attnprof.analysis.pipeline import analyze_trace
     from attnprof.trace.load import MAX_MEMORY, load_trace
@@ -108,6 +113,7 @@ def _one(
         top=top,
         cpu_peak=peak,
         materialises=materialises if workload is None else None,
+        threads=threads,
     )
 
 
@@ -119,6 +125,7 @@ def analyze(
     workload: Workload | None = ...,
     top: int = ...,
     max_memory: float | None = ...,
+    threads: str = ...,
 ) -> TraceAnalysis: ...
 @overload
 def analyze(
@@ -128,6 +135,7 @@ def analyze(
     workload: Workload | None = ...,
     top: int = ...,
     max_memory: float | None = ...,
+    threads: str = ...,
 ) -> list[TraceAnalysis]: ...
 def analyze(
     path_or_paths: PathLike | Sequence[PathLike],
@@ -136,16 +144,21 @@ def analyze(
     workload: Workload | None = None,
     top: int = 20,
     max_memory: float | None = None,
+    threads: str = "own",
 ) -> TraceAnalysis | list[TraceAnalysis]:
     """Analyse one trace (returns a TraceAnalysis) or several (a list, analysed in parallel).
 
     Raises attnprof.errors.UserError for unreadable, empty, truncated or non-trace input, for a
     file too large for the memory available (max_memory: fraction of it a load may need; default
     attnprof.trace.load.MAX_MEMORY, 0 = no limit) and for a --region that matches nothing.
+    threads: "own" (a region owns the device work its thread and the autograd threads launch) or
+    "all" (also every other thread of the process while it is open; see attnprof.analysis.regions).
     """
     if isinstance(path_or_paths, str | os.PathLike):
-        return _one(path_or_paths, region, workload, top, max_memory)
-    return analyze_many(list(path_or_paths), region=region, workload=workload, top=top, max_memory=max_memory)
+        return _one(path_or_paths, region, workload, top, max_memory, threads)
+    return analyze_many(
+        list(path_or_paths), region=region, workload=workload, top=top, max_memory=max_memory, threads=threads
+    )
 
 
 def analyze_many(
@@ -156,6 +169,7 @@ def analyze_many(
     top: int = 20,
     workers: int | None = None,
     max_memory: float | None = None,
+    threads: str = "own",
 ) -> list[TraceAnalysis]:
     """Analyse several traces (one per rank, say) in parallel processes, results in input order.
 
@@ -164,9 +178,9 @@ def analyze_many(
     paths = list(paths)
     n = min(len(paths), workers or os.cpu_count() or 1)
     if n <= 1:
-        return [_one(p, region, workload, top, max_memory) for p in paths]
+        return [_one(p, region, workload, top, max_memory, threads) for p in paths]
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=n) as pool:
-        futures = [pool.submit(_one, p, region, workload, top, max_memory) for p in paths]
+        futures = [pool.submit(_one, p, region, workload, top, max_memory, threads) for p in paths]
         return [f.result() for f in futures]

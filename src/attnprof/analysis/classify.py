@@ -39,7 +39,15 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["CATEGORIES", "RULES", "Classification", "Rule", "classify", "precision_of"]
+__all__ = [
+    "CATEGORIES",
+    "RULES",
+    "Classification",
+    "Rule",
+    "classify",
+    "device_event_category",
+    "precision_of",
+]
 
 CATEGORIES = (
     "attention",
@@ -55,6 +63,7 @@ CATEGORIES = (
     "memset",
     "communication",
     "triton",
+    "sync",
     "other",
 )
 
@@ -415,6 +424,22 @@ _PRECISION: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 _FALLBACK = ("other", "other", None)
+
+
+# other accelerators' device events (Kind.DEVICE: MTIA's mtia_ccp_events) by name: DMA is a
+# copy, waits and event records are "sync" (the device waits, it does not compute)
+_DEVICE_EVENT = (
+    ("memcpy", re.compile(r"(?i)dma|memcpy")),
+    ("sync", re.compile(r"(?i)wait|event_record|sync|barrier")),
+)
+
+
+def device_event_category(name: str) -> str:
+    """Category of another accelerator's device event; the kernel rules when no rule names it."""
+    for cat, pattern in _DEVICE_EVENT:
+        if pattern.search(name):
+            return cat
+    return classify(name).category
 
 
 def precision_of(name: str) -> str | None:

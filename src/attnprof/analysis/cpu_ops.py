@@ -21,13 +21,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from attnprof.analysis.regions import Region
-from attnprof.trace.model import Trace
+from attnprof.trace.model import Trace, unique
 
-__all__ = ["CpuEvidence", "count_gemm_softmax_gemm", "cpu_evidence"]
+__all__ = ["CpuEvidence", "count_gemm_softmax_gemm", "cpu_evidence", "unfused_chains"]
 
 # out-of-place ops that PyTorch implements as clone() + the in-place op: their clone is a copy
 # the in-place variant would not make
@@ -86,6 +87,7 @@ class CpuEvidence:
     clone_parents: Counter[str] = field(default_factory=Counter)
     conversions: int = 0
     upcasts_confirmed: int = 0
+    upcasts_in_sdpa: int = 0  # of those, inside scaled_dot_product_attention (its math path)
     dtypes_known: bool = False
     conversion_types: Counter[str] = field(default_factory=Counter)
     mask_ops: Counter[str] = field(default_factory=Counter)
@@ -123,6 +125,13 @@ def _parent(trace: Trace, ops: np.ndarray, p: int) -> int:
     return -1
 
 
+def _within(trace: Trace, outer: np.ndarray, r: int) -> bool:
+    """Whether op r lies inside one of the ops in outer (same lane)."""
+    t0, t1 = trace.ts[r], trace.ts[r] + trace.dur[r]
+    o = outer[trace.lane[outer] == trace.lane[r]]
+    return bool(((trace.ts[o] <= t0) & (trace.ts[o] + trace.dur[o] >= t1)).any())
+
+
 def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
     ev = CpuEvidence(instances=len(region.instances))
     names = trace.names
@@ -140,6 +149,7 @@ def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
     fused_ids = np.array([i for i, n in enumerate(names) if _FUSED.search(n)], np.int32)
     transpose_id = ids.get("aten::transpose", -1)
     gemm_ids = idset(_GEMM_OPS)
+    sdpa_ids = idset((_SDPA, "aten::_scaled_dot_product_attention_math"))
     soft_ids = idset(_SOFTMAX_OPS)
 
     for inst in region.instances:
@@ -166,10 +176,19 @@ def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
                     ev.conversion_types[f"{src}->{tgt}"] += 1
                     if src in _HALF_TYPES and (tgt is None or tgt in _FLOAT_CODES):
                         ev.upcasts_confirmed += 1
+                        if sdpa_ids.size and _within(trace, ops[np.isin(nm, sdpa_ids)], r):
+                            ev.upcasts_in_sdpa += 1
         if mask_ids.size:
             m = np.isin(nm, mask_ids)
             if m.any():
-                ev.mask_ops.update(names[int(i)] for i in nm[m].tolist())
+                # a mask op inside another (aten::triu calling aten::triu.out, a tril inside a
+                # where) is part of the same mask build: count the outermost ones only
+                mp = np.flatnonzero(m)
+                m_ts = trace.ts[ops[mp]]
+                reach = np.maximum.accumulate(m_ts + trace.dur[ops[mp]])
+                outermost = np.ones(mp.size, bool)
+                outermost[1:] = m_ts[1:] > reach[:-1]
+                ev.mask_ops.update(names[int(i)] for i in nm[mp[outermost]].tolist())
             if tri_ids.size and np.isin(nm, tri_ids).any():
                 ev.mask_instances += 1
         if safe_id >= 0:
@@ -207,3 +226,123 @@ def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
                 is_soft[sp[inner]] = False
             ev.unfused_sequences += count_gemm_softmax_gemm(np.isin(nm, gemm_ids), is_soft, window=24)
     return ev
+
+
+def _out_shape(name: str, dims: list[Any]) -> list[int] | None:
+    """Output shape of a GEMM op from its recorded input shapes; None when they do not say."""
+    shapes = [d for d in dims if isinstance(d, list) and d and all(isinstance(x, int) for x in d)]
+    if name == "aten::baddbmm" and len(shapes) >= 3:
+        shapes = shapes[1:3]  # (input, batch1, batch2): the product is batch1 @ batch2
+    if len(shapes) < 2:
+        return None
+    a, b = shapes[0], shapes[1]
+    if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+        return None
+    batch = a[:-2] if len(a) >= len(b) else b[:-2]
+    return [*batch, a[-2], b[-1]]
+
+
+def _first_shape(dims: list[Any] | None) -> list[int] | None:
+    if not dims:
+        return None
+    d = dims[0]
+    return d if isinstance(d, list) and d and all(isinstance(x, int) for x in d) else None
+
+
+def _same(a: list[int], b: list[int]) -> bool:
+    """Same matrix, allowing flattened batch dims ([B, H, S, S] against [B*H, S, S])."""
+    return a[-2:] == b[-2:] and int(np.prod(a[:-2])) == int(np.prod(b[:-2]))
+
+
+def unfused_chains(trace: Trace, region: Region, window: int = 24) -> dict[str, Any]:
+    """GEMM -> softmax -> GEMM chains among each instance's CPU ops, judged by dataflow.
+
+    With recorded shapes (record_shapes=True) a chain is attention only when the softmax's input
+    is the first GEMM's output [.., Sq, Skv] and the second GEMM consumes the probabilities
+    [.., Sq, Skv] @ [.., Skv, D]: "confirmed"; when a softmax between two GEMMs has shapes and
+    they do not chain (MoE routing: mm -> softmax over [tokens, experts] -> expert bmm), it is
+    "rejected". Without shapes the order alone makes it "possible".
+    """
+    ids = {n: i for i, n in enumerate(trace.names)}
+    gemm_ids = np.array([ids[w] for w in _GEMM_OPS if w in ids], np.int32)
+    soft_ids = np.array([ids[w] for w in _SOFTMAX_OPS if w in ids], np.int32)
+    out: dict[str, Any] = {
+        "confirmed": 0,
+        "possible": 0,
+        "rejected": 0,
+        "shapes_recorded": bool(trace.shapes),
+        "examples": [],
+        "ops": np.zeros(0, np.int64),
+    }
+    if not gemm_ids.size or not soft_ids.size:
+        return out
+    chain_ops: list[int] = []
+    names = trace.names
+    for inst in region.instances:
+        ops = inst.cpu_ops
+        if ops.size == 0:
+            continue
+        for lane in unique(trace.lane[ops]).tolist():
+            lo = ops[trace.lane[ops] == lane]
+            lo = lo[np.lexsort((-trace.dur[lo], trace.ts[lo]))]
+            nm = trace.name[lo]
+            is_g = np.isin(nm, gemm_ids)
+            sp = np.flatnonzero(np.isin(nm, soft_ids))
+            last_end = -np.inf
+            for p in sp.tolist():
+                r = int(lo[p])
+                if trace.ts[r] <= last_end:  # nested in the previous softmax: the same call
+                    continue
+                last_end = float(trace.ts[r] + trace.dur[r])
+                # the softmax's shape: its own, else a nested softmax op's
+                inner = [int(lo[q]) for q in sp.tolist() if q >= p and trace.ts[lo[q]] <= last_end]
+                s_shape = next(
+                    (_first_shape(trace.shapes.get(i)) for i in inner if trace.shapes.get(i)), None
+                )
+                before = [int(lo[q]) for q in range(max(p - window, 0), p) if is_g[q]]
+                after = [int(lo[q]) for q in range(p + 1, min(p + 1 + window, lo.size)) if is_g[q]]
+                if not before or not after:
+                    continue
+                if s_shape is None or len(s_shape) < 2:
+                    out["possible"] += 1
+                    continue
+                a = next(
+                    (
+                        g
+                        for g in reversed(before)
+                        if (o := _out_shape(names[int(trace.name[g])], trace.shapes.get(g, []))) is not None
+                        and _same(o, s_shape)
+                    ),
+                    None,
+                )
+                b = next(
+                    (
+                        g
+                        for g in after
+                        if (d := trace.shapes.get(g)) is not None
+                        and (f := _first_shape(d)) is not None
+                        and _same(f, s_shape)
+                        and len(d) > 1
+                        and isinstance(d[1], list)
+                        and len(d[1]) >= 2
+                        and d[1][-2] == s_shape[-1]
+                    ),
+                    None,
+                )
+                if a is None or b is None:
+                    out["rejected"] += 1
+                    continue
+                out["confirmed"] += 1
+                chain_ops.extend((a, r, b))
+                if len(out["examples"]) < 3:
+                    out["examples"].append(
+                        {
+                            "gemm": names[int(trace.name[a])],
+                            "scores_shape": s_shape,
+                            "softmax": names[int(trace.name[r])],
+                            "gemm_after": names[int(trace.name[b])],
+                            "values_shape": trace.shapes[b][1],
+                        }
+                    )
+    out["ops"] = unique(np.array(chain_ops, np.int64))
+    return out

@@ -6,8 +6,9 @@ returns zero or more Findings; evaluate() runs them in the order of RULES.
 
 Codes: TRACE_REPAIRED, NO_GPU_ACTIVITY, FUSED_ATTENTION, UNFUSED_ATTENTION, CUDA_CORE_GEMM,
 FP32_UPCAST, MASK_REBUILT_EACH_CALL, SAFE_SOFTMAX, TRANSPOSES_BEFORE_KERNEL, OUT_OF_PLACE_COPY,
-LOW_OCCUPANCY_BY_DESIGN, OCCUPANCY_NOT_MEASURED, CPU_BOUND, CUDA_GRAPH, UNATTRIBUTED_GPU_OPS,
-ABOVE_PEAK.
+LOW_OCCUPANCY_BY_DESIGN, OCCUPANCY_NOT_MEASURED, GPU_IDLE_SYNC, GPU_IDLE_HOST_COMPUTE, LAUNCH_BOUND,
+GPU_IDLE_SLOW_LAUNCH, GPU_IDLE_UNRECORDED, CUDA_GRAPH, UNATTRIBUTED_GPU_OPS, ABOVE_PEAK. (CPU_BOUND, which compared CPU
+time with GPU busy time, is replaced by the idle findings: they say why the device idles.)
 """
 
 from __future__ import annotations
@@ -71,20 +72,26 @@ def fused_attention(ctx: Context) -> list[Finding]:
     if att:
         fams: dict[str, dict[str, Any]] = {}
         for k in att:
-            f = fams.setdefault(k["family"], {"count": 0, "time_us": 0.0, "kernels": []})
+            f = fams.setdefault(
+                k["family"], {"count": 0, "time_us": 0.0, "kernels": [], "by_direction": Counter()}
+            )
             f["count"] += k["count"]
             f["time_us"] += k["time_us"]
             f["kernels"].append(k["short_name"])
+            f["by_direction"][k.get("direction") or "fwd"] += k["time_us"]
         for fam, f in fams.items():
+            dirs = {d: _r(v) for d, v in sorted(f["by_direction"].items())}
+            split = ", ".join(f"{d} {v:g} us" for d, v in dirs.items()) if len(dirs) > 1 else next(iter(dirs))
             out.append(
                 Finding(
                     "FUSED_ATTENTION",
                     "info",
-                    f"Fused attention: {fam}, {f['count']} kernel(s), {_r(f['time_us'])} us in total",
+                    f"Fused attention: {fam}, {f['count']} kernel(s), {_r(f['time_us'])} us in total ({split})",
                     {
                         "family": fam,
                         "count": f["count"],
                         "time_us": _r(f["time_us"]),
+                        "time_us_by_direction": dirs,
                         "kernels": f["kernels"][:5],
                     },
                 )
@@ -105,16 +112,25 @@ def fused_attention(ctx: Context) -> list[Finding]:
 
 
 def unfused_attention(ctx: Context) -> list[Finding]:
+    """Attention only by dataflow: with recorded shapes the GEMM -> softmax -> GEMM chain must
+    carry the scores [.., Sq, Skv] through (attnprof.analysis.cpu_ops.unfused_chains); without
+    shapes the order alone makes it "possible", said as such."""
     reg = ctx.region
-    per = [gpu_unfused_count(ctx, inst.gpu) for inst in reg.instances]
-    total = sum(per)
-    where = "GPU kernels"
-    if total == 0 and ctx.links.gpu_rows.size == 0:
-        total = ctx.cpu.unfused_sequences
-        where = "CPU ops"
+    n = len(reg.instances) or 1
+    u = ctx.unfused
+    scope = f"per {reg.name} instance" if reg.selector != "whole trace" else "in the trace"
+    cpu_ops = any(inst.cpu_ops.size for inst in reg.instances)
+    if u["confirmed"]:
+        total, confidence, source = u["confirmed"], "confirmed", "CPU ops with recorded shapes"
+    elif u["possible"]:
+        total, confidence, source = u["possible"], "possible", "CPU ops in order (shapes not recorded)"
+    elif not cpu_ops:
+        total = sum(gpu_unfused_count(ctx, inst.gpu) for inst in reg.instances)
+        confidence, source = "possible", "GPU kernels in order (no CPU ops, no shapes)"
+    else:
+        return []
     if total == 0:
         return []
-    n = len(reg.instances) or 1
     g = ctx.gpu_cat
     gemm_names = Counter(
         ctx.gpu_unique_names[int(ctx.gpu_name_idx[i])]
@@ -124,30 +140,83 @@ def unfused_attention(ctx: Context) -> list[Finding]:
         ctx.gpu_unique_names[int(ctx.gpu_name_idx[i])]
         for i in np.flatnonzero(g == CATEGORIES.index("softmax"))[:2000]
     )
-    scope = f"per {reg.name} instance" if reg.selector != "whole trace" else "in the trace"
+    evidence = {
+        "occurrences": total,
+        "per_instance": total / n,
+        "region": reg.name,
+        "source": source,
+        "confidence": confidence,
+        "shape_chains": u["examples"],
+        "rejected_by_shapes": u["rejected"],
+        "gemm_kernels": [short_name(k) for k, _ in gemm_names.most_common(3)],
+        "softmax_kernels": [short_name(k) for k, _ in soft_names.most_common(3)],
+    }
+    if confidence == "confirmed":
+        ex = u["examples"][0]
+        return [
+            Finding(
+                "UNFUSED_ATTENTION",
+                "warning",
+                f"Unfused attention: {ex['gemm']} -> {ex['softmax']} over scores {ex['scores_shape']} -> "
+                f"{ex['gemm_after']} with values {ex['values_shape']}, {total} time(s) ({total / n:g} "
+                f"{scope}); the S x S scores are written to memory and read back. A fused kernel "
+                "(F.scaled_dot_product_attention with a flash / efficient / cuDNN backend) avoids that",
+                evidence,
+            )
+        ]
     return [
         Finding(
             "UNFUSED_ATTENTION",
-            "warning",
-            f"Unfused attention: GEMM -> softmax -> GEMM with the scores materialised in memory, "
-            f"{total} time(s) ({total / n:g} {scope}, from {where}); a fused kernel "
-            "(F.scaled_dot_product_attention with a flash / efficient / cuDNN backend) avoids writing "
-            "and re-reading the S x S score matrix",
-            {
-                "occurrences": total,
-                "per_instance": total / n,
-                "region": reg.name,
-                "source": where,
-                "gemm_kernels": [short_name(k) for k, _ in gemm_names.most_common(3)],
-                "softmax_kernels": [short_name(k) for k, _ in soft_names.most_common(3)],
-            },
+            "info",
+            f"Possible unfused attention: GEMM -> softmax -> GEMM {total} time(s) ({total / n:g} {scope}, "
+            f"from {source}). Only the order says so: a softmax between two GEMMs is attention only "
+            "when it normalises the first GEMM's [.., Sq, Skv] output and the second GEMM consumes it "
+            "(MoE routing also has mm -> softmax -> bmm); record with record_shapes=True to confirm",
+            evidence,
         )
     ]
 
 
+def _gemm_advice(precisions: list[str], tc: list[str] | None, arch: str) -> str:
+    """Advice the device can follow: its tensor-core dtypes decide (Volta: fp16 only; Turing adds
+    int8; Ampere tf32 and bf16; Ada / Hopper fp8)."""
+    parts = []
+    if "fp32" in precisions:
+        if tc is None:
+            parts.append(
+                "fp32 GEMMs run on CUDA cores: on a GPU with tensor cores, allow TF32 (Ampere or later: "
+                "torch.backends.cuda.matmul.allow_tf32 = True) or compute in fp16 / bf16 (autocast)"
+            )
+        elif "tf32" in tc:
+            parts.append(
+                "fp32 GEMMs run on CUDA cores: allow TF32 (torch.backends.cuda.matmul.allow_tf32 = True, "
+                "or torch.set_float32_matmul_precision('high')) or autocast to bf16 / fp16"
+            )
+        else:
+            parts.append(
+                f"fp32 GEMMs run on CUDA cores; this GPU ({arch}) has tensor cores for "
+                f"{' and '.join(tc)} only (no TF32, no bf16): torch.autocast('cuda', dtype=torch.float16) "
+                "moves the GEMMs onto them"
+            )
+    half = [p for p in precisions if p in ("fp16", "bf16")]
+    if half:
+        if "bf16" in half and tc is not None and "bf16" not in tc:
+            parts.append(f"bf16 has no tensor-core support on this GPU ({arch}): use fp16")
+        else:
+            parts.append(
+                f"{'/'.join(half)} GEMMs on CUDA cores usually mean a shape the tensor-core kernels "
+                "refuse (a dimension not a multiple of 8) or a matrix-vector product"
+            )
+    if "unknown" in precisions:
+        parts.append("the precision of some is not in their names")
+    return "; ".join(parts)
+
+
 def cuda_core_gemm(ctx: Context) -> list[Finding]:
-    cc = ctx.device.get("compute_capability")
-    if cc is not None and float(cc) < 7.0:
+    if ctx.device.get("accelerator") != "cuda":
+        return []  # the tensor-core markers in these rules are NVIDIA's
+    tc = ctx.device.get("tensor_core_dtypes")
+    if tc == []:
         return []  # no tensor cores before Volta
     gemm = [k for k in ctx.kernels if k["category"] == "gemm"]
     slow = [k for k in gemm if k["tensor_cores"] is False and "gemv" not in k["family"]]
@@ -157,12 +226,9 @@ def cuda_core_gemm(ctx: Context) -> list[Finding]:
     t = sum(k["time_us"] for k in slow)
     n = sum(k["count"] for k in slow)
     precisions = sorted({k["precision"] or "unknown" for k in slow})
-    hint = (
-        "fp32 GEMMs run on CUDA cores: allow TF32 (torch.backends.cuda.matmul.allow_tf32 = True) or "
-        "compute in bf16/fp16 to use tensor cores"
-        if precisions == ["fp32"]
-        else "16-bit GEMMs on CUDA cores usually mean an upcast to fp32 or an unaligned shape"
-    )
+    cc = ctx.device.get("compute_capability")
+    arch = f"sm{cc.replace('.', '')}" if cc else "compute capability unknown"
+    hint = _gemm_advice(precisions, tc, arch)
     return [
         Finding(
             "CUDA_CORE_GEMM",
@@ -174,6 +240,7 @@ def cuda_core_gemm(ctx: Context) -> list[Finding]:
                 "time_us": _r(t),
                 "pct_of_gemm_time": round(100 * t / gemm_time, 2),
                 "precisions": precisions,
+                "tensor_core_dtypes": tc,
                 "kernels": [
                     {"name": k["short_name"], "count": k["count"], "time_us": k["time_us"]} for k in slow[:8]
                 ],
@@ -183,18 +250,35 @@ def cuda_core_gemm(ctx: Context) -> list[Finding]:
 
 
 def fp32_upcast(ctx: Context) -> list[Finding]:
+    """16-bit to fp32 conversions where attention is computed. In an annotated attention call
+    (attn_fwd, --region) every upcast counts; in a model step or a whole trace only those inside
+    scaled_dot_product_attention do: norms (RMSNorm's .to(float32)) and losses upcast on purpose."""
     ev = ctx.cpu
     n = ev.instances or 1
-    if ev.upcasts_confirmed:
+    annotated = ctx.region.selector in ("default", "exact", "regex")
+    count = ev.upcasts_confirmed if annotated else ev.upcasts_in_sdpa
+    if count:
+        where = (
+            f"{ev.upcasts_in_sdpa / n:g} of them inside scaled_dot_product_attention, whose math backend "
+            "computes 16-bit inputs in fp32"
+            if ev.upcasts_in_sdpa
+            else "none inside scaled_dot_product_attention"
+        )
+        fp32_cc = any(
+            k["category"] == "gemm" and k["tensor_cores"] is False and k["precision"] == "fp32"
+            for k in ctx.kernels
+        )
         return [
             Finding(
                 "FP32_UPCAST",
                 "warning",
-                f"16-bit inputs are converted to fp32: {ev.upcasts_confirmed / n:g} upcast(s) per call "
-                f"(aten::_to_copy from bf16/fp16 to float). The math then runs in fp32 (slower, "
-                "CUDA-core GEMMs on GPU); SDPA's math backend does this for 16-bit inputs",
+                f"16-bit inputs are converted to fp32 in {ctx.region.name}: {count / n:g} upcast(s) per "
+                f"instance (aten::_to_copy from bf16/fp16 to float; {where}). The math after them runs in fp32"
+                + ("; fp32 GEMMs in this trace run on CUDA cores" if fp32_cc else ""),
                 {
-                    "upcasts_per_instance": ev.upcasts_confirmed / n,
+                    "upcasts_per_instance": count / n,
+                    "upcasts_in_sdpa_per_instance": ev.upcasts_in_sdpa / n,
+                    "all_upcasts_per_instance": ev.upcasts_confirmed / n,
                     "conversions_per_instance": ev.conversions / n,
                     "conversions": dict(ev.conversion_types),
                     "dtypes_recorded": True,
@@ -203,7 +287,6 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
         ]
     # without recorded dtypes, only an annotated call (attn_fwd, --region) is specific enough for
     # a count to mean an upcast: a model step also converts for device transfers and inputs
-    annotated = ctx.region.selector in ("default", "exact", "regex")
     if not ev.dtypes_known and annotated and ev.conversions / n >= 3:
         return [
             Finding(
@@ -330,11 +413,11 @@ def occupancy_findings(ctx: Context) -> list[Finding]:
         occ = k.get("occupancy")
         if not occ:
             continue
-        if not occ["measured"] and occ.get("theoretical_pct") is not None:
+        if occ.get("launches_not_measured"):
             gaps.append(k)
         th = occ.get("theoretical_pct")
         if (
-            k["category"] in ("attention", "gemm")
+            k["category"] in ("attention", "gemm", "conv")
             and th is not None
             and th <= 25.0
             and occ.get("limiter") in ("registers", "shared memory")
@@ -350,42 +433,171 @@ def occupancy_findings(ctx: Context) -> list[Finding]:
                 f"{k['short_name']}: theoretical occupancy {occ['theoretical_pct']:g}% "
                 f"({occ['registers']} registers x {occ['threads_per_block']} threads, "
                 f"{occ['shared_mem_bytes']} B shared; limited by {occ['limiter']}). Tiled "
-                "attention and GEMM kernels trade occupancy for registers and shared memory on purpose: "
-                "low occupancy here is not a problem by itself",
+                "attention, GEMM and convolution kernels trade occupancy for registers and shared memory "
+                "on purpose: low occupancy here is not a problem by itself",
                 {"kernel": k["name"], "family": k["family"], **occ},
             )
         )
-    for k in gaps[:5]:
-        occ = k["occupancy"]
+    if gaps:
+        n = sum(k["occupancy"]["launches_not_measured"] for k in gaps)
+        t = sum(k["time_us"] for k in gaps)
+        names = [k["short_name"] for k in gaps[:5]]
         out.append(
             Finding(
                 "OCCUPANCY_NOT_MEASURED",
-                "warning",
-                f"{k['short_name']}: the profiler reports {occ['achieved_pct']}% achieved occupancy for a "
-                f"driver-API launch ({', '.join(k['launch_apis'])}); that is a measurement gap, not an "
-                f"idle GPU. Theoretical: {occ['theoretical_pct']:g}% (limited by {occ['limiter']})",
-                {"kernel": k["name"], "launch_apis": k["launch_apis"], **occ},
+                "info",
+                f"{len(gaps)} kernel(s) ({n} launches, {_r(t)} us) show 0% achieved occupancy because the "
+                f"profiler reports 0 for kernels with more than 48 KB of shared memory, whatever the launch "
+                f"API: not measured, not an idle GPU ({', '.join(names)}). Their theoretical occupancy is "
+                "given where the launch resources are recorded",
+                {
+                    "kernels": [
+                        {
+                            "kernel": k["name"],
+                            "launches": k["occupancy"]["launches_not_measured"],
+                            "shared_mem_bytes": k["occupancy"]["shared_mem_bytes"],
+                            "theoretical_pct": k["occupancy"]["theoretical_pct"],
+                            "reason": k["occupancy"]["not_measured_reason"],
+                        }
+                        for k in gaps[:10]
+                    ],
+                    "launches": n,
+                    "time_us": _r(t),
+                },
             )
         )
     return out
 
 
-def cpu_bound(ctx: Context) -> list[Finding]:
+# a cause must hold this share of the idle time, and of the window, for its finding
+_CAUSE_OF_IDLE = 0.3
+_CAUSE_OF_WINDOW = 0.1
+_IDLE_PCT = 20.0  # idle share of the window below which idle is not reported
+_IDLE_MIN_US = 50.0  # per instance
+_SLOW_LAUNCH_US = 1000.0  # a launch call this long is not launch overhead
+
+
+def _top_names(
+    ctx: Context, rows: np.ndarray, windows: list[tuple[float, float]], k: int = 5
+) -> dict[str, float]:
+    """Time per op name of rows that falls inside the windows, most first."""
+    t = ctx.trace
+    if rows.size == 0:
+        return {}
+    s, e = t.ts[rows], t.ts[rows] + t.dur[rows]
+    tot: Counter[str] = Counter()
+    for lo, hi in windows[:200]:
+        ov = np.minimum(e, hi) - np.maximum(s, lo)
+        m = ov > 0
+        for r, v in zip(rows[m].tolist(), ov[m].tolist(), strict=True):
+            tot[t.names[int(t.name[r])]] += v
+    return {n: _r(v) for n, v in tot.most_common(k)}
+
+
+def gpu_idle(ctx: Context) -> list[Finding]:
+    """Why the device idles inside the region: one finding per dominant host activity."""
+    if ctx.links.gpu_rows.size == 0 or not ctx.region.instances:
+        return []
+    idle = ctx.region_dict["idle"]
+    window = idle["window_us_per_instance"]
+    idle_us = idle["idle_us_per_instance"]
+    if window <= 0 or idle["idle_pct"] < _IDLE_PCT or idle_us < _IDLE_MIN_US:
+        return []
+    causes = idle["host_during_idle_us_per_instance"]
     r = ctx.region_dict
-    if ctx.region.selector == "whole trace" or not r["gpu_ops_per_instance"]:
-        return []
-    cpu_t, gpu_t = r["cpu_time_us_per_instance"], r["gpu_time_us_per_instance"]
-    if cpu_t <= gpu_t:
-        return []
-    return [
-        Finding(
-            "CPU_BOUND",
-            "warning",
-            f"{r['name']}: CPU time per instance {cpu_t:g} us exceeds GPU busy time {gpu_t:g} us: the GPU "
-            "waits for the CPU to launch work. Fewer, larger kernels, CUDA graphs or torch.compile help",
-            {"region": r["name"], "cpu_time_us_per_instance": cpu_t, "gpu_time_us_per_instance": gpu_t},
-        )
+    name = r["name"]
+    head = (
+        f"{name}: the device idles {idle['idle_pct']:.0f}% of the time ({_r(idle_us)} of {_r(window)} us per "
+        f"instance, busy = union of device ops)"
+    )
+    windows = [
+        (inst.start, inst.start + d.window_us) for inst, d in zip(ctx.region.instances, ctx.idle, strict=True)
     ]
+    if ctx.region.instances[0].row < 0 and ctx.host.busy[0].size:
+        windows = [(float(ctx.host.busy[0][0]), float(ctx.host.busy[1][-1]))]
+    base = {"region": name, **idle}
+    out = []
+    for cause, us in sorted(causes.items(), key=lambda kv: -kv[1]):
+        if us < _CAUSE_OF_IDLE * idle_us or us < _CAUSE_OF_WINDOW * window:
+            continue
+        share = f"{100 * us / idle_us:.0f}% of the idle time ({_r(us)} us per instance)"
+        if cause == "sync":
+            calls = _top_names(ctx, ctx.host.sync_rows, windows)
+            out.append(
+                Finding(
+                    "GPU_IDLE_SYNC",
+                    "warning",
+                    f"{head}; {share} the host waits in synchronizing calls ({', '.join(calls) or 'sync'}) "
+                    "or blocking copies, so no new work is queued. Remove the synchronisation from the loop: "
+                    ".item(), .cpu(), .tolist(), printing or logging tensor values, torch.cuda.synchronize(), "
+                    "blocking device-to-host copies (use non_blocking=True with pinned memory and read the "
+                    "values later)",
+                    {**base, "cause": cause, "cause_us_per_instance": us, "sync_calls_us": calls},
+                )
+            )
+        elif cause == "host_compute":
+            ops = _top_names(ctx, ctx.host.compute_rows, windows)
+            out.append(
+                Finding(
+                    "GPU_IDLE_HOST_COMPUTE",
+                    "warning",
+                    f"{head}; {share} the host runs CPU ops that launch nothing ({', '.join(ops)}). The "
+                    "device waits for host computation, not for launches: create tensors on the device "
+                    "(torch.randn(..., device='cuda')), move preprocessing to the device or to DataLoader "
+                    "workers, and overlap it with device work (prefetch, pin_memory)",
+                    {**base, "cause": cause, "cause_us_per_instance": us, "cpu_ops_us": ops},
+                )
+            )
+        elif cause == "launching":
+            launches = ctx.host.launch_rows.size
+            lr = ctx.host.launch_rows
+            slow = lr[ctx.trace.dur[lr] >= _SLOW_LAUNCH_US]
+            slow_us = min(sum(_top_names(ctx, slow, windows, k=50).values()) / len(ctx.region.instances), us)
+            if slow_us >= 0.5 * us:
+                calls = _top_names(ctx, slow, windows)
+                out.append(
+                    Finding(
+                        "GPU_IDLE_SLOW_LAUNCH",
+                        "warning",
+                        f"{head}; {share} the host is inside launch calls, {_r(slow_us)} us of it in "
+                        f"{slow.size} call(s) of {_SLOW_LAUNCH_US / 1000:g} ms or more ({', '.join(calls)}). "
+                        "A launch that slow is not launch overhead: it is the first launch of a kernel "
+                        "loading its module (CUDA lazy loading), JIT compilation or a launch blocked on a "
+                        "full queue. Warm up before profiling; fewer kernels would not help",
+                        {**base, "cause": cause, "cause_us_per_instance": us, "slow_launch_us": _r(slow_us)},
+                    )
+                )
+                continue
+            out.append(
+                Finding(
+                    "LAUNCH_BOUND",
+                    "warning",
+                    f"{head}; {share} the host is issuing work (CPU ops that launch kernels and the launch "
+                    f"calls themselves) while the device has nothing queued: {r['gpu_ops_per_instance']:g} "
+                    "device ops per instance are launched one by one faster than they run. Fewer, larger "
+                    "kernels help: torch.compile, CUDA graphs (torch.compile(mode='reduce-overhead')), "
+                    "fused ops, larger batches",
+                    {
+                        **base,
+                        "cause": cause,
+                        "cause_us_per_instance": us,
+                        "runtime_calls": int(launches),
+                        "cpu_time_us_per_instance": r["cpu_time_us_per_instance"],
+                    },
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    "GPU_IDLE_UNRECORDED",
+                    "info",
+                    f"{head}; {share} nothing is recorded on the host (Python code, data loading or waits "
+                    "the profiler does not trace, or the time before the first launch). with_stack=True "
+                    "or a Python sampling profiler shows what runs there",
+                    {**base, "cause": cause, "cause_us_per_instance": us},
+                )
+            )
+    return out
 
 
 def cuda_graph(ctx: Context) -> list[Finding]:
@@ -453,7 +665,7 @@ RULES: tuple[Callable[[Context], list[Finding]], ...] = (
     transposes,
     out_of_place_copy,
     occupancy_findings,
-    cpu_bound,
+    gpu_idle,
     cuda_graph,
     unattributed,
     above_peak,
@@ -472,7 +684,11 @@ CODES = (
     "OUT_OF_PLACE_COPY",
     "LOW_OCCUPANCY_BY_DESIGN",
     "OCCUPANCY_NOT_MEASURED",
-    "CPU_BOUND",
+    "GPU_IDLE_SYNC",
+    "GPU_IDLE_HOST_COMPUTE",
+    "LAUNCH_BOUND",
+    "GPU_IDLE_SLOW_LAUNCH",
+    "GPU_IDLE_UNRECORDED",
     "CUDA_GRAPH",
     "UNATTRIBUTED_GPU_OPS",
     "ABOVE_PEAK",

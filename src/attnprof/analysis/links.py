@@ -27,7 +27,8 @@ GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGrap
 
 @dataclass
 class Links:
-    gpu_rows: npt.NDArray[np.int64]  # event rows of kernels, memcpys and memsets, in file order
+    # event rows of kernels, memcpys, memsets and other accelerators' device events, in file order
+    gpu_rows: npt.NDArray[np.int64]
     launch: npt.NDArray[np.int64]  # launch event row per GPU op, -1 when none
     cpu_op: npt.NDArray[np.int64]  # launching cpu_op row per GPU op, -1 when none
     api: npt.NDArray[np.int32]  # launch API per GPU op: index into api_names (0 = "none")
@@ -50,7 +51,7 @@ def _lookup(keys: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.ndarra
 
 
 def link(trace: Trace) -> Links:
-    gpu_rows = trace.rows(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+    gpu_rows = trace.rows(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.DEVICE)
     launch_rows = trace.rows(Kind.RUNTIME, Kind.DRIVER)
     corr = trace.corr[gpu_rows].copy()
     missing = corr < 0

@@ -15,11 +15,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from attnprof.analysis.classify import CATEGORIES, Classification, classify
+from attnprof.analysis.classify import CATEGORIES, Classification, classify, device_event_category
 from attnprof.analysis.cpu_ops import CpuEvidence, count_gemm_softmax_gemm, cpu_evidence
+from attnprof.analysis.devices import device_info, gap_warnings
+from attnprof.analysis.idle import HostActivity, IdleBreakdown, host_activity, idle_breakdown, union
 from attnprof.analysis.links import Links, link
-from attnprof.analysis.occupancy import DeviceLimits, device_limits, theoretical_occupancy
-from attnprof.analysis.regions import Instance, Region, cpu_nesting, find_region
+from attnprof.analysis.occupancy import DeviceLimits, theoretical_occupancy
+from attnprof.analysis.regions import RULE_NAMES, Instance, Region, cpu_nesting, find_region
 from attnprof.analysis.result import TraceAnalysis
 from attnprof.analysis.roofline import roofline
 from attnprof.trace.model import Kind, Trace, unique
@@ -27,7 +29,10 @@ from attnprof.workload import Workload
 
 __all__ = ["Context", "analyze_trace", "short_name"]
 
-_DRIVER_LAUNCHES = {"cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchKernel_ptsz", "cuLaunchKernelEx_ptsz"}
+# Kineto reports 0% achieved occupancy for every kernel launched with more than 48 KB of
+# (dynamic) shared memory, whatever the launch API (seen across real traces): such a 0 is a
+# profiler gap, not a measurement
+SMEM_OCCUPANCY_GAP = 48 * 1024
 
 
 @dataclass
@@ -48,6 +53,10 @@ class Context:
     totals: dict[str, Any]
     roofline: dict[str, Any] | None
     workload: Workload | None
+    idle: list[IdleBreakdown]  # per region instance; one for the whole trace
+    host: HostActivity
+    gap_facts: dict[str, Any]
+    unfused: dict[str, Any]  # attnprof.analysis.cpu_ops.unfused_chains, with GPU kernels
 
 
 _CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
@@ -62,7 +71,9 @@ def analyze_trace(
     top: int = 20,
     cpu_peak: tuple[float, str] | None = None,
     materialises: bool | None = None,
+    threads: str = "own",
 ) -> TraceAnalysis:
+    from attnprof.analysis.cpu_ops import unfused_chains
     from attnprof.analysis.findings import evaluate
 
     links = link(trace)
@@ -79,12 +90,18 @@ def analyze_trace(
     gpu_cat = name_cat[inv] if inv.size else np.zeros(0, np.int16)
     gpu_cat = np.where(g_kind == Kind.MEMCPY, _CAT_INDEX["memcpy"], gpu_cat)
     gpu_cat = np.where(g_kind == Kind.MEMSET, _CAT_INDEX["memset"], gpu_cat).astype(np.int16)
+    dev = g_kind == Kind.DEVICE
+    if dev.any():  # other accelerators' device events: by their own names
+        dev_cat = {int(i): _CAT_INDEX[device_event_category(unique_names[int(i)])] for i in unique(inv[dev])}
+        gpu_cat[dev] = [dev_cat[int(i)] for i in inv[dev].tolist()]
     g_dur = trace.dur[g]
 
     is_k = g_kind == Kind.KERNEL
     is_cpy = g_kind == Kind.MEMCPY
     is_set = g_kind == Kind.MEMSET
     kernel_time = float(g_dur[is_k].sum())
+    busy_mask = gpu_cat != _CAT_INDEX["sync"]
+    host = host_activity(trace, links, busy_mask)
     totals: dict[str, Any] = {
         "kernels": int(is_k.sum()),
         "kernel_time_us": round(kernel_time, 3),
@@ -97,6 +114,13 @@ def analyze_trace(
         "unique_kernels": int(unique(g_name[is_k]).size),
         "unlaunched_gpu_ops": int((links.launch < 0).sum()),
         "graph_kernels": int((links.graph & is_k).sum()),
+        # other accelerators' device events (MTIA compute, DMA, waits): not kernels, memcpys or
+        # memsets, but device work all the same
+        "other_device_ops": int(dev.sum()),
+        "other_device_time_us": round(float(g_dur[dev].sum()), 3),
+        # the union of device-op intervals (streams that overlap count once), and its span
+        "device_busy_us": round(float((host.busy[1] - host.busy[0]).sum()), 3),
+        "device_span_us": round(float(host.busy[1][-1] - host.busy[0][0]), 3) if host.busy[0].size else 0.0,
     }
 
     # categories (GPU ops only)
@@ -114,14 +138,18 @@ def analyze_trace(
         if counts[i]
     ]
 
-    device, limits = _device(trace, links)
+    device, limits = device_info(trace, links)
     kernels = _kernel_table(trace, links, inv, unique_names, classes, limits, kernel_time)
     memory_ops = _memory_table(trace, links, inv, unique_names, gpu_cat)
     launch_apis = _launch_table(links, is_k)
 
-    reg = find_region(trace, links, region)
-    region_dict = _region_dict(trace, links, reg, gpu_cat, unique_names, inv)
+    reg = find_region(trace, links, region, threads=threads)
+    idle = _idle(trace, links, reg, host)
+    region_dict = _region_dict(trace, links, reg, gpu_cat, unique_names, inv, classes, idle)
     evidence = cpu_evidence(trace, reg)
+    unfused = unfused_chains(trace, reg)
+    unfused["gpu_ops"] = _chain_gpu_ops(trace, links, unfused.pop("ops"))
+    share = _share(trace, links, gpu_cat, inv, classes, unfused["gpu_ops"])
 
     roof = None
     if workload is not None:
@@ -154,7 +182,12 @@ def analyze_trace(
         totals=totals,
         roofline=roof,
         workload=workload,
+        idle=idle,
+        host=host,
+        gap_facts={},
+        unfused=unfused,
     )
+    gaps, ctx.gap_facts = gap_warnings(trace, links)
     findings = evaluate(ctx)
     info = {
         "events": int(trace.metadata.get("events_total", trace.n_events)),
@@ -166,13 +199,14 @@ def analyze_trace(
         "has_device_properties": bool(trace.metadata.get("deviceProperties_present")),
         "raw_json_bytes": trace.raw_bytes,
     }
-    warnings = list(trace.warnings)
-    n_dev = int((trace.kind == Kind.DEVICE).sum())
+    warnings = list(trace.warnings) + gaps
+    info["gaps"] = ctx.gap_facts
+    n_dev = int(dev.sum())
     if n_dev:
-        cats = sorted({trace.categories[int(c)] for c in unique(trace.cat[trace.kind == Kind.DEVICE])})
+        cats = sorted({trace.categories[int(c)] for c in unique(trace.cat[g[dev]])})
         warnings.append(
-            f"{n_dev} device events of categories {', '.join(cats)} are not counted as kernels, "
-            "memcpys or memsets"
+            f"{n_dev} device events of categories {', '.join(cats)} are counted as device ops "
+            "(totals.other_device_ops, categories), not as kernels, memcpys or memsets"
         )
     return TraceAnalysis(
         source=trace.source,
@@ -189,6 +223,7 @@ def analyze_trace(
         findings=findings,
         repairs=list(trace.repairs),
         warnings=warnings,
+        share=share,
     )
 
 
@@ -197,39 +232,6 @@ def _rank(trace: Trace) -> int | None:
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         return int(info["rank"])
     return None
-
-
-def _device(trace: Trace, links: Links) -> tuple[dict[str, Any], DeviceLimits | None]:
-    props = trace.device_properties
-    kdev = trace.device[trace.device >= 0]
-    dev_id = int(np.bincount(kdev).argmax()) if kdev.size else 0
-    entry = next((p for p in props if p.get("id") == dev_id), props[0] if props else None)
-    has_gpu_events = bool(links.gpu_rows.size) or bool((trace.kind == Kind.RUNTIME).any())
-    if entry is not None or has_gpu_events:
-        kind = "gpu"
-    elif trace.metadata.get("deviceProperties_present") or (trace.kind == Kind.CPU_OP).any():
-        kind = "cpu"
-    else:
-        kind = "unknown"
-    cc = None
-    if (
-        entry is not None
-        and isinstance(entry.get("computeMajor"), int)
-        and isinstance(entry.get("computeMinor"), int)
-    ):
-        cc = f"{entry['computeMajor']}.{entry['computeMinor']}"
-    limits = device_limits(entry) if entry is not None else None
-    device = {
-        "kind": kind,
-        "name": entry.get("name") if entry is not None else None,
-        "compute_capability": cc,
-        "num_sms": entry.get("numSms") if entry is not None else None,
-        "total_memory_bytes": entry.get("totalGlobalMem") if entry is not None else None,
-        "count": len(props),
-        "id": dev_id if entry is not None else None,
-        "arch_limits_source": limits.source if limits is not None else None,
-    }
-    return device, limits
 
 
 _STRIP = re.compile(r"^(void|std::enable_if<[^>]*>::type)\s+")
@@ -329,6 +331,7 @@ def _kernel_table(
                 "family": c.family,
                 "tensor_cores": c.tensor_cores,
                 "precision": c.precision,
+                "direction": c.direction,
                 "count": int(counts[i]),
                 "time_us": round(float(times[i]), 3),
                 "mean_us": round(float(times[i]) / int(counts[i]), 3),
@@ -356,16 +359,27 @@ def _occupancy(
     has_ach = ~np.isnan(a)
     if not have.any() and not has_ach.any():
         return None
+    # launches whose 0 is the profiler's gap, not a measurement
+    gap = has_ach & (a == 0.0) & (s > SMEM_OCCUPANCY_GAP)
+    valid = has_ach & ~gap
     achieved = None
-    if has_ach.any():
-        w = dur[sel][has_ach]
-        achieved = float(np.average(a[has_ach], weights=w)) if w.sum() > 0 else float(a[has_ach].mean())
-    driver = any(api in _DRIVER_LAUNCHES for api in apis)
-    # a driver-API launch that reports 0 is Kineto not measuring, not an idle kernel
-    measured = achieved is not None and not (driver and achieved == 0.0)
+    if valid.any():
+        w = dur[sel][valid]
+        achieved = float(np.average(a[valid], weights=w)) if w.sum() > 0 else float(a[valid].mean())
+    measured = achieved is not None
+    reason = None
+    if not measured:
+        reason = (
+            f"the profiler reports 0 for kernels with more than {SMEM_OCCUPANCY_GAP // 1024} KB of shared "
+            f"memory (this one: {int(s[gap].max()) if gap.any() else 0} B)"
+            if gap.any()
+            else "no achieved-occupancy figure in the trace"
+        )
     out: dict[str, Any] = {
         "achieved_pct": round(achieved, 2) if achieved is not None else None,
         "measured": measured,
+        "not_measured_reason": reason,
+        "launches_not_measured": int(gap.sum()),
         "theoretical_pct": None,
         "blocks_per_sm": None,
         "warps_per_sm": None,
@@ -390,7 +404,8 @@ def _memory_table(
     trace: Trace, links: Links, inv: np.ndarray, unique_names: list[str], gpu_cat: np.ndarray
 ) -> list[dict[str, Any]]:
     g = links.gpu_rows
-    m = trace.kind[g] != Kind.KERNEL
+    k = trace.kind[g]
+    m = (k == Kind.MEMCPY) | (k == Kind.MEMSET) | ((k == Kind.DEVICE) & (gpu_cat == _CAT_INDEX["memcpy"]))
     if not m.any():
         return []
     n = len(unique_names)
@@ -420,21 +435,129 @@ def _launch_table(links: Links, is_k: np.ndarray) -> list[dict[str, Any]]:
     ]
 
 
+def _idle(trace: Trace, links: Links, reg: Region, host: HostActivity) -> list[IdleBreakdown]:
+    """Per instance, the device's idle time in its window and what the host did meanwhile."""
+    g_end = trace.ts[links.gpu_rows] + trace.dur[links.gpu_rows]
+    out = []
+    for inst in reg.instances:
+        if inst.row < 0:  # whole trace: from the first device op to the last
+            if not host.busy[0].size:
+                out.append(idle_breakdown(host, 0.0, 0.0))
+                continue
+            out.append(idle_breakdown(host, float(host.busy[0][0]), float(host.busy[1][-1])))
+            continue
+        end = max(inst.end, float(g_end[inst.gpu].max())) if inst.gpu.size else inst.end
+        out.append(idle_breakdown(host, inst.start, end))
+    return out
+
+
+def _chain_gpu_ops(trace: Trace, links: Links, ops: np.ndarray) -> np.ndarray:
+    """GPU ops (indices into Links.gpu_rows) launched by the given cpu ops or ops inside them."""
+    if ops.size == 0 or links.gpu_rows.size == 0:
+        return np.zeros(0, np.int64)
+    has = links.launch >= 0
+    idx = np.flatnonzero(has)
+    l_rows = links.launch[has]
+    keep = np.zeros(idx.size, bool)
+    for lane in unique(trace.lane[ops]).tolist():
+        o = ops[trace.lane[ops] == lane]
+        sel = np.flatnonzero(trace.lane[l_rows] == lane)
+        t = trace.ts[l_rows[sel]]
+        for r in o.tolist():
+            keep[sel[(t >= trace.ts[r]) & (t <= trace.ts[r] + trace.dur[r])]] = True
+    return idx[keep].astype(np.int64)
+
+
+_MEMORY = ("memcpy", "memset", "copy")
+
+
+def _share(
+    trace: Trace,
+    links: Links,
+    gpu_cat: np.ndarray,
+    inv: np.ndarray,
+    classes: list[Classification],
+    unfused_gpu: np.ndarray,
+) -> dict[str, Any]:
+    """Where the device time went, attention first: fused + unfused attention (forward /
+    backward), GEMMs, convolutions, communication, memory (memcpy, memset, copy kernels), other.
+    Sums of device-op durations; waits (category "sync") are not device work."""
+    g = links.gpu_rows
+    dur = trace.dur[g]
+    work = gpu_cat != _CAT_INDEX["sync"]
+    total = float(dur[work].sum())
+    is_att = gpu_cat == _CAT_INDEX["attention"]
+    unf = np.zeros(g.size, bool)
+    unf[unfused_gpu] = True
+    unf &= ~is_att & work
+    direction = (
+        np.array([c.direction or "" for c in classes], dtype=object)[inv] if inv.size else np.zeros(0, object)
+    )
+    # unfused chains: the forward chain is the ops of the cpu chain; their kernels are forward
+    att_fwd = float(dur[is_att & (direction == "fwd")].sum())
+    att_bwd = float(dur[is_att & ((direction == "bwd") | (direction == "bwd-aux"))].sum())
+    fused = float(dur[is_att].sum())
+    unfused = float(dur[unf].sum())
+
+    def pct(x: float) -> float | None:
+        return round(100.0 * x / total, 2) if total > 0 else None
+
+    rest = work & ~is_att & ~unf
+    parts = {
+        "gemm": float(dur[rest & (gpu_cat == _CAT_INDEX["gemm"])].sum()),
+        "conv": float(dur[rest & (gpu_cat == _CAT_INDEX["conv"])].sum()),
+        "communication": float(dur[rest & (gpu_cat == _CAT_INDEX["communication"])].sum()),
+        "memory": float(dur[rest & np.isin(gpu_cat, [_CAT_INDEX[c] for c in _MEMORY])].sum()),
+    }
+    parts["other"] = max(total - fused - unfused - sum(parts.values()), 0.0)
+    return {
+        "device_time_us": round(total, 3),
+        "attention": {
+            "time_us": round(fused + unfused, 3),
+            "pct": pct(fused + unfused),
+            "fused_us": round(fused, 3),
+            "unfused_us": round(unfused, 3),
+            "fwd_us": round(att_fwd + unfused, 3),
+            "bwd_us": round(att_bwd, 3),
+        },
+        **{k: {"time_us": round(v, 3), "pct": pct(v)} for k, v in parts.items()},
+        "basis": "sum of device-op durations (streams that overlap are counted each); unfused "
+        "attention is the kernels of GEMM -> softmax -> GEMM chains confirmed by their shapes",
+    }
+
+
 def _region_dict(
-    trace: Trace, links: Links, reg: Region, gpu_cat: np.ndarray, unique_names: list[str], inv: np.ndarray
+    trace: Trace,
+    links: Links,
+    reg: Region,
+    gpu_cat: np.ndarray,
+    unique_names: list[str],
+    inv: np.ndarray,
+    classes: list[Classification],
+    idle: list[IdleBreakdown],
 ) -> dict[str, Any]:
     insts = reg.instances
     n = max(len(insts), 1)
     g_rows = links.gpu_rows
     g_ts = trace.ts[g_rows]
     g_end = g_ts + trace.dur[g_rows]
-    per = []
+    per: list[dict[str, Any]] = []
     cat_counts = np.zeros(len(CATEGORIES), np.int64)
-    for inst in insts:
+    rule_counts = np.zeros(len(RULE_NAMES), np.int64)
+    thread_counts: Counter[int] = Counter()
+    bwd_ops, bwd_time = 0, 0.0
+    for inst, idl in zip(insts, idle, strict=True):
         gi = inst.gpu
         busy = float(trace.dur[g_rows[gi]].sum()) if gi.size else 0.0
         span = float(g_end[gi].max() - g_ts[gi].min()) if gi.size else 0.0
+        bu = union(g_ts[gi], g_end[gi])
         cat_counts += np.bincount(gpu_cat[gi], minlength=len(CATEGORIES)) if gi.size else 0
+        rule_counts += np.bincount(inst.rule, minlength=len(RULE_NAMES)) if inst.rule.size else 0
+        if gi.size:
+            la = links.launch[gi]
+            thread_counts.update(trace.lane[la[la >= 0]].tolist())
+        bwd_ops += int(inst.bwd.size)
+        bwd_time += float(trace.dur[g_rows[inst.bwd]].sum()) if inst.bwd.size else 0.0
         per.append(
             {
                 "start_us": round(inst.start, 3),
@@ -443,6 +566,8 @@ def _region_dict(
                 "gpu_ops": int(gi.size),
                 "gpu_time_us": round(busy, 3),
                 "gpu_span_us": round(span, 3),
+                "gpu_busy_union_us": round(float((bu[1] - bu[0]).sum()), 3),
+                "idle": idl.to_dict(),
             }
         )
 
@@ -477,7 +602,22 @@ def _region_dict(
         "cpu_ops_per_instance": mean("cpu_ops"),
         "gpu_time_us_per_instance": mean("gpu_time_us"),
         "gpu_span_us_per_instance": mean("gpu_span_us"),
+        "gpu_busy_union_us_per_instance": mean("gpu_busy_union_us"),
         "cpu_time_us_per_instance": mean("cpu_time_us"),
+        "threads": reg.threads,
+        "attribution": {
+            "rules": {RULE_NAMES[i]: round(int(c) / n, 3) for i, c in enumerate(rule_counts.tolist()) if c},
+            "threads": [
+                {"thread": "/".join(trace.lanes[lane]), "gpu_ops_per_instance": round(c / n, 3)}
+                for lane, c in thread_counts.most_common(8)
+            ],
+        },
+        "backward": {
+            "linked_by": reg.backward_link,
+            "gpu_ops_per_instance": round(bwd_ops / n, 3),
+            "gpu_time_us_per_instance": round(bwd_time / n, 3),
+        },
+        "idle": _idle_mean(idle),
         "unplaced_gpu_ops": reg.unplaced_gpu_ops,
         "gpu_ops": gpu_ops,
         "categories_per_instance": {
@@ -487,6 +627,22 @@ def _region_dict(
         "per_instance": per[:100],
         "cpu_ops": cpu_ops,
         "cpu_ops_by_name": cpu_ops_by_name,
+    }
+
+
+def _idle_mean(idle: list[IdleBreakdown]) -> dict[str, Any]:
+    """Idle breakdown summed over instances, then per instance."""
+    n = max(len(idle), 1)
+    window = sum(i.window_us for i in idle)
+    busy = sum(i.busy_us for i in idle)
+    idle_us = sum(i.idle_us for i in idle)
+    causes = {k: round(sum(i.causes[k] for i in idle) / n, 3) for k in (idle[0].causes if idle else {})}
+    return {
+        "window_us_per_instance": round(window / n, 3),
+        "busy_us_per_instance": round(busy / n, 3),
+        "idle_us_per_instance": round(idle_us / n, 3),
+        "idle_pct": round(100.0 * idle_us / window, 2) if window > 0 else 0.0,
+        "host_during_idle_us_per_instance": causes,
     }
 
 

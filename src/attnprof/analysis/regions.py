@@ -7,11 +7,23 @@ the ProfilerStep#N steps, else the whole trace as one instance.
 Per instance:
 - CPU ops: cpu_op events on the annotation's thread that start inside its [ts, ts + dur], at every
   nesting depth (aten::matmul and the aten::bmm inside it are two ops), as the blog counts them;
-- GPU ops (kernels, memcpys, memsets): those whose launch event lies inside the annotation on the
-  same thread (a CUDA-graph launch brings all its kernels); GPU ops with no launch event are placed
-  by time inside the gpu_user_annotation range of the same name;
-- CPU time: the annotation's duration; GPU time: the sum of GPU-op durations (busy time) and the
-  span from the first GPU-op start to the last GPU-op end.
+- device ops (kernels, memcpys, memsets, other accelerators' device events) it owns, each by the
+  first of these rules that applies (RULE_NAMES; a CUDA-graph launch brings all its kernels):
+  1. "thread": launched inside the annotation, on its thread;
+  2. "autograd thread": launched while it is open, on another thread of the same process, from
+     inside a backward op (autograd::engine::evaluate_function, *Backward*): the autograd engine
+     runs a backward() on its own threads for the thread that called it;
+  3. "other thread": launched while it is open on any other thread of the same process, when
+     --threads all is given or the region is ProfilerStep#N (a step owns everything in it:
+     data loading, communication threads);
+  4. "gpu_user_annotation": device ops with no launch event, placed by time inside the
+     gpu_user_annotation range of the same name;
+- linked backward: the device ops launched by the backward ops of the instance's forward ops,
+  found through fwdbwd flows, else through autograd sequence numbers (a forward op and its
+  evaluate_function share one), and not already owned by a rule above. They are kept apart
+  (Instance.bwd): an attn_fwd region stays the forward, and its backward is reported beside it;
+- CPU time: the annotation's duration; GPU time: the sum of device-op durations, their union
+  (overlapping streams counted once) and the span from the first device-op start to the last end.
 """
 
 from __future__ import annotations
@@ -26,10 +38,13 @@ from attnprof.analysis.links import Links
 from attnprof.errors import UserError
 from attnprof.trace.model import Kind, Trace, unique
 
-__all__ = ["DEFAULT_REGION", "Instance", "Region", "cpu_nesting", "find_region"]
+__all__ = ["DEFAULT_REGION", "RULE_NAMES", "Instance", "Region", "backward_ops", "cpu_nesting", "find_region"]
 
 DEFAULT_REGION = "attn_fwd"
 _STEP = re.compile(r"ProfilerStep#\d+")
+RULE_NAMES = ("thread", "autograd thread", "other thread", "gpu_user_annotation")
+_EVAL = "autograd::engine::evaluate_function"
+_BACKWARD = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function")
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -42,6 +57,8 @@ class Instance:
     end: float
     cpu_ops: I64  # cpu_op rows inside, by start time
     gpu: I64  # indices into Links.gpu_rows, by GPU start time
+    rule: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, np.int8))  # per gpu: RULE_NAMES
+    bwd: I64 = field(default_factory=lambda: np.zeros(0, np.int64))  # linked backward device ops
 
     @property
     def cpu_time_us(self) -> float:
@@ -54,6 +71,8 @@ class Region:
     selector: str  # how it was chosen: "default", "exact", "regex", "ProfilerStep", "whole trace"
     instances: list[Instance] = field(default_factory=list)
     unplaced_gpu_ops: int = 0  # GPU ops with no launch that no gpu_user_annotation range holds
+    threads: str = "own"  # "own": rules 1, 2 and 4; "all": rule 3 too (always for ProfilerStep)
+    backward_link: str | None = None  # "fwdbwd flows", "sequence numbers" or None
 
 
 def _candidates(trace: Trace) -> I64:
@@ -95,19 +114,106 @@ def _select(trace: Trace, region: str | None) -> tuple[str, str, I64]:
     raise UserError(f"--region {region!r} matches no annotation or op in {trace.source}{hint}")
 
 
-def find_region(trace: Trace, links: Links, region: str | None = None) -> Region:
+def backward_ops(trace: Trace, cpu_rows: I64) -> I64:
+    """The backward ops among cpu_rows: evaluate_function ops, else *Backward* ops."""
+    names = trace.names
+    ids = [i for i, n in enumerate(names) if n.startswith(_EVAL)]
+    if not ids:
+        ids = [i for i, n in enumerate(names) if _BACKWARD.search(n)]
+    return cpu_rows[np.isin(trace.name[cpu_rows], ids)] if ids else cpu_rows[:0]
+
+
+def _inside(trace: Trace, ops: I64, rows: I64) -> npt.NDArray[np.bool_]:
+    """For each row, whether an op of ops on the same lane contains its start time."""
+    out = np.zeros(rows.size, bool)
+    if ops.size == 0 or rows.size == 0:
+        return out
+    o_lane = trace.lane[ops]
+    r_lane = trace.lane[rows]
+    for lane in sorted(set(unique(o_lane).tolist()) & set(unique(r_lane).tolist())):
+        o = ops[o_lane == lane]
+        o = o[np.argsort(trace.ts[o], kind="stable")]
+        reach = np.maximum.accumulate(trace.ts[o] + trace.dur[o])  # furthest end so far
+        sel = np.flatnonzero(r_lane == lane)
+        t = trace.ts[rows[sel]]
+        j = np.searchsorted(trace.ts[o], t, "right") - 1
+        out[sel] = (j >= 0) & (reach[np.maximum(j, 0)] >= t)
+    return out
+
+
+def _at(trace: Trace, ops: I64, lanes: np.ndarray, ts: np.ndarray) -> I64:
+    """The longest op of ops starting exactly at (lane, ts), -1 where none."""
+    out = np.full(lanes.size, -1, np.int64)
+    if ops.size == 0:
+        return out
+    o_lane = trace.lane[ops]
+    for lane in sorted(set(unique(o_lane).tolist()) & set(unique(lanes).tolist())):
+        o = ops[o_lane == lane]
+        o = o[np.lexsort((-trace.dur[o], trace.ts[o]))]
+        ot = trace.ts[o]
+        sel = np.flatnonzero(lanes == lane)
+        j = np.searchsorted(ot, ts[sel], "left")
+        jc = np.minimum(j, o.size - 1)
+        hit = (j < o.size) & (np.abs(ot[jc] - ts[sel]) < 1e-3)
+        out[sel[hit]] = o[jc[hit]]
+    return out
+
+
+def _backward_links(trace: Trace, cpu_rows: I64) -> tuple[dict[int, list[int]], str | None]:
+    """Forward cpu-op row -> its backward op rows, by fwdbwd flows, else by sequence numbers."""
+    links: dict[int, list[int]] = {}
+    fb = trace.flow_fwdbwd
+    if fb.any():
+        ids, lanes, ts, start = (
+            trace.flow_id[fb],
+            trace.flow_lane[fb],
+            trace.flow_ts[fb],
+            trace.flow_start[fb],
+        )
+        op = _at(trace, cpu_rows, lanes, ts)
+        src = {int(i): int(o) for i, o, s in zip(ids.tolist(), op.tolist(), start.tolist(), strict=True) if s}
+        for i, o, s in zip(ids.tolist(), op.tolist(), start.tolist(), strict=True):
+            if not s and o >= 0 and src.get(int(i), -1) >= 0:
+                links.setdefault(src[int(i)], []).append(o)
+        if links:
+            return links, "fwdbwd flows"
+    seq = trace.seq[cpu_rows]
+    has = seq >= 0
+    if not has.any():
+        return {}, None
+    bwd = backward_ops(trace, cpu_rows[has])
+    if bwd.size == 0:
+        return {}, None
+    is_bwd = np.isin(cpu_rows, bwd)
+    fwd = cpu_rows[has & ~is_bwd]
+    by_seq: dict[int, list[int]] = {}
+    for r, q in zip(bwd.tolist(), trace.seq[bwd].tolist(), strict=True):
+        by_seq.setdefault(int(q), []).append(int(r))
+    for r, q in zip(fwd.tolist(), trace.seq[fwd].tolist(), strict=True):
+        if int(q) in by_seq:
+            links[int(r)] = by_seq[int(q)]
+    return links, ("sequence numbers" if links else None)
+
+
+def find_region(trace: Trace, links: Links, region: str | None = None, threads: str = "own") -> Region:
+    if threads not in ("own", "all"):
+        raise UserError(f"--threads {threads!r}: use 'own' or 'all'")
     name, selector, rows = _select(trace, region)
     gpu_rows = links.gpu_rows
     gpu_ts = trace.ts[gpu_rows]
     gpu_order = np.argsort(gpu_ts, kind="stable")
-    out = Region(name=name, selector=selector)
+    all_threads = threads == "all" or selector == "ProfilerStep"
+    out = Region(name=name, selector=selector, threads="all" if all_threads else "own")
     cpu_rows = trace.rows(Kind.CPU_OP)
 
     if rows.size == 0:  # whole trace
         start = float(trace.ts.min()) if trace.n_events else 0.0
         end = float((trace.ts + trace.dur).max()) if trace.n_events else 0.0
         cpu_sorted = cpu_rows[np.argsort(trace.ts[cpu_rows], kind="stable")]
-        out.instances.append(Instance(-1, start, end, cpu_sorted, gpu_order.astype(np.int64)))
+        gpu = gpu_order.astype(np.int64)
+        launched = links.launch[gpu] >= 0
+        rule = np.where(launched, 0, 3).astype(np.int8)
+        out.instances.append(Instance(-1, start, end, cpu_sorted, gpu, rule))
         return out
 
     rows = rows[np.argsort(trace.ts[rows], kind="stable")]
@@ -119,19 +225,27 @@ def find_region(trace: Trace, links: Links, region: str | None = None) -> Region
         ops = ops[np.argsort(trace.ts[ops], kind="stable")]
         by_lane[lane] = (ops, trace.ts[ops])
 
-    # GPU ops by their launch's lane and time
+    # GPU ops by their launch's process, lane and time
     launched = links.launch >= 0
     l_rows = links.launch[launched]
     l_idx = np.flatnonzero(launched)
     l_lane = trace.lane[l_rows]
     l_ts = trace.ts[l_rows]
-    gpu_by_lane: dict[int, tuple[I64, np.ndarray]] = {}
-    for lane in by_lane:
-        sel = l_lane == lane
-        idx = l_idx[sel]
-        t = l_ts[sel]
-        o = np.argsort(t, kind="stable")
-        gpu_by_lane[lane] = (idx[o], t[o])
+    pid_of_lane = np.array([p for p, _ in trace.lanes], dtype=object) if trace.lanes else np.zeros(0, object)
+    pids, l_pid = (
+        unique(pid_of_lane[l_lane].astype(str), return_inverse=True)
+        if l_lane.size
+        else (np.zeros(0, str), np.zeros(0, np.int64))
+    )
+    l_pid = l_pid.reshape(-1)
+    pid_index = {str(p): i for i, p in enumerate(pids.tolist())}
+    # whether each launch sits inside a backward op on its thread (rule 2)
+    in_bwd = _inside(trace, backward_ops(trace, cpu_rows), l_rows)
+    by_pid: dict[int, tuple[I64, np.ndarray, np.ndarray, np.ndarray]] = {}
+    for p in range(len(pids)):
+        sel = np.flatnonzero(l_pid == p)
+        o = sel[np.argsort(l_ts[sel], kind="stable")]
+        by_pid[p] = (l_idx[o], l_ts[o], l_lane[o], in_bwd[o])
 
     # unlaunched GPU ops: place by time inside same-named gpu_user_annotation ranges
     unlaunched = np.flatnonzero(~launched)
@@ -155,6 +269,22 @@ def find_region(trace: Trace, links: Links, region: str | None = None) -> Region
                 n_placed += int(inside.size)
     out.unplaced_gpu_ops = int(unlaunched.size) - n_placed
 
+    # linked backward: forward op -> backward ops -> the device ops launched inside them
+    bwd_links, out.backward_link = _backward_links(trace, cpu_rows)
+    bwd_gpu: dict[int, np.ndarray] = {}
+    if bwd_links:
+        b_ops = unique(np.array([b for bs in bwd_links.values() for b in bs], np.int64))
+        for lane in unique(trace.lane[b_ops]).tolist():
+            ob = b_ops[trace.lane[b_ops] == lane]
+            sel = np.flatnonzero(l_lane == lane)
+            o = sel[np.argsort(l_ts[sel], kind="stable")]
+            t = l_ts[o]
+            lo = np.searchsorted(t, trace.ts[ob], "left")
+            hi = np.searchsorted(t, trace.ts[ob] + trace.dur[ob], "right")
+            for r, a_, b_ in zip(ob.tolist(), lo.tolist(), hi.tolist(), strict=True):
+                if b_ > a_:
+                    bwd_gpu[r] = l_idx[o[a_:b_]]
+
     for i, r in enumerate(rows.tolist()):
         lane = int(trace.lane[r])
         start = float(trace.ts[r])
@@ -165,13 +295,34 @@ def find_region(trace: Trace, links: Links, region: str | None = None) -> Region
         if trace.kind[r] == Kind.CPU_OP:  # a legacy annotation is itself an Operator row
             cpu = cpu[cpu != r]
         cpu = cpu[trace.ts[cpu] + trace.dur[cpu] <= end + 1e-3]
-        gidx, gt = gpu_by_lane[lane]
-        a, b = np.searchsorted(gt, start, "left"), np.searchsorted(gt, end, "right")
-        gpu = gidx[a:b]
+        parts: list[np.ndarray] = []
+        rules: list[np.ndarray] = []
+        p = pid_index.get(str(trace.lanes[lane][0]) if trace.lanes else "", -1)
+        if p >= 0:
+            gidx, gt, glane, gbwd = by_pid[p]
+            a, b = np.searchsorted(gt, start, "left"), np.searchsorted(gt, end, "right")
+            g, gl, gb = gidx[a:b], glane[a:b], gbwd[a:b]
+            own = gl == lane
+            rule = np.where(own, 0, np.where(gb, 1, 2)).astype(np.int8)
+            keep = own | gb | all_threads
+            parts.append(g[keep])
+            rules.append(rule[keep])
         if i in placed:
-            gpu = np.concatenate([gpu, *placed[i]])
-        gpu = gpu[np.argsort(gpu_ts[gpu], kind="stable")].astype(np.int64)
-        out.instances.append(Instance(r, start, end, cpu, gpu))
+            for pl in placed[i]:
+                parts.append(pl)
+                rules.append(np.full(pl.size, 3, np.int8))
+        gpu = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        rule_arr = np.concatenate(rules) if rules else np.zeros(0, np.int8)
+        order = np.argsort(gpu_ts[gpu], kind="stable")
+        gpu, rule_arr = gpu[order].astype(np.int64), rule_arr[order]
+        bwd = np.zeros(0, np.int64)
+        if bwd_gpu:
+            linked = [bwd_gpu[b_] for f in cpu.tolist() for b_ in bwd_links.get(f, ()) if b_ in bwd_gpu]
+            if linked:
+                bwd = unique(np.concatenate(linked))
+                bwd = bwd[~np.isin(bwd, gpu)]
+                bwd = bwd[np.argsort(gpu_ts[bwd], kind="stable")].astype(np.int64)
+        out.instances.append(Instance(r, start, end, cpu, gpu, rule_arr, bwd))
     return out
 
 

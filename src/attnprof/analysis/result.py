@@ -9,26 +9,43 @@ Top-level keys:
 
     schema       "attnprof.analysis/1"
     source       the trace file name; path: the path given
-    device       {kind: "gpu"|"cpu"|"unknown", name, compute_capability ("9.0") or null, num_sms,
-                  total_memory_bytes, count, arch_limits_source}
+    share        where the device time went, attention first: {device_time_us, attention
+                  {time_us, pct, fused_us, unfused_us, fwd_us, bwd_us}, gemm, conv, communication,
+                  memory, other (each {time_us, pct}), basis}; pct null without device time
+    device       {kind: "gpu"|"cpu"|"unknown", accelerator: "cuda"|"rocm"|"xpu"|"mtia"|"other"|
+                  null, name, compute_capability ("9.0", as deviceProperties says; on ROCm the gfx
+                  version) or null, num_sms, total_memory_bytes, count, id, arch_limits_source
+                  (CUDA only), tensor_core_dtypes (CUDA with a compute capability) or null}
     trace        {events, kept_events, dropped {category/phase: count}, schema_version, rank,
-                  has_flows, has_device_properties}
+                  has_flows, has_device_properties, gaps {kernel_launches,
+                  launches_without_device_op, device_ops_before_launch, dropped_categories}}
     totals       {kernels, kernel_time_us, memcpy, memcpy_time_us, memset, memset_time_us,
-                  cpu_ops, gpu_ops, unique_kernels, unlaunched_gpu_ops, graph_kernels}
+                  cpu_ops, gpu_ops, unique_kernels, unlaunched_gpu_ops, graph_kernels,
+                  other_device_ops, other_device_time_us (other accelerators' device events),
+                  device_busy_us (union of device-op intervals), device_span_us}
     categories   [{category, count, time_us, pct_time}], by time, GPU ops only
     kernels      [{name, short_name, category, family, tensor_cores (bool|null), precision,
+                  direction ("fwd"|"bwd"|"bwd-aux" for attention and softmax, else null),
                   count, time_us, mean_us, pct_time, launch_apis {api: count},
-                  occupancy {achieved_pct, measured, theoretical_pct, blocks_per_sm,
+                  occupancy {achieved_pct (null when not measured), measured,
+                  not_measured_reason, launches_not_measured, theoretical_pct, blocks_per_sm,
                   warps_per_sm, limiter, registers, threads_per_block, shared_mem_bytes} | null}]
                  the top N by time (N = --top; 0 = all)
     memory_ops   [{name, category, count, time_us}]
     launch_apis  [{api, gpu_ops, kernels}]
     regions      [{name, selector, instances, gpu_ops_per_instance, cpu_ops_per_instance,
-                  gpu_time_us_per_instance, gpu_span_us_per_instance, cpu_time_us_per_instance,
-                  unplaced_gpu_ops, gpu_ops (first instance, in order: [{name, category, start_us
+                  gpu_time_us_per_instance, gpu_span_us_per_instance,
+                  gpu_busy_union_us_per_instance, cpu_time_us_per_instance, threads ("own"|"all"),
+                  attribution {rules {rule: gpu ops per instance}, threads [{thread "pid/tid",
+                  gpu_ops_per_instance}]}, backward {linked_by, gpu_ops_per_instance,
+                  gpu_time_us_per_instance}, idle {window_us_per_instance, busy_us_per_instance,
+                  idle_us_per_instance, idle_pct, host_during_idle_us_per_instance {sync,
+                  host_compute, launching, nothing_recorded}}, unplaced_gpu_ops, gpu_ops (first instance, in order: [{name, category, start_us
                   (from the instance's first GPU op), time_us}]),
                   categories_per_instance {category: count}, top_cpu_ops [{name, per_instance}],
-                  per_instance [{start_us, cpu_time_us, cpu_ops, gpu_ops, gpu_time_us, gpu_span_us}],
+                  per_instance [{start_us, cpu_time_us, cpu_ops, gpu_ops, gpu_time_us, gpu_span_us,
+                  gpu_busy_union_us, idle {window_us, busy_us, idle_us, idle_pct,
+                  host_during_idle_us}}],
                   cpu_ops (first instance, in order of start, an op before the ops inside it, at
                   most 500: [{name, start_us (from the instance's start), dur_us, self_us, depth
                   (0 = not inside another op of the instance)}]),
@@ -91,6 +108,7 @@ class TraceAnalysis:
     findings: list[Finding]
     repairs: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    share: dict[str, Any] = field(default_factory=dict)
     schema: str = SCHEMA
 
     @property
@@ -105,6 +123,7 @@ class TraceAnalysis:
             "schema": self.schema,
             "source": self.source,
             "path": self.path,
+            "share": self.share,
             "device": self.device,
             "trace": self.trace,
             "totals": self.totals,

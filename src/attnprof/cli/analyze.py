@@ -40,6 +40,12 @@ def analyze_command(
         help="Annotation to split the trace by: a record_function name or a regex "
         "(default: attn_fwd, else ProfilerStep#N, else the whole trace).",
     ),
+    threads: str = typer.Option(
+        "own",
+        "--threads",
+        help="Device work a region owns: 'own' (launched on its thread or by the autograd threads "
+        "for it) or 'all' (also every other thread of the process while it is open).",
+    ),
     top: int = typer.Option(20, "--top", min=0, help="Kernels to list, by total time (0: all)."),
     as_json: bool = typer.Option(
         False, "--json", help="Print JSON: one object for one trace, an array for several."
@@ -90,7 +96,7 @@ def analyze_command(
     results = dict(
         zip(
             files,
-            analyze(files, region=region, workload=workload, top=top, max_memory=max_memory),
+            analyze(files, region=region, workload=workload, top=top, max_memory=max_memory, threads=threads),
             strict=True,
         )
     )

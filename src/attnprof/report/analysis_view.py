@@ -42,7 +42,10 @@ def _occ(o: dict[str, Any] | None) -> str:
 
 def _device_line(d: dict[str, Any]) -> str:
     if d.get("kind") == "cpu":
-        return "CPU only (no GPU events)"
+        return "CPU only (no device events)"
+    acc = d.get("accelerator")
+    if d.get("name") and acc and acc != "cuda":
+        return f"{d['name']} ({acc})" + (f", {d['count']} devices listed" if d.get("count", 0) > 1 else "")
     if d.get("name"):
         cc = d.get("compute_capability")
         parts = [d["name"]]
@@ -56,12 +59,36 @@ def _device_line(d: dict[str, Any]) -> str:
     return "GPU (no deviceProperties in the trace)" if d.get("kind") == "gpu" else "unknown"
 
 
+def _share_line(sh: dict[str, Any]) -> str | None:
+    """ "attention 12% (fused 12%, unfused 0%; fwd 8%, bwd 4%) | GEMM 64% | ...": the first thing
+    a reader of a model trace wants. None without device time."""
+    total = sh.get("device_time_us") or 0.0
+    if total <= 0:
+        return None
+    att = sh["attention"]
+
+    def p(us: float) -> str:
+        return f"{100.0 * us / total:.0f}%"
+
+    parts = [
+        f"attention {p(att['time_us'])} (fused {p(att['fused_us'])}, unfused {p(att['unfused_us'])}; "
+        f"fwd {p(att['fwd_us'])}, bwd {p(att['bwd_us'])})"
+    ]
+    for key, label in (("gemm", "GEMM"), ("conv", "conv"), ("communication", "comm"), ("memory", "memory")):
+        parts.append(f"{label} {p(sh[key]['time_us'])}")
+    parts.append(f"other {p(sh['other']['time_us'])}")
+    return f"device time {fmt_us(total)}: " + " | ".join(parts)
+
+
 def render_analysis(result: TraceAnalysis, console: Console | None = None) -> None:
     if console is None:
         console = make_console()
     d = result.to_dict()
     t, tr = d["totals"], d["trace"]
     console.print(Text(f"{d['source']}", style="bold"))
+    share = _share_line(d.get("share") or {})
+    if share:
+        console.print(Text(share, style="bold"), overflow="fold")
     console.print(f"device: {_device_line(d['device'])}")
     rank = f", rank {tr['rank']}" if tr.get("rank") is not None else ""
     console.print(
@@ -143,6 +170,43 @@ def render_analysis(result: TraceAnalysis, console: Console | None = None) -> No
             fmt_us(r["gpu_span_us_per_instance"]),
         )
         console.print(reg)
+        att = r.get("attribution") or {}
+        if att.get("rules"):
+            rules = ", ".join(f"{k} {v:g}" for k, v in att["rules"].items())
+            threads = ", ".join(
+                f"{x['thread']} {x['gpu_ops_per_instance']:g}" for x in att.get("threads", [])[:4]
+            )
+            console.print(
+                Text(
+                    f"device ops per instance by rule: {rules}; by launching thread: {threads}", style="dim"
+                ),
+                overflow="fold",
+            )
+        bwd = r.get("backward") or {}
+        if bwd.get("gpu_ops_per_instance"):
+            console.print(
+                Text(
+                    f"linked backward ({bwd['linked_by']}): {bwd['gpu_ops_per_instance']:g} device ops, "
+                    f"{fmt_us(bwd['gpu_time_us_per_instance'])} per instance",
+                    style="dim",
+                ),
+                overflow="fold",
+            )
+        idle = r.get("idle") or {}
+        if idle.get("window_us_per_instance"):
+            host = ", ".join(
+                f"{k.replace('_', ' ')} {fmt_us(v)}"
+                for k, v in idle["host_during_idle_us_per_instance"].items()
+                if v
+            )
+            console.print(
+                Text(
+                    f"device idle {idle['idle_pct']:.0f}% ({fmt_us(idle['idle_us_per_instance'])} of "
+                    f"{fmt_us(idle['window_us_per_instance'])} per instance); host meanwhile: {host or 'nothing'}",
+                    style="dim",
+                ),
+                overflow="fold",
+            )
         if r["gpu_ops"] and len(r["gpu_ops"]) <= 30:
             seq = " -> ".join(f"{o['category']}" for o in r["gpu_ops"])
             console.print(Text(f"GPU ops in order (first instance): {seq}", style="dim"), overflow="fold")

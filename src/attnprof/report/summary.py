@@ -28,7 +28,9 @@ BAD_CODES: tuple[str, ...] = (
     "CUDA_CORE_GEMM",
     "UNFUSED_ATTENTION",
     "TRANSPOSES_BEFORE_KERNEL",
-    "CPU_BOUND",
+    "GPU_IDLE_SYNC",
+    "GPU_IDLE_HOST_COMPUTE",
+    "LAUNCH_BOUND",
 )
 # findings that make a variant faster
 GOOD_CODES: tuple[str, ...] = ("FUSED_ATTENTION", "CUDA_GRAPH")

@@ -1,0 +1,194 @@
+"""Which accelerator a trace comes from, and the gaps in what it recorded of it.
+
+The accelerator ("cuda", "rocm", "xpu", "mtia", "other"; None without device activity) is read
+from what the trace holds, in this order:
+
+- MTIA: mtia_runtime / mtia_ccp_events categories;
+- XPU: xpu_runtime / xpu_driver categories;
+- ROCm: hip* runtime calls, or a device named AMD / Radeon / Instinct in deviceProperties;
+- CUDA: cuda* / cu* runtime or driver calls, or an NVIDIA / Tesla / Quadro / GeForce device;
+- other: privateuse1 runtime calls or device events of a category no rule above names, or
+  kernels with nothing saying whose they are.
+
+GPU-specific analysis keys off it: theoretical occupancy and the tensor-core advice are for CUDA
+devices only (a ROCm deviceProperties entry reports gfx9.x as "compute capability 9.x", which is
+not sm90), and the CUDA-core GEMM rule knows which tensor-core dtypes each CUDA generation has.
+
+Gaps reported as warnings: launches whose device op is missing (the profiler's device buffer
+overflowed, or the trace was cut), no device ops at all in a trace that launched work, device ops
+that start before their launch (host and device clocks disagree), and device events of categories
+the loader dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from attnprof.analysis.links import Links
+from attnprof.analysis.occupancy import DeviceLimits, device_limits
+from attnprof.trace.model import Kind, Trace, unique
+
+__all__ = ["TENSOR_CORE_DTYPES", "accelerator", "device_info", "gap_warnings", "is_launch"]
+
+# calls that put work on the device: kernel launches, graph launches, async copies and sets
+_LAUNCH = re.compile(
+    r"Launch|EnqueueKernel|MemcpyAsync|MemsetAsync|memcpyHtoDAsync|memcpyDtoHAsync|runFunction|"
+    r"^cuMemcpy\w*Async|^hipMemcpyWithStream"
+)
+_KERNEL_LAUNCH = re.compile(r"LaunchKernel|KernelLaunch|GraphLaunch|ModuleLaunch|cuLaunch|EnqueueKernel")
+_AMD = re.compile(r"(?i)\bAMD\b|Radeon|Instinct|\bMI\d{3}")
+_NVIDIA = re.compile(r"(?i)NVIDIA|Tesla|Quadro|GeForce|\bRTX\b|\b[AHBL]\d{2,3}\b|GH200|GB200")
+
+# tensor-core input dtypes per CUDA compute capability (major, minor): Volta has fp16 only,
+# Turing adds int8/int4, Ampere tf32 and bf16, Ada and Hopper fp8, Blackwell fp4
+TENSOR_CORE_DTYPES: tuple[tuple[tuple[int, int], frozenset[str]], ...] = (
+    ((10, 0), frozenset({"fp16", "bf16", "tf32", "int8", "fp8", "fp4"})),
+    ((8, 9), frozenset({"fp16", "bf16", "tf32", "int8", "fp8"})),
+    ((8, 0), frozenset({"fp16", "bf16", "tf32", "int8"})),
+    ((7, 5), frozenset({"fp16", "int8"})),
+    ((7, 0), frozenset({"fp16"})),
+)
+
+
+def is_launch(name: str) -> bool:
+    return bool(_LAUNCH.search(name))
+
+
+def _launch_names(trace: Trace) -> list[str]:
+    rows = trace.rows(Kind.RUNTIME, Kind.DRIVER)
+    return [trace.names[int(i)] for i in unique(trace.name[rows])]
+
+
+def accelerator(trace: Trace, props: dict[str, Any] | None) -> str | None:
+    cats = {c.lower() for c in trace.categories}
+    has_device = bool(np.isin(trace.kind, [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.DEVICE]).any())
+    apis = _launch_names(trace)
+    if any(c.startswith("mtia") for c in cats):
+        return "mtia"
+    if "xpu_runtime" in cats or "xpu_driver" in cats:
+        return "xpu"
+    name = str(props.get("name", "")) if props else ""
+    if any(a.startswith("hip") for a in apis) or _AMD.search(name):
+        return "rocm"
+    if any(a.startswith("cu") for a in apis) or _NVIDIA.search(name):
+        return "cuda"
+    if any(c.startswith("privateuse1") for c in cats) or (trace.kind == Kind.DEVICE).any():
+        return "other"
+    return "other" if has_device or apis else None
+
+
+def device_info(trace: Trace, links: Links) -> tuple[dict[str, Any], DeviceLimits | None]:
+    """The device record of the analysis (see attnprof.analysis.result) and, for CUDA devices
+    with a compute capability, the per-SM limits for theoretical occupancy."""
+    props = trace.device_properties
+    kdev = trace.device[trace.device >= 0]
+    dev_id = int(np.bincount(kdev).argmax()) if kdev.size else 0
+    entry = next((p for p in props if p.get("id") == dev_id), props[0] if props else None)
+    acc = accelerator(trace, entry)
+    has_gpu_events = bool(links.gpu_rows.size) or bool((trace.kind == Kind.RUNTIME).any())
+    if entry is not None or has_gpu_events:
+        kind = "gpu"
+    elif trace.metadata.get("deviceProperties_present") or (trace.kind == Kind.CPU_OP).any():
+        kind = "cpu"
+    else:
+        kind = "unknown"
+    cc = None
+    if (
+        entry is not None
+        and isinstance(entry.get("computeMajor"), int)
+        and isinstance(entry.get("computeMinor"), int)
+    ):
+        cc = f"{entry['computeMajor']}.{entry['computeMinor']}"
+    # occupancy limits are NVIDIA's: a ROCm "9.4" is gfx942, not sm94
+    limits = device_limits(entry) if entry is not None and acc == "cuda" else None
+    device = {
+        "kind": kind,
+        "accelerator": acc,
+        "name": entry.get("name") if entry is not None else None,
+        "compute_capability": cc,
+        "num_sms": entry.get("numSms") if entry is not None else None,
+        "total_memory_bytes": entry.get("totalGlobalMem") if entry is not None else None,
+        "count": len(props),
+        "id": dev_id if entry is not None else None,
+        "arch_limits_source": limits.source if limits is not None else None,
+        "tensor_core_dtypes": tensor_core_dtypes(acc, cc),
+    }
+    return device, limits
+
+
+def tensor_core_dtypes(acc: str | None, cc: str | None) -> list[str] | None:
+    """Input dtypes this device's tensor cores take; None when unknown (not CUDA, or no cc)."""
+    if acc != "cuda" or cc is None:
+        return None
+    try:
+        major, minor = (int(x) for x in cc.split("."))
+    except ValueError:
+        return None
+    for (ma, mi), dtypes in TENSOR_CORE_DTYPES:
+        if (major, minor) >= (ma, mi):
+            return sorted(dtypes)
+    return []  # before Volta: no tensor cores
+
+
+def gap_warnings(trace: Trace, links: Links) -> tuple[list[str], dict[str, Any]]:
+    """Warnings for what the trace failed to record, and the figures behind them."""
+    out: list[str] = []
+    facts: dict[str, Any] = {}
+    rows = trace.rows(Kind.RUNTIME, Kind.DRIVER)
+    if rows.size:
+        names = np.array(trace.names, dtype=object)[trace.name[rows]] if trace.names else np.zeros(0, object)
+        is_k = np.fromiter((bool(_KERNEL_LAUNCH.search(n)) for n in names.tolist()), bool, rows.size)
+        klaunch = rows[is_k]
+        linked = np.zeros(trace.n_events, bool)
+        linked[links.launch[links.launch >= 0]] = True
+        missing = int((~linked[klaunch]).sum())
+        facts["kernel_launches"] = int(klaunch.size)
+        facts["launches_without_device_op"] = missing
+        if klaunch.size and links.gpu_rows.size == 0:
+            out.append(
+                f"{klaunch.size} kernel launches but no device ops at all: device activity was not "
+                "recorded (profile with the device activity, e.g. ProfilerActivity.CUDA), so device "
+                "time, categories and kernel findings are unknown"
+            )
+        elif missing and missing / klaunch.size >= 0.01:
+            out.append(
+                f"{missing} of {klaunch.size} kernel launches ({100 * missing / klaunch.size:.1f}%) have "
+                "no device op in the trace (the profiler's device buffer overflowed, or the trace was "
+                "cut): device totals and regions miss that work"
+            )
+    elif links.gpu_rows.size == 0 and (trace.kind == Kind.CPU_OP).any():
+        out.append("no device ops and no launches: a CPU-only trace (device analysis does not apply)")
+    # clock skew: a device op that starts before the call that launched it
+    has = links.launch >= 0
+    if has.any():
+        early = trace.ts[links.gpu_rows[has]] - trace.ts[links.launch[has]]
+        skew = early < -1.0  # 1 us of rounding is ordinary
+        facts["device_ops_before_launch"] = int(skew.sum())
+        if skew.any():
+            out.append(
+                f"{int(skew.sum())} device ops start before their launch call (by up to "
+                f"{-float(early.min()):.0f} us): host and device clocks disagree, so idle and gap "
+                "times are approximate"
+            )
+    dropped = {k: v for k, v in trace.dropped.items() if k.split("/")[0].lower() not in _ORDINARY_DROPS}
+    if dropped:
+        facts["dropped_categories"] = dropped
+    return out, facts
+
+
+# categories the analysis does not need (python stacks, instants, metadata): not a gap
+_ORDINARY_DROPS = {
+    "python_function",
+    "cpu_instant_event",
+    "trace",
+    "-",
+    "",
+    "overhead",
+    "cuda_sync",
+    "cuda_profiler_range",
+    "cpu_instant",
+    "python",
+}

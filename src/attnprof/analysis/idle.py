@@ -1,0 +1,199 @@
+"""Device idle time, and what the host was doing while the device idled.
+
+For a window (a region instance from its start to the later of its end and its last owned device
+op's end; or, for the whole trace, the first to the last device op):
+
+- busy: the union of every device op's interval in the window (all streams, all ops, not only the
+  region's: the device is busy when anything runs on it), so that overlapping streams count once;
+  device-side waits (MTIA event_wait, category "sync") are not busy;
+- idle: window - busy;
+- the host during idle, each idle microsecond given to the first of these that holds it, on any
+  host thread of the process:
+  1. sync: inside a synchronizing runtime call (cudaDeviceSynchronize, cudaStreamSynchronize,
+     cudaEventSynchronize, cudaMemcpy without Async: a blocking copy, hip* and MTIA equivalents);
+  2. host compute: inside a CPU op of 20 us or more that launches nothing and waits on nothing
+     (other runtime calls such as cudaMalloc are host work) and is not inside one that does:
+     preprocessing, aten ops on CPU tensors such as aten::randn;
+  3. launching: inside a launch call, a CPU op that makes 1 to 4 launch or sync calls (an aten
+     op and its launches; an op making more is a container: a module, an optimizer step, a legacy
+     ProfilerStep Operator, whose own time between children is not launching), or a short CPU op
+     that calls nothing (views, empty: the dispatch cost of issuing work);
+  4. nothing recorded: none of the above (Python or data loading the profiler did not record,
+     or the time before the first launch).
+
+Interval sets are sorted, disjoint (start, end) arrays; every operation is a sort and a cumsum.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from attnprof.analysis.devices import is_launch
+from attnprof.analysis.links import Links
+from attnprof.trace.model import Kind, Trace, unique
+
+__all__ = [
+    "CAUSES",
+    "HOST_COMPUTE_MIN_US",
+    "HostActivity",
+    "IdleBreakdown",
+    "host_activity",
+    "idle_breakdown",
+    "union",
+]
+
+F64 = npt.NDArray[np.float64]
+Intervals = tuple[F64, F64]
+
+CAUSES = ("sync", "host_compute", "launching", "nothing_recorded")
+HOST_COMPUTE_MIN_US = 20.0
+MAX_CALLS_PER_LAUNCHING_OP = 4
+_SYNC = re.compile(
+    r"(?i)synchronize|^cudaMemcpy$|^cudaMemcpy2D$|^cuMemcpy(DtoH|HtoD)?(_v2)?$|^hipMemcpy$|"
+    r"^cudaStreamWaitEvent_blocking|^hipMemcpyWithStream$"
+)
+
+
+def union(start: np.ndarray, end: np.ndarray) -> Intervals:
+    """Sorted disjoint intervals covering the given ones."""
+    if start.size == 0:
+        return np.zeros(0), np.zeros(0)
+    o = np.argsort(start, kind="stable")
+    s, e = start[o].astype(np.float64), end[o].astype(np.float64)
+    reach = np.maximum.accumulate(e)
+    new = np.ones(s.size, bool)
+    new[1:] = s[1:] > reach[:-1]
+    idx = np.flatnonzero(new)
+    ends = np.append(reach[idx[1:] - 1], reach[-1])
+    return s[idx], ends
+
+
+def _clip(iv: Intervals, lo: float, hi: float) -> Intervals:
+    s, e = iv
+    s2, e2 = np.maximum(s, lo), np.minimum(e, hi)
+    keep = e2 > s2
+    return s2[keep], e2[keep]
+
+
+def _measure(iv: Intervals) -> float:
+    return float((iv[1] - iv[0]).sum())
+
+
+def _intersect(a: Intervals, b: Intervals) -> Intervals:
+    """Intersection of two sorted disjoint interval sets."""
+    if a[0].size == 0 or b[0].size == 0:
+        return np.zeros(0), np.zeros(0)
+    pts = np.concatenate([a[0], a[1], b[0], b[1]])
+    da = np.concatenate([np.ones(a[0].size), -np.ones(a[0].size), np.zeros(2 * b[0].size)])
+    db = np.concatenate([np.zeros(2 * a[0].size), np.ones(b[0].size), -np.ones(b[0].size)])
+    o = np.lexsort((da + db, pts))  # at one point, ends before starts
+    pts, ca, cb = pts[o], np.cumsum(da[o]), np.cumsum(db[o])
+    both = (ca > 0) & (cb > 0)
+    s, e = pts[:-1][both[:-1]], pts[1:][both[:-1]]
+    keep = e > s
+    return union(s[keep], e[keep])
+
+
+def _subtract(a: Intervals, b: Intervals, lo: float, hi: float) -> Intervals:
+    """a minus b, within [lo, hi]."""
+    bs, be = _clip(b, lo, hi)
+    gaps_s = np.concatenate([[lo], be])
+    gaps_e = np.concatenate([bs, [hi]])
+    keep = gaps_e > gaps_s
+    return _intersect(a, (gaps_s[keep], gaps_e[keep]))
+
+
+@dataclass
+class HostActivity:
+    """Interval sets of the host's activity, over every host thread."""
+
+    sync: Intervals
+    compute: Intervals  # CPU ops that launch nothing and wait on nothing
+    launching: Intervals  # runtime calls and CPU ops that launch device work
+    busy: Intervals  # the device's busy time
+    sync_rows: npt.NDArray[np.int64]  # the synchronizing runtime calls
+    compute_rows: npt.NDArray[np.int64]  # the CPU ops counted as host compute
+    launch_rows: npt.NDArray[np.int64]  # runtime calls that are not synchronizing
+
+
+@dataclass
+class IdleBreakdown:
+    window_us: float
+    busy_us: float
+    idle_us: float
+    causes: dict[str, float]  # CAUSES -> us of idle time
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "window_us": round(self.window_us, 3),
+            "busy_us": round(self.busy_us, 3),
+            "idle_us": round(self.idle_us, 3),
+            "idle_pct": round(100.0 * self.idle_us / self.window_us, 2) if self.window_us > 0 else 0.0,
+            "host_during_idle_us": {k: round(v, 3) for k, v in self.causes.items()},
+        }
+
+
+def host_activity(trace: Trace, links: Links, busy_mask: np.ndarray) -> HostActivity:
+    """busy_mask: per GPU op (Links.gpu_rows), whether it counts as device busy time."""
+    g = links.gpu_rows[busy_mask]
+    busy = union(trace.ts[g], trace.ts[g] + trace.dur[g])
+    rt = trace.rows(Kind.RUNTIME, Kind.DRIVER)
+    names = trace.names
+    rt_name = trace.name[rt]
+    uniq = unique(rt_name)
+    sync_ids = [int(i) for i in uniq.tolist() if _SYNC.search(names[int(i)])]
+    is_sync = np.isin(rt_name, sync_ids)
+    sync_rows = rt[is_sync]
+    sync = union(trace.ts[sync_rows], trace.ts[sync_rows] + trace.dur[sync_rows])
+    # launches: the calls that put work on the device (kernels, graphs, async copies and sets);
+    # other runtime calls (cudaMalloc, cudaEventQuery, attribute queries) are host work
+    launch_ids = [int(i) for i in uniq.tolist() if is_launch(names[int(i)])]
+    launch_rows = rt[np.isin(rt_name, launch_ids) & ~is_sync]
+    # CPU ops: how many launches or syncs each makes on its thread
+    ops = trace.rows(Kind.CPU_OP)
+    calls = np.zeros(ops.size, np.int64)
+    callers_rt = np.concatenate([launch_rows, sync_rows])
+    o_lane, r_lane = trace.lane[ops], trace.lane[callers_rt]
+    for lane in sorted(set(unique(o_lane).tolist()) & set(unique(r_lane).tolist())):
+        sel = np.flatnonzero(o_lane == lane)
+        t = np.sort(trace.ts[callers_rt[r_lane == lane]])
+        a = np.searchsorted(t, trace.ts[ops[sel]], "left")
+        b = np.searchsorted(t, trace.ts[ops[sel]] + trace.dur[ops[sel]], "right")
+        calls[sel] = b - a
+    contains_call = calls > 0
+    # a short op that calls nothing (a view, an empty) is the dispatch cost of issuing work, not
+    # host computation: only ops of HOST_COMPUTE_MIN_US or more count as host compute
+    big = ~contains_call & (trace.dur[ops] >= HOST_COMPUTE_MIN_US)
+    # an op that makes many runtime calls is a container (a module, a legacy ProfilerStep
+    # Operator, an optimizer step): its own time between children is not launching
+    container = calls > MAX_CALLS_PER_LAUNCHING_OP
+    quiet, loud = ops[big], ops[~big & ~container]
+    callers = ops[contains_call & ~container]
+    loud_iv = union(trace.ts[callers], trace.ts[callers] + trace.dur[callers])
+    compute = union(trace.ts[quiet], trace.ts[quiet] + trace.dur[quiet])
+    if compute[0].size and loud_iv[0].size:  # a quiet op inside a launching op is part of it
+        lo, hi = float(min(compute[0][0], loud_iv[0][0])), float(max(compute[1][-1], loud_iv[1][-1]))
+        compute = _subtract(compute, loud_iv, lo, hi)
+    launching = union(
+        np.concatenate([trace.ts[launch_rows], trace.ts[loud]]),
+        np.concatenate([trace.ts[launch_rows] + trace.dur[launch_rows], trace.ts[loud] + trace.dur[loud]]),
+    )
+    return HostActivity(sync, compute, launching, busy, sync_rows, quiet, launch_rows)
+
+
+def idle_breakdown(host: HostActivity, lo: float, hi: float) -> IdleBreakdown:
+    window = max(hi - lo, 0.0)
+    busy = _clip(host.busy, lo, hi)
+    idle = _subtract((np.array([lo]), np.array([hi])), busy, lo, hi) if window > 0 else busy
+    causes: dict[str, float] = {}
+    rest = idle
+    for key, iv in (("sync", host.sync), ("host_compute", host.compute), ("launching", host.launching)):
+        part = _intersect(rest, _clip(iv, lo, hi))
+        causes[key] = _measure(part)
+        rest = _subtract(rest, part, lo, hi)
+    causes["nothing_recorded"] = _measure(rest)
+    return IdleBreakdown(window, _measure(busy), _measure(idle), causes)
