@@ -254,7 +254,7 @@ def _same(a: list[int], b: list[int]) -> bool:
     return a[-2:] == b[-2:] and int(np.prod(a[:-2])) == int(np.prod(b[:-2]))
 
 
-def unfused_chains(trace: Trace, region: Region, window: int = 24) -> dict[str, Any]:
+def unfused_chains(trace: Trace, region: Region, window: int = 8) -> dict[str, Any]:
     """GEMM -> softmax -> GEMM chains among each instance's CPU ops, judged by dataflow.
 
     With recorded shapes (record_shapes=True) a chain is attention only when the softmax's input
@@ -289,7 +289,8 @@ def unfused_chains(trace: Trace, region: Region, window: int = 24) -> dict[str, 
             is_g = np.isin(nm, gemm_ids)
             sp = np.flatnonzero(np.isin(nm, soft_ids))
             last_end = -np.inf
-            for p in sp.tolist():
+            gp = np.flatnonzero(is_g)
+            for j, p in enumerate(sp.tolist()):
                 r = int(lo[p])
                 if trace.ts[r] <= last_end:  # nested in the previous softmax: the same call
                     continue
@@ -299,8 +300,15 @@ def unfused_chains(trace: Trace, region: Region, window: int = 24) -> dict[str, 
                 s_shape = next(
                     (_first_shape(trace.shapes.get(i)) for i in inner if trace.shapes.get(i)), None
                 )
-                before = [int(lo[q]) for q in range(max(p - window, 0), p) if is_g[q]]
-                after = [int(lo[q]) for q in range(p + 1, min(p + 1 + window, lo.size)) if is_g[q]]
+                # the GEMMs since the previous softmax and until the next one (at most `window`
+                # each way): a GEMM is in the chain of the softmax nearest to it
+                prev_s = sp[j - 1] if j > 0 else -1
+                next_s = sp[j + 1] if j + 1 < sp.size else lo.size
+                while next_s < lo.size and trace.ts[lo[next_s]] <= last_end:  # nested softmaxes
+                    k = int(np.searchsorted(sp, next_s)) + 1
+                    next_s = sp[k] if k < sp.size else lo.size
+                before = [int(lo[q]) for q in gp[(gp > prev_s) & (gp < p)][-window:].tolist()]
+                after = [int(lo[q]) for q in gp[(gp > p) & (gp < next_s)][:window].tolist()]
                 if not before or not after:
                     continue
                 if s_shape is None or len(s_shape) < 2:

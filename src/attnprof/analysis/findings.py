@@ -626,7 +626,7 @@ def unattributed(ctx: Context) -> list[Finding]:
         Finding(
             "UNATTRIBUTED_GPU_OPS",
             "info",
-            f"{n} GPU op(s) have no launch event in the trace; "
+            f"{n} device op(s) have no launch event in the trace; "
             f"{ctx.region.unplaced_gpu_ops} could not be placed in a region by time",
             {"gpu_ops": n, "unplaced": ctx.region.unplaced_gpu_ops},
         )
