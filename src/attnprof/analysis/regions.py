@@ -233,7 +233,7 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
     l_ts = trace.ts[l_rows]
     pid_of_lane = np.array([p for p, _ in trace.lanes], dtype=object) if trace.lanes else np.zeros(0, object)
     pids, l_pid = (
-        unique(pid_of_lane[l_lane].astype(str), return_inverse=True)
+        np.unique(pid_of_lane[l_lane].astype(str), return_inverse=True)
         if l_lane.size
         else (np.zeros(0, str), np.zeros(0, np.int64))
     )
