@@ -37,7 +37,7 @@ import os
 import re
 import zlib
 from collections import Counter, deque
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +51,11 @@ from attnprof.trace.model import Kind, Trace
 __all__ = ["load_trace", "parse_trace"]
 
 
-class _Args(msgspec.Struct, gc=False):
-    correlation: int | None = None
-    external_id: int | None = msgspec.field(default=None, name="External id")
-    external_id_legacy: int | None = msgspec.field(default=None, name="external id")
+class _Args(msgspec.Struct, gc=False, frozen=True):
+    # ids every event may carry: -1 when missing (not None), so that a column is one C loop
+    correlation: int = -1
+    external_id: int = msgspec.field(default=-1, name="External id")
+    external_id_legacy: int = msgspec.field(default=-1, name="external id")
     registers: int | None = msgspec.field(default=None, name="registers per thread")
     shared_memory: int | None = msgspec.field(default=None, name="shared memory")
     achieved: float | None = msgspec.field(default=None, name="est. achieved occupancy %")
@@ -62,11 +63,15 @@ class _Args(msgspec.Struct, gc=False):
     grid: Any = None
     block: Any = None
     device: int | None = None
-    seq: int | None = msgspec.field(default=None, name="Sequence number")
-    input_type: list[Any] | None = msgspec.field(default=None, name="Input type")
+    seq: int = msgspec.field(default=-1, name="Sequence number")
+    # kept raw like Input Dims: decoded only for the few dtype conversions the analysis reads
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     # kept raw: decoded only for the few ops whose shapes the analysis reads (_SHAPED)
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
-    concrete: list[Any] | None = msgspec.field(default=None, name="Concrete Inputs")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+
+
+_NO_ARGS = _Args()
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -78,7 +83,7 @@ class _Event(msgspec.Struct, gc=False):
     pid: int | str = 0
     tid: int | str = 0
     id: int | str | None = None
-    args: _Args = msgspec.field(default_factory=_Args)
+    args: _Args = _NO_ARGS  # one shared instance for the many events without args
 
 
 class _Doc(msgspec.Struct, gc=False):
@@ -694,9 +699,12 @@ def _clean_event(e: Any) -> dict[str, Any] | None:
         for k in _ARG_FLOAT:
             if _is_num(args.get(k)):
                 a[k] = float(args[k])
-        for k in ("grid", "block", "Input type", "Concrete Inputs"):
-            if isinstance(args.get(k), list) or (k in ("grid", "block") and isinstance(args.get(k), str)):
+        for k in ("grid", "block"):
+            if isinstance(args.get(k), list | str):
                 a[k] = args[k]
+        for k in ("Input type", "Concrete Inputs", "Input Dims"):  # kept raw (see _Args)
+            if isinstance(args.get(k), list):
+                a[k] = msgspec.Raw(msgspec.json.encode(args[k]))
         out["args"] = a
     return out
 
@@ -714,6 +722,16 @@ _ARGS_OF = attrgetter("args")
 _CORR = attrgetter("correlation")
 _EXT = attrgetter("external_id")
 _EXT_LEGACY = attrgetter("external_id_legacy")
+_SEQ = attrgetter("seq")
+
+
+def _int_col(values: list[int]) -> np.ndarray:
+    """Integer ids (-1 = missing) in one C loop; beyond +-2**62 -1, as _ids does."""
+    try:
+        arr = np.fromiter(values, np.int64, len(values))
+    except OverflowError:
+        return _ids([None if v == -1 else v for v in values])
+    return np.where((arr < -(2**62)) | (arr > 2**62), -1, arr)
 
 
 def _ids(values: list[int | None]) -> np.ndarray:
@@ -773,6 +791,26 @@ def _hex(v: int | str | None) -> int | None:
 
 
 _ID = attrgetter("id")
+
+
+def _pick(items: list[Any], idx: np.ndarray) -> list[Any]:
+    """items[i] for i in idx, the loop in C (itemgetter) rather than a list comprehension."""
+    if idx.size == len(items):
+        return items
+    if idx.size <= 1:
+        return [items[int(i)] for i in idx]
+    return list(itemgetter(*idx.tolist())(items))
+
+
+def _raw_list(raw: msgspec.Raw) -> list[Any] | None:
+    """A list kept raw in the args, decoded; None when missing, not a list or not JSON."""
+    if not raw:
+        return None
+    try:
+        v = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    return v if isinstance(v, list) else None
 
 
 def _flow_ids(fl: list[_Event]) -> np.ndarray:
@@ -849,19 +887,19 @@ class _Builder:
                     cat, ph = cat_of[code >> 20], ph_of.get(code & ((1 << 20) - 1), "")
                     self.dropped[f"{cat or '-'}/{ph or '-'}"] += int(counts[j])
 
-        kept = [events[i] for i in keep.tolist()]
+        kept = _pick(events, keep)
         n = len(kept)
         names, lanes = self.names, self.lanes
         # lanes of kept and flow events interned together, in file order: ids must not depend
         # on where the chunks were cut (streamed, parallel and whole-file loads agree)
         used = np.flatnonzero(ev_kind != -1)
-        used_ev = [events[i] for i in used.tolist()]
+        used_ev = _pick(events, used)
         lane_ids = _intern(lanes, list(zip(map(_PID, used_ev), map(_TID, used_ev), strict=True)))
         is_flow = ev_kind[used] == -2
         del used_ev
         args = list(map(_ARGS_OF, kept))
-        ext = _ids(list(map(_EXT, args)))
-        ext_legacy = _ids(list(map(_EXT_LEGACY, args)))
+        ext = _int_col(list(map(_EXT, args)))
+        ext_legacy = _int_col(list(map(_EXT_LEGACY, args)))
         kind = ev_kind[keep].astype(np.int8)
         name_col = _intern(names, list(map(_NAME, kept))).astype(np.int32)
         dur = np.fromiter(map(_DUR, kept), np.float64, n)
@@ -877,14 +915,14 @@ class _Builder:
             lane=lane_ids[~is_flow].astype(np.int32),
             ts=np.fromiter(map(_TS, kept), np.float64, n),
             dur=dur,
-            corr=_ids(list(map(_CORR, args))),
+            corr=_int_col(list(map(_CORR, args))),
             ext=np.where(ext >= 0, ext, ext_legacy),
-            seq=_ids([a.seq for a in args]),
+            seq=_int_col(list(map(_SEQ, args))),
             cat=cat_ids[keep].astype(np.int32),
         )
 
         krows = np.flatnonzero(kind == Kind.KERNEL)
-        kargs = [args[i] for i in krows.tolist()]
+        kargs = _pick(args, krows)
         self._put(
             kernel_rows=krows.astype(np.int64) + self.n_rows,
             registers=_ids([a.registers for a in kargs]),
@@ -898,12 +936,12 @@ class _Builder:
         conv_ids = [names[c] for c in _CONVERSIONS if c in names]
         if conv_ids:
             for r in np.flatnonzero(np.isin(name_col, conv_ids) & (kind == Kind.CPU_OP)).tolist():
-                a = args[r]
-                if a.input_type:
-                    src = a.input_type[0] if isinstance(a.input_type[0], str) else None
+                types, concrete = _raw_list(args[r].input_type), _raw_list(args[r].concrete)
+                if types:
+                    src = types[0] if isinstance(types[0], str) else None
                     tgt = None
-                    if a.concrete and len(a.concrete) > 1 and isinstance(a.concrete[1], str):
-                        tgt = a.concrete[1] or None
+                    if concrete and len(concrete) > 1 and isinstance(concrete[1], str):
+                        tgt = concrete[1] or None
                     self.conversions[r + self.n_rows] = (src, tgt)
 
         shaped_ids = [names[c] for c in _SHAPED if c in names]
@@ -918,7 +956,7 @@ class _Builder:
                     if isinstance(dims, list):
                         self.shapes[r + self.n_rows] = dims
 
-        fl = [events[i] for i in flows.tolist()]
+        fl = _pick(events, flows)
         nf = len(fl)
         fwdbwd = [c for k, c in cats.items() if k.lower() == "fwdbwd"]
         self._put(
