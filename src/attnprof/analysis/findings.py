@@ -573,9 +573,9 @@ def gpu_idle(ctx: Context) -> list[Finding]:
                     "LAUNCH_BOUND",
                     "warning",
                     f"{head}; {share} the host is issuing work (CPU ops that launch kernels and the launch "
-                    f"calls themselves) while the device has nothing queued: {r['gpu_ops_per_instance']:g} "
-                    "device ops per instance are launched one by one faster than they run. Fewer, larger "
-                    "kernels help: torch.compile, CUDA graphs (torch.compile(mode='reduce-overhead')), "
+                    f"calls themselves) while the device has nothing queued: the device runs the "
+                    f"{r['gpu_ops_per_instance']:g} device ops per instance faster than the host launches them. "
+                    "Fewer, larger kernels help: torch.compile, CUDA graphs (torch.compile(mode='reduce-overhead')), "
                     "fused ops, larger batches",
                     {
                         **base,
