@@ -401,3 +401,30 @@ def test_a_sweep_with_a_broken_user_variant_fails_before_the_first_job(tmp_path:
         line = one_error_line(p)
         assert needle in line and "before the first job" in line, line
     assert not store.exists()  # nothing was run or stored
+
+
+# -- what a run prints ------------------------------------------------------------------------
+def test_run_output_has_no_usdt_lines_and_the_footer_names_kv_heads_and_length(tmp_path: Path) -> None:
+    p = attnprof(
+        "run", "-v", "naive", "--shape", "1,2,16,8", "--kv-heads", "1", "--kv-seq", "32",
+        "--time-budget", "0.05", "--out", str(tmp_path / "r"), "--no-color",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert any((tmp_path / "r" / "traces").iterdir())  # it did profile
+    assert "USDT" not in p.stdout + p.stderr and "profiler_start" not in p.stdout + p.stderr
+    assert "1x2x16x8 (kv heads 1, kv len 32) fp32" in " ".join(p.stdout.split())
+
+
+def test_compile_says_why_flex_gets_no_twin(tmp_path: Path) -> None:
+    printed = attnprof(
+        "sweep", "--print-config", "-s", "16", "-v", "naive,flex", "--compile", "both", "--device", "cpu"
+    )
+    assert printed.returncode == 0, printed.stderr
+    assert "flex has no torch.compile twin: it is compiled with torch.compile already" in printed.stdout
+    assert "naive" in printed.stdout.split("job(s)", 1)[1]
+    # run: the note comes as soon as the variants are resolved (here before --out is refused)
+    taken = tmp_path / "taken"
+    (taken / "traces").mkdir(parents=True)
+    p = attnprof("run", "-v", "flex", "--compile", "--out", str(taken))
+    assert p.returncode == 2
+    assert "note: --compile adds no twin of flex: it is compiled with torch.compile already" in p.stderr

@@ -133,6 +133,12 @@ def run_command(
     if opts.time_budget_s <= 0:
         raise UserError("--time-budget must be positive, e.g. --time-budget 0.5")
     chosen = resolve_variants(names or None, compile=compile)  # fails early on unknown names
+    if compile:  # say why a variant got no compiled twin rather than leaving it out silently
+        for v in chosen:
+            if not v.compiled and not v.can_compile:
+                sys.stderr.write(
+                    f"note: --compile adds no twin of {v.name}: {v.no_twin_reason or 'not compilable'}\n"
+                )
     if expect:  # a bad expectations file fails before the run, not after it
         from attnprof.analysis.expect import load_expectations
 

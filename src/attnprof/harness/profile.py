@@ -102,6 +102,10 @@ def profile_call(
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
+    # Kineto prints "USDT: ... profiler_start/stop" on stderr for every profiled variant, at its
+    # USDT log level (5). Level 6 silences it; read at each profiler start, so set here. A value
+    # the user exported (to see Kineto's own errors: KINETO_LOG_LEVEL=4) is kept.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     cuda = device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     wait, warmup, active = steps

@@ -130,8 +130,12 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
         )
     env = record.environment
     threads = ok[0].timing.threads if ok and ok[0].timing else env.threads
+    w = record.workload
+    # GQA and a KV length of its own change the work done: the footer names them when they differ
+    kv = [f"kv heads {w.kv_heads}"] * (w.kv_heads != w.heads) + [f"kv len {w.kv_seq}"] * (w.kv_seq != w.seq)
+    shape = f"{w.batch}x{w.heads}x{w.seq}x{w.head_dim}" + (f" ({', '.join(kv)})" if kv else "")
     console.print(
-        f"[dim]{record.workload.batch}x{record.workload.heads}x{record.workload.seq}x{record.workload.head_dim} "
+        f"[dim]{shape} "
         f"{record.workload.dtype} on {env.device_name} ({env.device}, {threads} threads), torch {env.torch_version}; "
         f"~ marks noisy timings (IQR > 10% of median)[/]"
     )

@@ -286,6 +286,7 @@ def expand(cfg: SweepConfig) -> tuple[list[JobSpec], list[str]]:
     variants = [check_variant_name(n) for n in dict.fromkeys(g.variants)] or default_variants()
     jobs: list[JobSpec] = []
     dropped: dict[str, int] = {}
+    no_twin = _no_twin_reasons() if any(g.compile) else {}
     seen: set[WorkloadRecord] = set()
     # only kv_heads and kv_seq may be empty (checked above): they then mean "same as heads/seq"
     for values in itertools.product(*(getattr(g, axis) or [0] for axis in _WORKLOAD_AXES)):
@@ -300,11 +301,22 @@ def expand(cfg: SweepConfig) -> tuple[list[JobSpec], list[str]]:
         seen.add(wl)
         for compiled in dict.fromkeys(g.compile):
             for variant in variants:
+                if compiled and variant in no_twin:
+                    reason = f"{variant} has no torch.compile twin: {no_twin[variant]}"
+                    dropped[reason] = dropped.get(reason, 0) + 1
+                    continue
                 jobs.append(JobSpec(workload=wl, variant=variant, compile=compiled))
     notes = [f"{n} combination(s) dropped: {why}" for why, n in dropped.items()]
     if not jobs:
         raise UserError("the grid expands to no job: " + ("; ".join(notes) or "check its axes"))
     return jobs, notes
+
+
+def _no_twin_reasons() -> dict[str, str]:
+    """Built-in variants without a torch.compile twin (flex: compiled already), with why."""
+    from attnprof.variants.registry import builtin_variants
+
+    return {v.name: v.no_twin_reason or "not compilable" for v in builtin_variants() if not v.can_compile}
 
 
 # -- rendering --------------------------------------------------------------------------------

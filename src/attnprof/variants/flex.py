@@ -87,7 +87,8 @@ VARIANTS = [
         build=_build,
         capability=_capability,
         backend="flex",
-        can_compile=False,  # already compiled
+        can_compile=False,
+        no_twin_reason="it is compiled with torch.compile already",
         sweep_default=False,  # compiles for seconds per shape
     )
 ]

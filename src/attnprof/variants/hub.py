@@ -113,6 +113,7 @@ VARIANTS = [
         layout="BSHD",
         backend="hub-flash",
         can_compile=False,
+        no_twin_reason="it calls a prebuilt kernel from the hub, which torch.compile does not compile",
         sweep_default=False,  # needs the hub extra and a kernel
     )
 ]

@@ -79,6 +79,7 @@ class Variant:
     backend: str | None = None  # the backend this variant pins, if any
     compiled: bool = False
     can_compile: bool = True  # whether a torch.compile twin makes sense
+    no_twin_reason: str = ""  # why not, when it does not (said when --compile skips it)
     sweep_default: bool = True  # run by `attnprof sweep` when no variants are named
     family: str = "builtin"
     source: str | None = None  # a user variant's module:function / file.py:function, to load it again
@@ -145,7 +146,8 @@ def get_variant(name: str) -> Variant:
         if v.name == base:
             if compiled:
                 if not v.can_compile:
-                    raise UserError(f"variant {base!r} has no torch.compile twin")
+                    why = f": {v.no_twin_reason}" if v.no_twin_reason else ""
+                    raise UserError(f"variant {base!r} has no torch.compile twin{why}")
                 return v.compiled_twin()
             return v
     raise UserError(
