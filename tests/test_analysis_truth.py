@@ -369,3 +369,62 @@ def test_attention_share_is_first_in_json_and_splits_forward_and_backward(tmp_pa
     att = d["share"]["attention"]
     assert (att["fused_us"], att["fwd_us"], att["bwd_us"], att["pct"]) == (90.0, 30.0, 60.0, 90.0)
     assert d["share"]["gemm"] == {"time_us": 10.0, "pct": 10.0}
+
+
+# -- every code: a real trace where it fires and one where it must not ---------------------------
+
+H100 = "AMD-AGI__TraceLens__tests__traces__h100"
+MOE = "CodingPlatelets__SwitchTransformers"
+QWEN = "AMD-AGI__TraceLens__tests__traces__mi300__Qwen"
+# code -> (a shared trace where it fires, one where it must not)
+FIRE_AND_NOT = {
+    "NO_GPU_ACTIVITY": ("HazyResearch__zoology", H100),
+    "FUSED_ATTENTION": (H100, MOE),
+    "UNFUSED_ATTENTION": ("harryjmoss__particle_transformer", H100),
+    "CUDA_CORE_GEMM": (MOE, H100),
+    "MASK_REBUILT_EACH_CALL": (MOE, H100),
+    "TRANSPOSES_BEFORE_KERNEL": (H100, MOE),
+    "OUT_OF_PLACE_COPY": (MOE, H100),
+    "LOW_OCCUPANCY_BY_DESIGN": (H100, "AMD-AGI__TraceLens__tests__traces__mi210"),
+    "OCCUPANCY_NOT_MEASURED": (H100, "facebookresearch__HolisticTraceAnalysis__tests__data__triton_example"),
+    "GPU_IDLE_HOST_COMPUTE": ("pytorch__kineto__tb_plugin__samples__resnet50", H100),
+    "LAUNCH_BOUND": (H100, "pytorch__kineto__tb_plugin__samples__resnet50"),
+    "GPU_IDLE_SLOW_LAUNCH": ("tugot17__tokenomics", H100),
+    "GPU_IDLE_UNRECORDED": (H100, "pytorch__benchmark__trace2"),
+    "CUDA_GRAPH": ("ranonrkm__TriForce", H100),
+    "UNATTRIBUTED_GPU_OPS": (QWEN, H100),
+}
+# the false alarms: a bf16 model whose upcasts are RMSNorm's is not FP32_UPCAST, and
+# waits in no synchronize call
+MUST_NOT = {"FP32_UPCAST": QWEN, "GPU_IDLE_SYNC": H100, "SAFE_SOFTMAX": H100, "TRACE_REPAIRED": H100}
+
+_CACHE: dict[str, TraceAnalysis] = {}
+
+
+def _shared(prefix: str) -> TraceAnalysis:
+    if prefix not in _CACHE:
+        a = analyze(trace(prefix))
+        assert isinstance(a, TraceAnalysis)
+        _CACHE[prefix] = a
+    return _CACHE[prefix]
+
+
+@pytest.mark.parametrize("code", sorted(FIRE_AND_NOT))
+def test_code_fires_on_one_real_trace_and_not_on_another(code: str) -> None:
+    fires, quiet = FIRE_AND_NOT[code]
+    assert code in _shared(fires).codes
+    assert code not in _shared(quiet).codes
+
+
+@pytest.mark.parametrize("code", sorted(MUST_NOT))
+def test_code_does_not_fire_where_the_trace_refutes_it(code: str) -> None:
+    assert code not in _shared(MUST_NOT[code]).codes
+
+
+def test_every_code_is_covered_by_a_fire_and_a_quiet_test() -> None:
+    from attnprof.analysis import CODES
+
+    # the rest fire on synthetic or live traces (above; test_analyze_traces.py: TRACE_REPAIRED,
+    # SAFE_SOFTMAX, ABOVE_PEAK fires and stays quiet there) and stay quiet in MUST_NOT
+    elsewhere = {"TRACE_REPAIRED", "SAFE_SOFTMAX", "ABOVE_PEAK", "FP32_UPCAST", "GPU_IDLE_SYNC"}
+    assert set(CODES) == set(FIRE_AND_NOT) | elsewhere
