@@ -30,7 +30,7 @@ import msgspec
 
 from attnprof.analysis.stats import RatioInterval, ratio_interval
 from attnprof.errors import UserError
-from attnprof.records import RunRecord, RunResult, decode_run, is_incorrect
+from attnprof.records import RunRecord, RunResult, WorkloadRecord, decode_run, is_incorrect
 
 __all__ = [
     "COMPARE_SCHEMA",
@@ -44,11 +44,13 @@ __all__ = [
     "Row",
     "Source",
     "TimelineOp",
+    "baseline_for",
     "compare",
     "diff_rows",
     "diffs_for",
     "interval",
     "load_sources",
+    "workload_key",
 ]
 
 COMPARE_SCHEMA = "attnprof.compare/1"
@@ -91,6 +93,7 @@ class Row(msgspec.Struct, kw_only=True):
     kind: Literal["run", "trace"]
     source: str
     input: int = 0  # position of its run directory or trace among the inputs
+    workload: str | None = None  # workload_key of its run; None for a bare trace
     variant: str | None = None
     mode: str | None = None
     status: str = "ok"
@@ -229,6 +232,12 @@ class Comparison(msgspec.Struct, kw_only=True):
     sources: list[str]
     notes: list[str] = []
     diffs: list[Diff] = []
+    # the distinct workloads of the run rows, in input order (workload_key)
+    workloads: list[str] = []
+    # workload -> its baseline's label, when rows of several workloads are compared in groups
+    baselines: dict[str, str] = {}
+    # rows of different workloads set against one baseline (only on request: --mixed-workloads)
+    mixed_workloads: bool = False
 
     def row(self, label: str) -> Row:
         for r in self.rows:
@@ -569,6 +578,14 @@ def _apply_analysis(row: Row, a: Mapping[str, Any]) -> None:
         row.timeline, row.timeline_lane = _timeline(_self_segments(cpu_seq), cpu_category), "cpu"
 
 
+def workload_key(w: WorkloadRecord) -> str:
+    """A workload in a few characters: "fp32 1x8x512x64 [cpu]", with kv heads/length where they
+    differ and "full" without a causal mask. Rows compare only within one key (unless asked)."""
+    h = f"{w.heads}/{w.kv_heads}" if w.kv_heads != w.heads else str(w.heads)
+    seq = f"{w.seq}/{w.kv_seq}" if w.kv_seq != w.seq else str(w.seq)
+    return f"{w.dtype} {w.batch}x{h}x{seq}x{w.head_dim}{'' if w.causal else ' full'} [{w.device}]"
+
+
 def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
     w = record.workload
     run_dir = Path(src.path)
@@ -607,6 +624,7 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         # from the clean timing, like tflops_useful; the trace's roofline is only a fallback
         pct_of_peak=res.pct_of_peak / 100 if res.pct_of_peak is not None else None,
         trace=str(run_dir / res.trace) if res.trace else None,
+        workload=workload_key(w),
     )
     if res.profile is not None:  # the harness's own per-forward counts; the analysis refines them
         row.gpu_ops_per_forward = res.profile.gpu_ops_per_forward
@@ -755,9 +773,16 @@ def compare(
     baseline: str | None = None,
     analyse: bool = True,
     diff: bool = False,
+    mixed_workloads: bool = False,
+    group_workloads: bool = False,
 ) -> Comparison:
     """Build one Row per variant (run directories) or per trace file, then speedups against the
-    baseline; with diff=True also the kernel-level diffs (see diffs_for)."""
+    baseline; with diff=True also the kernel-level diffs (see diffs_for).
+
+    Runs of different workloads (shape, dtype, device, mask) are not compared by default: that is
+    a UserError. group_workloads=True compares each workload's rows against that workload's own
+    baseline (reports of a folder of several shapes); mixed_workloads=True sets them all against
+    one baseline, and the comparison says so (mixed_workloads, a note)."""
     sources = load_sources(paths)
     rows: list[Row] = []
     notes: list[str] = []
@@ -792,8 +817,54 @@ def compare(
             row.input = i
             rows.append(row)
     _dedupe_labels(rows)
-    base = choose_baseline(rows, baseline)
-    base_row = next((r for r in rows if r.label == base), None)
+    workloads = list(dict.fromkeys(r.workload for r in rows if r.workload))
+    groups: list[list[Row]] = [rows]
+    if len(workloads) > 1 and not mixed_workloads:
+        if not group_workloads:
+            where = "; ".join(
+                f"{w} in {', '.join(sorted({Path(r.source).name for r in rows if r.workload == w}))}"
+                for w in workloads
+            )
+            raise UserError(
+                f"the runs hold different workloads ({where}): compare one workload at a time, or pass "
+                "--mixed-workloads to set them against one baseline anyway (the output says so)"
+            )
+        # each workload against its own baseline; bare traces go with the first workload
+        groups = [
+            [r for r in rows if r.workload == w or (r.workload is None and w == workloads[0])]
+            for w in workloads
+        ]
+    if len(workloads) > 1 and mixed_workloads:
+        notes.insert(0, f"mixed workloads: speed ratios set {' vs '.join(workloads)} against one baseline")
+    baselines: dict[str, str] = {}
+    base: str | None = None
+    for group in groups:
+        name = baseline
+        if name and len(groups) > 1 and not any(name in (r.label, r.variant) for r in group):
+            name = None  # --baseline names a variant another workload has: this one uses its default
+        gbase = choose_baseline(group, name)
+        base = base or gbase
+        base_row = next((r for r in group if r.label == gbase), None)
+        if base_row is not None and base_row.workload and len(groups) > 1:
+            baselines[base_row.workload] = base_row.label
+        _speedups(group, base_row)
+    for reason in dict.fromkeys(x for r in rows for x in r.load_reasons):
+        notes.append(f"unreliable timing: {reason}")
+    result = Comparison(
+        baseline=base,
+        rows=rows,
+        sources=[s.path for s in sources],
+        notes=notes,
+        workloads=workloads,
+        baselines=baselines,
+        mixed_workloads=mixed_workloads and len(workloads) > 1,
+    )
+    if diff:
+        result.diffs = diffs_for(result, [s.kind for s in sources])
+    return result
+
+
+def _speedups(rows: Sequence[Row], base_row: Row | None) -> None:
     ref = base_row.median_ms if base_row else None
     for r in rows:
         if ref and r.median_ms and r.status != INCORRECT:
@@ -801,12 +872,12 @@ def compare(
             iv = interval(r, base_row) if base_row is not None and r is not base_row else None
             if iv is not None:
                 r.speedup_low, r.speedup_high = iv.low, iv.high
-    for reason in dict.fromkeys(x for r in rows for x in r.load_reasons):
-        notes.append(f"unreliable timing: {reason}")
-    result = Comparison(baseline=base, rows=rows, sources=[s.path for s in sources], notes=notes)
-    if diff:
-        result.diffs = diffs_for(result, [s.kind for s in sources])
-    return result
+
+
+def baseline_for(comp: Comparison, row: Row) -> Row | None:
+    """The row `row` was measured against: its workload's baseline in a grouped comparison."""
+    label = comp.baselines.get(row.workload or "", comp.baseline)
+    return next((r for r in comp.rows if r.label == label), None)
 
 
 # -- kernel-level diff -----------------------------------------------------------------------------
@@ -893,7 +964,9 @@ def diffs_for(comp: Comparison, kinds: Sequence[str]) -> list[Diff]:
         first = [r for r in rows if r.input == 0]
         second = {(r.variant, r.mode): r for r in rows if r.input == 1}
         return [diff_rows(r, second[(r.variant, r.mode)]) for r in first if (r.variant, r.mode) in second]
-    base = comp.baseline_row
-    if base is None:
-        return []
-    return [diff_rows(base, r) for r in rows if r.label != base.label]
+    out = []
+    for r in rows:
+        base = baseline_for(comp, r)
+        if base is not None and r.label != base.label:
+            out.append(diff_rows(base, r))
+    return out

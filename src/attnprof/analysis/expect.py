@@ -497,7 +497,7 @@ def check_expectations(
     elif isinstance(run, (str, Path)):
         comp = compare([run], baseline=baseline)
     else:
-        comp = compare(list(run), baseline=baseline)
+        comp = compare(list(run), baseline=baseline, group_workloads=True)
     return check_comparison(comp, spec)
 
 

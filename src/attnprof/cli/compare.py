@@ -37,6 +37,12 @@ def compare_cmd(
         "--diff",
         help="Kernel-level diff: two traces, two runs (per variant), or each variant vs the baseline.",
     ),
+    mixed_workloads: bool = typer.Option(
+        False,
+        "--mixed-workloads",
+        help="Compare runs of different workloads (shape, dtype, device, mask) against one baseline; "
+        "the output says so. Without it such runs are refused.",
+    ),
     no_color: bool = typer.Option(False, "--no-color", help="Plain text, no colours."),
 ) -> None:
     """Compare variants and traces side by side; optionally diff kernels and check expectations."""
@@ -46,7 +52,7 @@ def compare_cmd(
     from attnprof.analysis.expect import check_comparison, enforce, load_expectations
 
     spec = load_expectations(expect) if expect else None  # a bad file fails before any work
-    comp = compare(paths, baseline=baseline, diff=diff)
+    comp = compare(paths, baseline=baseline, diff=diff, mixed_workloads=mixed_workloads)
     results = check_comparison(comp, spec) if spec is not None else []
     if json_out:
         payload = msgspec.to_builtins(comp)

@@ -99,7 +99,8 @@ def build_report_data(
 
     dirs = find_run_dirs(run_dir)
     records = [decode_run((d / "run.json").read_bytes(), source=str(d / "run.json")) for d in dirs]
-    comp = compare(dirs, baseline=baseline, diff=True)
+    # a folder of several shapes: each workload against its own baseline, never across them
+    comp = compare(dirs, baseline=baseline, diff=True, group_workloads=True)
     results: list[ExpectationResult] = []
     exp_file: str | None = None
     if expect is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from attnprof.analysis.compare import INCORRECT, Row, interval
+from attnprof.analysis.compare import INCORRECT, Row, baseline_for, interval
 from attnprof.analysis.stats import RatioInterval
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
@@ -193,12 +193,26 @@ def summarize(data: ReportData, t: Translator) -> list[str]:
     load = list(dict.fromkeys(x for r in ran for x in r.load_reasons))
     if load:  # first: every ratio below must be read with this in mind
         out.append(t("summary.unreliable", reasons="; ".join(_load_reason(x, t) for x in load)))
-    out.append(_fastest_line(ran, t))
-    base = comp.baseline_row
-    if base is not None and base.median_ms is not None:
-        out.extend(_speed_line(r, base, t) for r in ran if r.label != base.label)
-    out.extend(_ops_line(ran, t))
+    if comp.mixed_workloads:
+        out.append(t("summary.mixed", list="; ".join(comp.workloads)))
+    grouped = len(comp.workloads) > 1 and not comp.mixed_workloads
+    if grouped:
+        out.append(t("summary.grouped", n=len(comp.workloads)))
+    groups = [[r for r in ran if r.workload == w] for w in comp.workloads] if grouped else [ran]
+    for group in [g for g in groups if g]:
+
+        def tag(line: str, g: list[Row] = group) -> str:
+            return t("summary.in_workload", workload=g[0].workload, line=line) if grouped else line
+
+        out.append(tag(_fastest_line(group, t)))
+        for r in group:
+            base = baseline_for(comp, r)
+            if base is not None and base.median_ms is not None and r.label != base.label and base.ok:
+                out.append(tag(_speed_line(r, base, t)))
+        out.extend(tag(line) for line in _ops_line(group, t))
     mem = [r for r in ran if r.peak_bytes is not None]
+    if grouped:
+        mem = []  # peak memory grows with the shape: across workloads it says nothing
     if len(mem) >= 2:
         hi = max(mem, key=lambda r: r.peak_bytes or 0)
         lo = min(mem, key=lambda r: r.peak_bytes or 0)

@@ -82,7 +82,9 @@ def comparison_table(data: ReportData, t: Translator) -> TextTable:
         t("col.backend"),
         t("col.median"),
         t("col.iqr"),
-        t("col.speed", baseline=comp.baseline or "-"),
+        t("col.speed", baseline=comp.baseline or "-")
+        if not comp.baselines
+        else t("col.speed_each", baselines=", ".join(comp.baselines.values())),
         t("col.gpu_time"),
         t("col.cpu_time"),
         t("col.gpu_ops"),
@@ -101,13 +103,14 @@ def comparison_table(data: ReportData, t: Translator) -> TextTable:
     for r in comp.rows:
         if not r.ran:
             continue
-        speed, cls = speed_cell(r, comp.baseline, t)
+        speed, cls = speed_cell(r, comp.baselines.get(r.workload or "", comp.baseline), t)
         tflops = "-" if r.tflops_useful is None else f"{r.tflops_useful:.3g}"
         if r.pct_of_peak is not None:
             tflops += f" ({fmt_pct(r.pct_of_peak)}{' ⚠' if r.above_peak else ''})"
+        several = len(comp.workloads) > 1
         rows.append(
             [
-                r.label,
+                f"{r.label} ({r.workload})" if several and r.workload else r.label,
                 r.backend or "-",
                 fmt_ms(r.median_ms),
                 fmt_ms(r.iqr_ms),

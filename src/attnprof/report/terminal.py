@@ -78,13 +78,21 @@ def render_comparison(console: Console, comp: Comparison) -> None:
 
 
 def _timing_table(console: Console, comp: Comparison) -> None:
+    versus = comp.baseline or "the baseline"
+    if comp.mixed_workloads:
+        versus += " across DIFFERENT workloads (--mixed-workloads)"
+    elif comp.baselines:
+        versus = "each workload's baseline (" + ", ".join(comp.baselines.values()) + ")"
     timing = Table(
-        title=f"Clean timing (no profiler); speed relative to {comp.baseline or 'the baseline'}",
+        title=f"Clean timing (no profiler); speed relative to {versus}",
         box=box.SIMPLE_HEAD,
         title_justify="left",
         pad_edge=False,
     )
     timing.add_column("variant", no_wrap=True)
+    several = len(comp.workloads) > 1
+    if several:
+        timing.add_column("workload", overflow="fold", max_width=22)
     timing.add_column("backend", overflow="fold", max_width=14)
     for name in ("median", "IQR", "speed", "peak mem", "max err", "TFLOP/s"):
         timing.add_column(name, justify="right", no_wrap=True)
@@ -94,10 +102,11 @@ def _timing_table(console: Console, comp: Comparison) -> None:
         median = fmt_ms(r.median_ms) + ("*" if r.noisy else "")
         timing.add_row(
             _label(r.label),
+            *([r.workload or "-"] if several else []),
             r.backend or "-",
             median,
             fmt_ms(r.iqr_ms),
-            speed_text(r, comp.baseline),
+            speed_text(r, comp.baselines.get(r.workload or "", comp.baseline)),
             fmt_bytes(r.peak_bytes),
             Text(fmt_err(r.max_abs_err), style="red" if r.accuracy_ok is False else ""),
             "-"
