@@ -16,8 +16,11 @@ __all__ = [
     "RUN_SCHEMA",
     "Accuracy",
     "Environment",
+    "LayerAttention",
     "MachineLoad",
     "MemoryResult",
+    "ModelInfo",
+    "ModelResult",
     "ProfileSummary",
     "ResumeState",
     "RunRecord",
@@ -137,6 +140,38 @@ class ProfileSummary(msgspec.Struct, kw_only=True):
     top_ops: list[str] = []
 
 
+class LayerAttention(msgspec.Struct, kw_only=True):
+    """One attention layer in a model run's profiled steps (attn_fwd/layer.N, attn_bwd/layer.N)."""
+
+    layer: int
+    fwd_us: float  # mean time per step inside attn_fwd/layer.N (profiler overhead included)
+    bwd_us: float | None = None  # the same for attn_bwd/layer.N; None without a backward pass
+    calls_per_step: float = 1.0
+
+
+class ModelResult(msgspec.Struct, kw_only=True):
+    """What `attnprof model` adds to a result: one attention implementation inside a model.
+
+    Shares are of the profiled step time, from the exported trace: `attention_share` from the
+    per-layer ranges, `analyser_share` from the ops the analyser recognises as attention
+    (attnprof.analysis.model_share); `share_noise` is the larger spread of either share across
+    the profiled steps, and `shares_agree` is false when they differ by more than that noise.
+    """
+
+    implementation: str  # the attn_implementation the model ran with
+    origin: Literal["transformers", "attnprof"]
+    attention_share: float | None = None
+    analyser_share: float | None = None
+    share_noise: float | None = None
+    shares_agree: bool | None = None
+    step_us_profiled: float | None = None  # mean model_step time in the profiled steps
+    attention_ms: float | None = None  # attention_share x the clean step time
+    layers: list[LayerAttention] = []
+    reference: str = "eager"  # what `accuracy` of this result compares against
+    time_source: Literal["cpu", "gpu"] = "cpu"
+    findings: list[str] = []  # "CODE: title" of the analyser's findings on this trace
+
+
 class RunResult(msgspec.Struct, kw_only=True):
     variant: str
     status: Status
@@ -160,6 +195,7 @@ class RunResult(msgspec.Struct, kw_only=True):
     label: str = ""
     estimate_bytes: int = 0
     warnings: list[str] = []
+    model: ModelResult | None = None  # set by `attnprof model`
 
     def __post_init__(self) -> None:
         if not self.label:
@@ -191,6 +227,33 @@ class ResumeState(msgspec.Struct, kw_only=True):
     options: dict[str, Any]  # the run's RunOptions, to finish it as it started
 
 
+class ModelInfo(msgspec.Struct, kw_only=True):
+    """The model of an `attnprof model` run. The run's `workload` is then the shape of one
+    attention call inside it (per layer), and each result's timing is one whole model step."""
+
+    name: str  # as given: a preset, a path or a Hub id
+    source: Literal["preset", "config", "checkpoint", "hub"]
+    kind: Literal["causal-lm", "encoder", "vision"]
+    model_class: str
+    model_type: str
+    size: str | None = None  # preset size
+    phase: Literal["prefill", "decode"] = "prefill"
+    backward: bool = False
+    batch: int = 1
+    seq: int = 0  # tokens (or patches + 1) per sequence in the step's input
+    layers: int = 0
+    hidden: int = 0
+    parameters: int = 0
+    padding: list[int] = []  # real tokens per sequence, when the batch is padded (encoders)
+    transformers_version: str = ""
+    step: str = ""  # what one step runs, in words
+    # from the clean timings: the fastest implementation, the next one, and how much slower it is
+    fastest: str | None = None
+    runner_up: str | None = None
+    margin: float | None = None  # runner_up median / fastest median - 1
+    margin_within_noise: bool | None = None  # their interquartile ranges overlap
+
+
 class RunRecord(msgspec.Struct, kw_only=True):
     schema: str
     created: str
@@ -202,6 +265,7 @@ class RunRecord(msgspec.Struct, kw_only=True):
     # interrupted (SIGINT/SIGTERM): `results` holds what finished, `resume` what did not
     interrupted: bool = False
     resume: ResumeState | None = None
+    model: ModelInfo | None = None  # set by `attnprof model`
 
 
 def encode_json(obj: object, *, indent: int = 2) -> bytes:

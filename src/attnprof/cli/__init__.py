@@ -69,6 +69,7 @@ _COMMANDS = {
     "results": "sweep",
     "recommend": "sweep",
     "bundle": "bundle",
+    "model": "model",
 }
 
 

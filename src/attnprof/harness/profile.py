@@ -46,10 +46,10 @@ def _descendants(event: Any) -> list[Any]:
     return out
 
 
-def _summarize(events: list[Any], cuda: bool) -> tuple[ProfileSummary, set[str]]:
+def _summarize(events: list[Any], cuda: bool, annotation: str) -> tuple[ProfileSummary, set[str]]:
     from torch.autograd import DeviceType
 
-    anns = [e for e in events if e.name == ANNOTATION and e.device_type == DeviceType.CPU]
+    anns = [e for e in events if e.name == annotation and e.device_type == DeviceType.CPU]
     names: set[str] = set()
     cpu_ops = gpu_ops = 0
     cpu_us = gpu_us = 0.0
@@ -97,8 +97,11 @@ def profile_call(
     table_path: Path | None,
     tensorboard_dir: Path | None = None,
     worker_name: str | None = None,
+    annotation: str = ANNOTATION,
 ) -> ProfileOutcome:
-    """Run `call` for wait + warmup + active profiler steps and return what the active ones showed."""
+    """Run `call` for wait + warmup + active profiler steps and return what the active ones showed.
+    Each call runs inside record_function(annotation): attn_fwd for one attention call, model_step
+    for a whole model step (attnprof model)."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
@@ -140,14 +143,14 @@ def profile_call(
         profile_memory=True,
     ) as prof:
         for _ in range(wait + warmup + active):
-            with record_function(ANNOTATION):
+            with record_function(annotation):
                 call()
             if cuda:
                 # keep each step's GPU work inside its step; the annotation itself stays as in the blog
                 torch.cuda.synchronize(device)
             prof.step()
 
-    summary, names = _summarize(captured.get("events", []), cuda)
+    summary, names = _summarize(captured.get("events", []), cuda, annotation)
     outcome = ProfileOutcome(summary=summary, op_names=names)
     if not cuda and trace_path is not None and trace_path.exists():
         with gzip.open(trace_path, "rt") as fh:
@@ -155,7 +158,7 @@ def profile_call(
         ranges = [
             (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
             for e in events
-            if e.get("name") == ANNOTATION and e.get("ph") == "X" and e.get("cat") == "user_annotation"
+            if e.get("name") == annotation and e.get("ph") == "X" and e.get("cat") == "user_annotation"
         ]
         outcome.cpu_peak_bytes = peak_from_trace_events(events, ranges)
     return outcome

@@ -1,0 +1,103 @@
+"""`attnprof model`: attention inside a real transformers model, each implementation in turn."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from attnprof.cli import app
+from attnprof.cli.options import Device, Dtype, JsonOut, NoColor, Seed, resolve_device, split_list
+from attnprof.errors import UserError
+
+__all__: list[str] = []
+
+
+@app.command("model")
+def model_command(
+    model: Annotated[
+        str,
+        typer.Argument(
+            help="A preset (llama, qwen2, gpt2, bert, vit), a config.json or checkpoint folder, "
+            "or a Hub id already in the local cache (nothing is downloaded)."
+        ),
+    ],
+    attn: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--attn",
+            help="Attention implementations (comma-separated or repeated): eager, sdpa, flex_attention, "
+            "flash_attention_2, attnprof-naive, attnprof-naive-inplace, attnprof-sdpa-MATH|FLASH|EFFICIENT|CUDNN. "
+            "Default: all of them (flex_attention only when asked for on a CPU).",
+        ),
+    ] = None,
+    phase: Annotated[
+        str, typer.Option("--phase", help="prefill (the whole sequence) or decode (one token, KV cache).")
+    ] = "prefill",
+    backward: Annotated[
+        bool, typer.Option("--backward", help="A train step: forward, a loss, backward.")
+    ] = False,
+    size: Annotated[
+        str | None, typer.Option("--size", help="Preset size: tiny, small (default) or base (for a GPU).")
+    ] = None,
+    batch: Annotated[int | None, typer.Option("-b", "--batch", help="Sequences per step.")] = None,
+    seq: Annotated[
+        int | None, typer.Option("-s", "--seq", help="Tokens per sequence (the KV cache for decode).")
+    ] = None,
+    dtype: Dtype = None,
+    device: Device = "auto",
+    seed: Seed = 0,
+    steps: Annotated[str, typer.Option("--steps", help="Profiler schedule WAIT,WARMUP,ACTIVE.")] = "0,1,2",
+    budget: Annotated[
+        float | None, typer.Option("--time-budget", help="Seconds of clean timing per implementation.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Run directory (default ./attnprof-runs/<timestamp>).")
+    ] = None,
+    json_out: JsonOut = False,
+    no_color: NoColor = False,
+) -> None:
+    """Profile attention inside a Hugging Face transformers model: step time, attention's share,
+    per-layer attention time, memory and output difference for each attention implementation."""
+    from attnprof.cli.run import _parse_steps
+    from attnprof.harness.run import default_out_dir
+    from attnprof.models.harness import DEFAULT_IMPLEMENTATIONS, ModelOptions, run_model
+    from attnprof.models.load import require_transformers
+    from attnprof.report.model_view import ModelProgress, render_model
+    from attnprof.workload import Workload
+
+    require_transformers()  # before anything else: the one-line install hint
+    if budget is not None and budget <= 0:
+        raise UserError("--time-budget must be positive, e.g. --time-budget 0.3")
+    dev = resolve_device(device)
+    names = split_list(attn) or None
+    opts = ModelOptions(
+        time_budget_s=budget if budget is not None else ModelOptions.time_budget_s,
+        implementations=names,
+        phase=phase,
+        backward=backward,
+        size=size,
+        batch=batch,
+        seq=seq,
+        dtype=dtype,
+        device=dev,
+        seed=seed,
+        steps=_parse_steps(steps),
+    )
+    out_dir = out if out is not None else default_out_dir()
+    what = "train step" if backward else phase
+    title = f"{model} ({what}, {dev})"
+    total = len(names or DEFAULT_IMPLEMENTATIONS)
+    reporter = ModelProgress(
+        total=total, title=title, workload=Workload(device=dev), quiet=json_out, no_color=no_color
+    )
+    with reporter:
+        record = run_model(model, opts, out=out_dir, progress=reporter)
+    if json_out:
+        from attnprof.records import encode_json
+
+        sys.stdout.write(encode_json(record).decode() + "\n")
+    else:
+        render_model(record, out_dir, no_color=no_color)

@@ -1,0 +1,181 @@
+"""Terminal rendering for `attnprof model` (rich): per implementation, the step time, attention's
+share of it (two ways), per-layer attention time, memory, output difference against eager and
+findings; then the fastest implementation with its margin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich import box
+from rich.table import Table
+
+from attnprof.report.console import make_console
+from attnprof.report.run_view import ProgressReporter
+from attnprof.report.units import fmt_bytes, fmt_ms, fmt_us
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from attnprof.records import RunRecord, RunResult
+    from attnprof.workload import Workload
+
+__all__ = ["ModelProgress", "fastest_line", "layer_rows", "render_model"]
+
+
+class ModelProgress(ProgressReporter):
+    """The run's progress bar, headed by the model instead of one attention shape."""
+
+    def __init__(self, *, total: int, title: str, workload: Workload, quiet: bool, no_color: bool) -> None:
+        super().__init__(total=total, workload=workload, quiet=quiet, no_color=no_color)
+        self.title = title
+
+    def __enter__(self) -> ModelProgress:
+        if not self.quiet:
+            self.console.print(f"[bold]attnprof model[/]: {self.title}")
+        self.progress.start()
+        return self
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def fastest_line(record: RunRecord) -> str | None:
+    """'sdpa is the fastest, 12% faster than eager' from the record's clean timings."""
+    m = record.model
+    if m is None or m.fastest is None:
+        return None
+    if m.runner_up is None or m.margin is None:
+        return f"fastest: {m.fastest} (the only implementation that ran)"
+    line = f"fastest: {m.fastest}, {m.runner_up} takes {m.margin:.0%} longer per step"
+    if m.margin_within_noise:
+        line += " (within noise: their interquartile ranges overlap, so the order may flip on a rerun)"
+    return line
+
+
+def layer_rows(results: list[RunResult]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """Implementations (columns) and, per layer, the attention time of each (fwd, or fwd + bwd)."""
+    ok = [r for r in results if r.model is not None and r.model.layers]
+    layers = sorted({la.layer for r in ok for la in r.model.layers})  # type: ignore[union-attr]
+    rows: list[tuple[str, list[str]]] = []
+    for n in layers:
+        cells = []
+        for r in ok:
+            la = next((x for x in r.model.layers if x.layer == n), None)  # type: ignore[union-attr]
+            if la is None:
+                cells.append("-")
+            elif la.bwd_us is not None:
+                cells.append(f"{fmt_us(la.fwd_us)} + {fmt_us(la.bwd_us)}")
+            else:
+                cells.append(fmt_us(la.fwd_us))
+        rows.append((str(n), cells))
+    return [r.label for r in ok], rows
+
+
+def _summary_table(record: RunRecord) -> Table:
+    ok = [r for r in record.results if r.status == "ok" and r.timing]
+    fastest = min((r.timing.median_ms for r in ok if r.timing), default=None)
+    table = Table(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
+    for col, justify in (
+        ("implementation", "left"),
+        ("step ± IQR", "right"),
+        ("×fastest", "right"),
+        ("attn", "right"),
+        ("analyser", "right"),
+        ("peak", "right"),
+        ("Δ eager", "right"),
+    ):
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for r in ok:
+        assert r.timing is not None
+        m = r.model
+        ratio = r.timing.median_ms / fastest if fastest else 1.0
+        colour = "green" if ratio < 1.05 else ("yellow" if ratio < 2 else "red")
+        err = "-"
+        if r.accuracy:
+            err = f"{r.accuracy.max_abs_err:.0e}" + ("" if r.accuracy.ok else " [red]✗[/]")
+        share = _pct(m.attention_share if m else None)
+        analyser = _pct(m.analyser_share if m else None)
+        if m is not None and m.shares_agree is False:
+            analyser += " [yellow]![/]"
+        table.add_row(
+            r.label + (" [yellow]~[/]" if r.timing.noisy else ""),
+            f"{fmt_ms(r.timing.median_ms)} ±{fmt_ms(r.timing.iqr_ms)}",
+            f"[{colour}]{ratio:.2f}x[/]",
+            share,
+            analyser,
+            fmt_bytes(r.memory.peak_bytes if r.memory else None),
+            err,
+        )
+    return table
+
+
+def _layers_table(record: RunRecord) -> Table | None:
+    names, rows = layer_rows(record.results)
+    if not rows:
+        return None
+    table = Table(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("layer", justify="right")
+    for n in names:
+        table.add_column(n.removeprefix("attnprof-"), justify="right")
+    for layer, cells in rows:
+        table.add_row(layer, *cells)
+    return table
+
+
+def _findings(console: Console, record: RunRecord) -> None:
+    seen: dict[str, list[str]] = {}
+    for r in record.results:
+        if r.model is None:
+            continue
+        for f in r.model.findings:
+            code = f.split(":", 1)[0]
+            seen.setdefault(code, []).append(r.label)
+    if seen:
+        console.print("[bold]findings[/] (attnprof compare / report on this directory explain each):")
+        for code, labels in seen.items():
+            console.print(f"  {code}: {', '.join(labels)}")
+
+
+def render_model(record: RunRecord, out: Path | None, *, no_color: bool = False) -> None:
+    console = make_console(no_color=no_color)
+    m = record.model
+    assert m is not None
+    console.print(_summary_table(record))
+    layers = _layers_table(record)
+    if layers is not None:
+        bwd = " + backward" if m.backward else ""
+        console.print(f"[bold]attention per layer[/] (µs per step in the profiled steps, forward{bwd}):")
+        console.print(layers)
+    _findings(console, record)
+    for r in record.results:
+        if r.status in ("unsupported", "skipped"):
+            console.print(f"[dim]not run: {r.reason}[/]")
+        elif r.status != "ok":
+            console.print(f"[yellow]{r.label}: {r.status}: {r.reason}[/]")
+        for w in r.warnings:
+            if not w.startswith("noisy timing"):
+                console.print(f"[yellow]warning: {r.label}: {w}[/]")
+    line = fastest_line(record)
+    if line:
+        console.print(f"[bold]{line}[/]")
+    env = record.environment
+    ok = [r for r in record.results if r.timing]
+    threads = ok[0].timing.threads if ok and ok[0].timing else env.threads
+    wl = record.workload
+    gqa = f", {wl.kv_heads} kv heads" if wl.kv_heads != wl.heads else ""
+    console.print(
+        f"[dim]{m.model_class} ({m.source}{', ' + m.size if m.size else ''}, {m.layers} layers, "
+        f"{m.parameters / 1e6:.1f}M parameters), {m.step}; attention per layer: {wl.heads} heads{gqa}, "
+        f"head_dim {wl.head_dim}, {wl.seq} x {wl.kv_seq}, {wl.dtype} on {env.device_name} ({env.device}, "
+        f"{threads} threads), torch {env.torch_version}, transformers {m.transformers_version}[/]"
+    )
+    console.print(
+        "[dim]step: clean time of one step (no profiler); attn: attention's share of the step, time "
+        "inside the attn_fwd/layer.N ranges / step time in the profiled steps; analyser: the same share "
+        "from the ops the analyser classifies as attention (! = they disagree beyond noise); Δ eager: max absolute difference of the output from eager's; ~ marks noisy "
+        "timings[/]"
+    )
+    if out is not None:
+        console.print(f"run directory: {out}  (attnprof report {out} shows the per-layer breakdown)")
