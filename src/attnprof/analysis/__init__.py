@@ -64,6 +64,10 @@ def run_context(path: PathLike) -> tuple[Workload | None, tuple[float, str] | No
         workload = Workload.from_record(record.workload)
     except (OSError, msgspec.MsgspecError, TypeError, ValueError):
         return None, None, None
+    if record.model is not None:
+        # an `attnprof model` run: its workload is one attention call inside each traced model
+        # step, so it says nothing about the FLOPs of the step
+        return None, None, None
     peak = _find_peak(msgspec.json.decode(data))
     materialises = None
     for res in record.results:

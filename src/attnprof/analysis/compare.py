@@ -790,7 +790,9 @@ def compare(
         if src.kind == "run":
             assert src.record is not None
             workload = None
-            if analyse:
+            # a model run's workload is one attention call inside a step, not the traced region:
+            # no roofline (FLOP/s) from it
+            if analyse and src.record.model is None:
                 from attnprof.workload import Workload
 
                 workload = Workload.from_record(src.record.workload)

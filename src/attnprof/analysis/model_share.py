@@ -72,30 +72,52 @@ def _union(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def _widen(i: int, step: int, movement: np.ndarray) -> int:
-    """Move index i past the run of data-movement ops next to it (step -1: before, +1: after)."""
+def _parents(ts: np.ndarray, end: np.ndarray) -> list[int]:
+    """Index of the innermost op enclosing each op (-1 at the top), ops sorted by (start, -dur)."""
+    parent: list[int] = []
+    stack: list[int] = []
+    for i in range(ts.size):
+        while stack and end[stack[-1]] <= ts[i]:
+            stack.pop()
+        parent.append(stack[-1] if stack else -1)
+        stack.append(i)
+    return parent
+
+
+def _widen(i: int, step: int, parent: list[int], movement: np.ndarray) -> int:
+    """Move index i over the run of data-movement siblings next to it (step -1: before, +1:
+    after). Only siblings: a layout op inside a GEMM (addmm's expand, say) never pulls the span
+    into the GEMM."""
     j = i + step
-    while 0 <= j < movement.size and movement[j]:
-        i, j = j, j + step
+    while 0 <= j < len(parent):
+        if parent[j] == parent[i]:
+            if not movement[j]:
+                break
+            i = j
+        elif step < 0 and parent[i] != -1 and j == parent[i]:
+            break  # reached our own parent: nothing more before us at this level
+        j += step
     return i
 
 
 def _analyser_spans(trace: Trace, ops: np.ndarray) -> list[tuple[float, float]]:
     """[start, end] of what the analyser's rules call attention among `ops` (sorted by start):
     each fused op or GEMM-softmax-GEMM chain, widened over the layout and copy ops right next to
-    it (GQA's repeat_kv before, the output transpose and contiguous copy after), which move the
-    attention's own inputs and output."""
+    it at the same nesting level (GQA's repeat_kv before, the output transpose and contiguous
+    copy after), which move the attention's own inputs and output."""
     from attnprof.analysis.compare import cpu_category
 
+    ops = ops[np.lexsort((-trace.dur[ops], trace.ts[ops]))]
     names = trace.names
     nm = [names[int(i)] for i in trace.name[ops].tolist()]
     ts = trace.ts[ops]
     end = ts + trace.dur[ops]
+    parent = _parents(ts, end)
     movement = np.array([cpu_category(n) in ("layout", "copy") for n in nm], bool)
     gemm = np.array([n in _GEMM_OPS for n in nm], bool)
     found: list[tuple[int, int]] = []
     for i, n in enumerate(nm):
-        if n == _SDPA or _FUSED.search(n):
+        if (n == _SDPA or _FUSED.search(n)) and not (parent[i] >= 0 and found and found[-1][0] == parent[i]):
             found.append((i, i))
     for i in (i for i, n in enumerate(nm) if n in _SOFTMAX):
         before = [j for j in range(max(0, i - _WINDOW), i) if gemm[j] and end[j] <= ts[i] + 1e-3]
@@ -106,13 +128,8 @@ def _analyser_spans(trace: Trace, ops: np.ndarray) -> list[tuple[float, float]]:
             found.append((a, after[0]))
     spans = []
     for a, b in found:
-        a = _widen(a, -1, movement)
-        # after b: skip b's own children (they start inside it), then the movement ops
-        last = b
-        while last + 1 < len(nm) and ts[last + 1] <= end[b]:
-            last += 1
-        last = _widen(last, 1, movement)
-        spans.append((float(ts[a]), float(max(end[b], end[last]))))
+        first, last = _widen(a, -1, parent, movement), _widen(b, 1, parent, movement)
+        spans.append((float(ts[first]), float(max(end[b], end[last]))))
     return spans
 
 

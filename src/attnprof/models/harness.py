@@ -200,14 +200,19 @@ def _step_call(model: Any, inputs: dict[str, Any], opts: ModelOptions) -> Callab
     import torch
 
     if opts.phase == "decode":
+        import inspect
+
         ids = inputs["input_ids"]
         with torch.no_grad():
-            cache = model(input_ids=ids, use_cache=True).past_key_values
+            first = model(input_ids=ids, use_cache=True)
+        cache = getattr(first, "cache", None) or first.past_key_values
         nxt = ids[:, -1:]
+        # transformers 5.2x renames past_key_values to cache
+        key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
         def decode() -> torch.Tensor:
             with torch.no_grad():
-                out = model(input_ids=nxt, past_key_values=cache, use_cache=True)
+                out = model(input_ids=nxt, use_cache=True, **{key: cache})
             cache.crop(-1)  # back to the prefill length: every step sees the same cache
             return _output(out)
 

@@ -42,6 +42,10 @@ def render_markdown(data: ReportData, t: Translator, *, out_dir: Path | None = N
     lines += [f"## {t('h.comparison')}", "", *_table(c.comparison), ""]
     if c.not_run.rows:
         lines += [f"### {t('h.not_run')}", "", *_table(c.not_run), ""]
+    if c.model.rows:
+        lines += [f"## {t('h.model')}", "", c.model.title, "", *_table(c.model), ""]
+    if c.layers.rows:
+        lines += [f"### {t('h.layers')}", "", c.layers.title, "", *_table(c.layers), ""]
     if c.diffs:
         lines += [f"## {t('h.diff', baseline=data.comparison.baseline or '-')}", ""]
         for dt in c.diffs:

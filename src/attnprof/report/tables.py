@@ -347,6 +347,9 @@ class ReportContent:
     findings: list[tuple[str, str, str, str, str]]
     expectations: TextTable
     traces: list[tuple[str, str, bool]]
+    # `attnprof model` runs only (empty otherwise): attention's share per implementation, per layer
+    model: TextTable = field(default_factory=lambda: TextTable(header=[], rows=[]))
+    layers: TextTable = field(default_factory=lambda: TextTable(header=[], rows=[]))
 
 
 def report_content(data: ReportData, t: Translator, out_dir: Path | None) -> ReportContent:
@@ -368,4 +371,13 @@ def report_content(data: ReportData, t: Translator, out_dir: Path | None) -> Rep
         findings=finding_items(data, t),
         expectations=expectation_table(data, t),
         traces=trace_items(data, out_dir),
+        **_model_sections(data, t),
     )
+
+
+def _model_sections(data: ReportData, t: Translator) -> dict[str, TextTable]:
+    if data.record.model is None:
+        return {}
+    from attnprof.report.model_tables import layers_table, model_table
+
+    return {"model": model_table(data.record, t), "layers": layers_table(data.record, t)}
