@@ -62,11 +62,10 @@ def model_command(
     """Profile attention inside a Hugging Face transformers model: step time, attention's share,
     per-layer attention time, memory and output difference for each attention implementation."""
     from attnprof.cli.run import _parse_steps
-    from attnprof.harness.run import default_out_dir
-    from attnprof.models.harness import DEFAULT_IMPLEMENTATIONS, ModelOptions, run_model
+    from attnprof.harness.run import default_out_dir, prepare_out_dir
+    from attnprof.models.harness import ModelOptions, check_model, run_model
     from attnprof.models.load import require_transformers
     from attnprof.report.model_view import ModelProgress, render_model
-    from attnprof.workload import Workload
 
     require_transformers()  # before anything else: the one-line install hint
     if budget is not None and budget <= 0:
@@ -86,12 +85,16 @@ def model_command(
         seed=seed,
         steps=_parse_steps(steps),
     )
-    out_dir = out if out is not None else default_out_dir()
+    plan = check_model(model, opts)  # bad input fails here, in one line, before any output
+    out_dir = prepare_out_dir(out if out is not None else default_out_dir())
     what = "train step" if backward else phase
-    title = f"{model} ({what}, {dev})"
-    total = len(names or DEFAULT_IMPLEMENTATIONS)
+    title = f"{model} ({what}, {plan.workload.dtype} on {dev})"
     reporter = ModelProgress(
-        total=total, title=title, workload=Workload(device=dev), quiet=json_out, no_color=no_color
+        total=len(plan.implementations),
+        title=title,
+        workload=plan.workload,
+        quiet=json_out,
+        no_color=no_color,
     )
     with reporter:
         record = run_model(model, opts, out=out_dir, progress=reporter)

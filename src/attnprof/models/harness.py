@@ -44,6 +44,8 @@ __all__ = [
     "MIN_SHARE_NOISE",
     "STEP_ANNOTATION",
     "ModelOptions",
+    "Plan",
+    "check_model",
     "run_model",
 ]
 
@@ -277,6 +279,44 @@ def _describe(impl: str) -> str:
     return f"transformers attn_implementation={impl!r}"
 
 
+@dataclass
+class Plan:
+    """What run_model will run, checked before anything heavy happens."""
+
+    loaded: Loaded
+    batch: int
+    seq: int
+    workload: Workload  # one attention call inside the model
+    implementations: list[str]
+
+
+def check_model(model: str, opts: ModelOptions) -> Plan:
+    """Resolve MODEL and check the options: every UserError a run can raise for its input, raised
+    before a model is built (the CLI calls this before it starts its progress display)."""
+    from attnprof.models.attention import canonical
+    from attnprof.models.load import load
+    from attnprof.workload import DTYPES
+
+    if opts.phase not in ("prefill", "decode"):
+        raise UserError(f"unknown --phase {opts.phase!r}: use prefill or decode")
+    if opts.phase == "decode" and opts.backward:
+        raise UserError("--backward with --phase decode: a decode step is inference only; drop one of them")
+    loaded = load(model, opts.size)
+    if opts.phase == "decode" and loaded.kind != "causal-lm":
+        kind = "an encoder" if loaded.kind == "encoder" else "a vision model"
+        raise UserError(f"--phase decode needs a decoder with a KV cache; {model} is {kind}")
+    cuda = opts.device.startswith("cuda")
+    dtype_name = opts.dtype or ("bf16" if cuda else "fp32")
+    if str(dtype_name).lower() not in DTYPES:
+        raise UserError(f"unknown dtype {dtype_name!r}: use one of fp32, fp16, bf16")
+    batch, seq = _shapes(loaded, opts)
+    workload = _attention_workload(loaded, opts, batch, seq, dtype_name)
+    impls = list(dict.fromkeys(canonical(i) for i in (opts.implementations or DEFAULT_IMPLEMENTATIONS)))
+    if not impls:
+        raise UserError("--attn is empty: name at least one implementation, e.g. --attn eager,sdpa")
+    return Plan(loaded, batch, seq, workload, impls)
+
+
 def run_model(
     model: str,
     options: ModelOptions | None = None,
@@ -286,36 +326,19 @@ def run_model(
 ) -> RunRecord:
     """Run `model` (a preset, a config or checkpoint path, or a cached Hub id) with each attention
     implementation; write <out>/run.json, traces/ and tables/ when `out` is given."""
-    import torch
 
     from attnprof.harness.env import environment
     from attnprof.harness.run import prepare_out_dir
-    from attnprof.models.attention import canonical, layer_ranges, register_variants
-    from attnprof.models.load import load, require_transformers
-    from attnprof.workload import DTYPES
+    from attnprof.models.attention import layer_ranges, register_variants
+    from attnprof.models.load import require_transformers
 
     opts = options or ModelOptions()
     tf = require_transformers()
-    if opts.phase not in ("prefill", "decode"):
-        raise UserError(f"unknown --phase {opts.phase!r}: use prefill or decode")
-    loaded = load(model, opts.size)
-    if opts.phase == "decode" and loaded.kind != "causal-lm":
-        raise UserError(
-            f"--phase decode needs a decoder with a KV cache; {model} is {'an encoder' if loaded.kind == 'encoder' else 'a vision model'}"
-        )
-    if opts.phase == "decode" and opts.backward:
-        raise UserError("--backward with --phase decode: a decode step is inference only; drop one of them")
-    cuda = opts.device.startswith("cuda")
-    dtype_name = opts.dtype or ("bf16" if cuda else "fp32")
-    if str(dtype_name).lower() not in DTYPES:
-        raise UserError(f"unknown dtype {dtype_name!r}: use one of fp32, fp16, bf16")
-    torch_dtype = getattr(torch, DTYPES[str(dtype_name).lower()])
-    batch, seq = _shapes(loaded, opts)
-    workload = _attention_workload(loaded, opts, batch, seq, dtype_name)
+    plan = check_model(model, opts)
+    loaded, batch, seq, workload = plan.loaded, plan.batch, plan.seq, plan.workload
+    torch_dtype = workload.torch_dtype
     explicit = opts.implementations is not None
-    impls = list(dict.fromkeys(canonical(i) for i in (opts.implementations or DEFAULT_IMPLEMENTATIONS)))
-    if not impls:
-        raise UserError("--attn is empty: name at least one implementation, e.g. --attn eager,sdpa")
+    impls = plan.implementations
     register_variants()
     if out is not None:
         out = prepare_out_dir(out)
