@@ -10,8 +10,8 @@ placed by attnprof around the model's attention function. From it:
   and ``aten::scaled_dot_product_attention`` around them) and unfused attention, a softmax (or
   its backward) with a GEMM among the 24 ops before and after it (the same rule that reports
   UNFUSED_ATTENTION), from the start of that GEMM before to the end of the GEMM after; each
-  widened over the layout and copy ops right next to it (GQA's repeat_kv, the output's
-  transpose and contiguous copy); plus, on a GPU, every kernel the classifier puts in the
+  widened over the layout, copy and repeat ops right next to it (GQA's repeat_kv or
+  repeat_interleave, the output's transpose and contiguous copy); plus, on a GPU, every kernel the classifier puts in the
   ``attention`` category.
 
 Times are the CPU ops' own durations on a CPU-only trace; on a trace with GPU kernels they are
@@ -39,6 +39,9 @@ BWD_RANGE = re.compile(r"^attn_bwd/layer\.(\d+)$")
 _SOFTMAX = {"aten::softmax", "aten::_softmax", "aten::_safe_softmax", "aten::_softmax_backward_data"}
 _SDPA = "aten::scaled_dot_product_attention"
 _WINDOW = 24
+# copies that only repeat their input (GQA's repeat_interleave of k and v), beside the layout and
+# copy categories of attnprof.analysis.compare.cpu_category
+_REPEATS = {"aten::repeat_interleave", "aten::repeat"}
 
 
 @dataclass
@@ -113,7 +116,7 @@ def _analyser_spans(trace: Trace, ops: np.ndarray) -> list[tuple[float, float]]:
     ts = trace.ts[ops]
     end = ts + trace.dur[ops]
     parent = _parents(ts, end)
-    movement = np.array([cpu_category(n) in ("layout", "copy") for n in nm], bool)
+    movement = np.array([n in _REPEATS or cpu_category(n) in ("layout", "copy") for n in nm], bool)
     gemm = np.array([n in _GEMM_OPS for n in nm], bool)
     found: list[tuple[int, int]] = []
     for i, n in enumerate(nm):

@@ -85,7 +85,7 @@ class ModelOptions:
     # model step is long enough that two active steps show its structure
     steps: tuple[int, int, int] = (0, 1, 2)
     warmup_calls: int = 1
-    time_budget_s: float = 0.3  # clean timing per implementation (interleaved with the others)
+    time_budget_s: float = 0.2  # clean timing per implementation (interleaved with the others)
     min_samples: int = 3
     profile: bool = True
 

@@ -28,7 +28,7 @@ class Preset:
     common: dict[str, Any]
     sizes: dict[str, dict[str, Any]]
     batch: dict[str, int] = field(default_factory=lambda: {"tiny": 1, "small": 1, "base": 4})
-    seq: dict[str, int] = field(default_factory=lambda: {"tiny": 32, "small": 256, "base": 1024})
+    seq: dict[str, int] = field(default_factory=lambda: {"tiny": 32, "small": 128, "base": 1024})
 
     def config_kwargs(self, size: Size) -> dict[str, Any]:
         return {**self.common, **self.sizes[size]}
