@@ -251,7 +251,11 @@ class ModelInfo(msgspec.Struct, kw_only=True):
     fastest: str | None = None
     runner_up: str | None = None
     margin: float | None = None  # runner_up median / fastest median - 1
-    margin_within_noise: bool | None = None  # their interquartile ranges overlap
+    # the 95% bootstrap interval of that margin (attnprof.analysis.stats), and whether it holds 0
+    margin_low: float | None = None
+    margin_high: float | None = None
+    margin_within_noise: bool | None = None
+    timing_note: str | None = None  # the load meter's reasons when the timing window was busy
 
 
 class RunRecord(msgspec.Struct, kw_only=True):

@@ -599,9 +599,17 @@ def _fastest(info: ModelInfo, results: list[RunResult]) -> None:
         return
     info.fastest = timed[0].label
     if len(timed) > 1:
+        from attnprof.analysis.stats import ratio_interval
+
         a, b = timed[0].timing, timed[1].timing
         assert a is not None and b is not None
         info.runner_up = timed[1].label
         info.margin = b.median_ms / a.median_ms - 1.0
-        # the lead is within noise when the two interquartile ranges overlap
-        info.margin_within_noise = a.median_ms + a.iqr_ms / 2 >= b.median_ms - b.iqr_ms / 2
+        # a tie unless the paired bootstrap interval of the ratio excludes 1 (analysis/stats.py)
+        ci = ratio_interval(b.samples_ms, a.samples_ms, paired=a.rounds_paired and b.rounds_paired)
+        if ci is not None:
+            info.margin_low, info.margin_high = ci.low - 1.0, ci.high - 1.0
+            info.margin_within_noise = not ci.excludes_one
+        load = a.load
+        if load is not None and load.unreliable:
+            info.timing_note = "the machine was busy while timing: " + "; ".join(load.reasons)

@@ -49,8 +49,14 @@ def fastest_line(record: RunRecord) -> str | None:
     if m.runner_up is None or m.margin is None:
         return f"fastest: {m.fastest} (the only implementation that ran)"
     line = f"fastest: {m.fastest}, {m.runner_up} takes {m.margin:.0%} longer per step"
+    if m.margin_low is not None and m.margin_high is not None:
+        line += f" (95% interval {m.margin_low:+.0%} to {m.margin_high:+.0%})"
+    else:
+        line += " (too few samples for an interval: it may be noise)"
     if m.margin_within_noise:
-        line += " (within noise: their interquartile ranges overlap, so the order may flip on a rerun)"
+        line += "; a tie: the interval includes 0, so the order may flip on a rerun"
+    if m.timing_note:
+        line += f"; {m.timing_note}"
     return line
 
 
