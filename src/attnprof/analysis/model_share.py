@@ -7,9 +7,11 @@ placed by attnprof around the model's attention function. From it:
 - annotated share: the time inside the per-layer ranges / the step's time;
 - analyser share: the time of the ops the analyser itself recognises as attention, with no use
   of the ranges: fused attention ops (the analyser's fused-op rule, attnprof.analysis.cpu_ops,
-  and ``aten::scaled_dot_product_attention`` around them) and unfused attention, a softmax (or
-  its backward) with a GEMM among the 24 ops before and after it (the same rule that reports
-  UNFUSED_ATTENTION), from the start of that GEMM before to the end of the GEMM after; each
+  and ``aten::scaled_dot_product_attention`` around them) and unfused attention, the
+  GEMM -> softmax -> GEMM chains the analyser confirms by dataflow (cpu_ops.unfused_chains, the
+  rule behind UNFUSED_ATTENTION; by order alone, within 24 ops, on a trace without shapes; a
+  softmax backward with GEMMs around it in a backward pass), from the start of the GEMM before
+  to the end of the GEMM after; each
   widened over the layout, copy and repeat ops right next to it (GQA's repeat_kv or
   repeat_interleave, the output's transpose and contiguous copy); plus, on a GPU, every kernel the classifier puts in the
   ``attention`` category.
@@ -103,11 +105,13 @@ def _widen(i: int, step: int, parent: list[int], movement: np.ndarray) -> int:
     return i
 
 
-def _analyser_spans(trace: Trace, ops: np.ndarray) -> list[tuple[float, float]]:
-    """[start, end] of what the analyser's rules call attention among `ops` (sorted by start):
-    each fused op or GEMM-softmax-GEMM chain, widened over the layout and copy ops right next to
-    it at the same nesting level (GQA's repeat_kv before, the output transpose and contiguous
-    copy after), which move the attention's own inputs and output."""
+def _analyser_spans(trace: Trace, ops: np.ndarray, chained: set[int] | None) -> list[tuple[float, float]]:
+    """[start, end] of what the analyser's rules call attention among `ops`: each fused op, and
+    each GEMM -> softmax -> GEMM chain (`chained`: the rows of the chains the analyser confirmed
+    by dataflow, attnprof.analysis.cpu_ops.unfused_chains; None for a trace without shapes, where
+    the order alone decides), widened over the layout, copy and repeat ops right next to it at
+    the same nesting level (GQA's repeat_kv before, the output transpose and contiguous copy
+    after), which move the attention's own inputs and output."""
     from attnprof.analysis.compare import cpu_category
 
     ops = ops[np.lexsort((-trace.dur[ops], trace.ts[ops]))]
@@ -117,18 +121,30 @@ def _analyser_spans(trace: Trace, ops: np.ndarray) -> list[tuple[float, float]]:
     end = ts + trace.dur[ops]
     parent = _parents(ts, end)
     movement = np.array([n in _REPEATS or cpu_category(n) in ("layout", "copy") for n in nm], bool)
-    gemm = np.array([n in _GEMM_OPS for n in nm], bool)
+    rows = ops.tolist()
+    gemm = np.array(
+        [n in _GEMM_OPS and (chained is None or r in chained) for n, r in zip(nm, rows, strict=True)]
+    )
     found: list[tuple[int, int]] = []
     for i, n in enumerate(nm):
         if (n == _SDPA or _FUSED.search(n)) and not (parent[i] >= 0 and found and found[-1][0] == parent[i]):
             found.append((i, i))
-    for i in (i for i, n in enumerate(nm) if n in _SOFTMAX):
+    for i, n in enumerate(nm):
+        if n not in _SOFTMAX or (
+            chained is not None and rows[i] not in chained and n != "aten::_softmax_backward_data"
+        ):
+            continue
         before = [j for j in range(max(0, i - _WINDOW), i) if gemm[j] and end[j] <= ts[i] + 1e-3]
         after = [j for j in range(i + 1, min(len(nm), i + 1 + _WINDOW)) if gemm[j] and ts[j] >= end[i] - 1e-3]
         if before and after:
             # the outermost GEMM op before (aten::matmul around its aten::bmm), the first one after
-            a = min(j for j in before if end[j] >= end[before[-1]])
-            found.append((a, after[0]))
+            a, b = min(j for j in before if end[j] >= end[before[-1]]), after[0]
+            # lift each to the outermost GEMM around it: the analyser may name the inner op
+            while parent[a] >= 0 and nm[parent[a]] in _GEMM_OPS:
+                a = parent[a]
+            while parent[b] >= 0 and nm[parent[b]] in _GEMM_OPS:
+                b = parent[b]
+            found.append((a, b))
     spans = []
     for a, b in found:
         first, last = _widen(a, -1, parent, movement), _widen(b, 1, parent, movement)
@@ -139,7 +155,9 @@ def _analyser_spans(trace: Trace, ops: np.ndarray) -> list[tuple[float, float]]:
 def model_shares(trace: Trace) -> StepShares:
     """Annotated and analyser attention time in each `model_step` range of `trace`."""
     from attnprof.analysis.classify import classify
+    from attnprof.analysis.cpu_ops import unfused_chains
     from attnprof.analysis.links import link
+    from attnprof.analysis.regions import find_region
 
     names = trace.names
     ann = trace.rows(Kind.ANNOTATION, Kind.CPU_OP)
@@ -156,6 +174,10 @@ def model_shares(trace: Trace) -> StepShares:
     cpu = cpu[np.argsort(trace.ts[cpu], kind="stable")]
 
     links = link(trace)
+    chained: set[int] | None = None
+    if steps and trace.shapes:
+        # the analyser's own dataflow rule over the step ranges: confirmed chains only
+        chained = set(unfused_chains(trace, find_region(trace, links, region=STEP_RANGE))["ops"].tolist())
     gpu = links.gpu_rows
     out.device_time = bool(trace.rows(Kind.KERNEL).size)
     launch_ts = np.where(links.launch >= 0, trace.ts[np.maximum(links.launch, 0)], np.nan)
@@ -187,7 +209,7 @@ def model_shares(trace: Trace) -> StepShares:
             )
             cnt[k] += 1
         ops = cpu[(trace.ts[cpu] >= s) & (trace.ts[cpu] <= e) & (trace.lane[cpu] == lane)]
-        spans = _analyser_spans(trace, ops)
+        spans = _analyser_spans(trace, ops, chained)
         range_iv = [(float(trace.ts[rr]), float(trace.ts[rr] + trace.dur[rr])) for rr, _ in inside]
         if out.device_time:
             step_us = device_us([(s, e)], lane)
