@@ -428,3 +428,42 @@ def test_compile_says_why_flex_gets_no_twin(tmp_path: Path) -> None:
     p = attnprof("run", "-v", "flex", "--compile", "--out", str(taken))
     assert p.returncode == 2
     assert "note: --compile adds no twin of flex: it is compiled with torch.compile already" in p.stderr
+
+
+# -- terminal tables --------------------------------------------------------------------------
+def _compare_text(run_dir: Path, columns: int, *, tty: bool) -> str:
+    env = {**os.environ, "COLUMNS": str(columns), "NO_COLOR": "1"}
+    cmd = [*ATTNPROF, "compare", str(run_dir), "--no-color"]
+    if not tty:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, check=True).stdout
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(cmd, stdout=slave, stderr=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(timeout=120) == 0
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def test_tables_fit_the_width_and_never_cut_a_number(cpu_run: tuple[Path, object]) -> None:
+    run_dir = cpu_run[0]
+    narrow = _compare_text(run_dir, 60, tty=False)
+    assert max(len(line) for line in narrow.splitlines()) <= 60
+    assert "…" not in narrow  # no cell cut short: columns are left out instead, and named
+    assert "left out to fit 60 columns:" in narrow and "TFLOP/s" in narrow.split("left out", 1)[1]
+    piped = _compare_text(run_dir, 160, tty=False)  # a pipe keeps 100 columns
+    assert max(len(line) for line in piped.splitlines()) <= 100 and "…" not in piped
+    wide = _compare_text(run_dir, 160, tty=True)  # a 160-column terminal gets all of it
+    assert "…" not in wide and "left out" not in wide.split("Per forward", 1)[0]
+    header = next(line for line in wide.splitlines() if "median" in line and "speed" in line)
+    assert "TFLOP/s" in header and "max err" in header

@@ -463,9 +463,16 @@ def _results_tables(rows: list[StoredResult]) -> list[Any]:
 
 
 def _print_results(con: Any, rows: list[StoredResult], store: Path) -> None:
+    from rich.table import Table
+
+    from attnprof.report.console import print_table
+
     if rows:
         for item in _results_tables(rows):
-            con.print(item)
+            if isinstance(item, Table):
+                print_table(con, item)
+            else:
+                con.print(item)
     con.print(f"{len(rows)} result(s) in {store}")
 
 
@@ -641,11 +648,11 @@ def recommend_command(
         return
     from rich.text import Text
 
-    from attnprof.report.console import make_console
+    from attnprof.report.console import make_console, print_table
 
     con = make_console(no_color=no_color)
     for table in _recommend_tables(recs):
-        con.print(table)
+        print_table(con, table)
     from attnprof.report.units import fmt_ratio
 
     for r in recs:

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attnprof.report.console import make_console
+from attnprof.report.console import make_console, print_table
 from attnprof.report.units import fmt_us
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def render_analysis(result: TraceAnalysis, console: Console | None = None) -> No
                 fmt_us(k["mean_us"]),
                 _occ(k.get("occupancy")),
             )
-        console.print(table)
+        print_table(console, table)
         console.print(
             Text(
                 "TC: tensor cores (? = cannot tell from the name); occ a/t%: achieved / "

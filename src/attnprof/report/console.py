@@ -1,19 +1,24 @@
-"""The one place terminal output gets its rich Console: at most 100 columns, colour optional.
+"""The one place terminal output gets its rich Console, and prints tables without cutting numbers.
 
-A terminal narrower than 100 columns gets its own width; a pipe or a file gets 100, so output
-pasted into an issue or a chat keeps its shape.
+A terminal gets its own width (COLUMNS, else its size; at most 200). A pipe or a file gets 100
+columns, or COLUMNS when that is narrower, so output pasted into an issue or a chat keeps its
+shape. A table wider than that leaves out columns from the right and says which (print_table):
+a number is never cut to "1.85 …".
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import IO
 
 from rich.console import Console
+from rich.table import Table
 
-__all__ = ["MAX_WIDTH", "make_console"]
+__all__ = ["MAX_TTY_WIDTH", "MAX_WIDTH", "make_console", "print_table"]
 
-MAX_WIDTH = 100
+MAX_WIDTH = 100  # pipes and files
+MAX_TTY_WIDTH = 200  # a wide terminal, past which lines get hard to follow
 
 
 def make_console(
@@ -25,13 +30,59 @@ def make_console(
     force_terminal: bool | None = None,
 ) -> Console:
     out = file or (sys.stderr if stderr else sys.stdout)
-    detected = Console(file=out).width if out.isatty() else MAX_WIDTH
+    if width is not None:
+        chosen = min(width, MAX_WIDTH)
+    elif out.isatty():
+        # a terminal gets its own width (COLUMNS, else its size), wider than 100 too: tables then
+        # show every column instead of leaving some out
+        chosen = min(Console(file=out).width, MAX_TTY_WIDTH)
+    else:
+        chosen = min(_columns() or MAX_WIDTH, MAX_WIDTH)
     return Console(
         file=out,
         force_terminal=force_terminal,
         no_color=no_color,
         highlight=False,
-        width=min(width or detected, MAX_WIDTH),
+        width=chosen,
         emoji=False,
         soft_wrap=False,
     )
+
+
+def _columns() -> int | None:
+    text = os.environ.get("COLUMNS", "")
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def print_table(console: Console, table: Table, *, keep: int = 1) -> list[str]:
+    """Print `table` without cutting any cell: when its natural width (every cell whole) is more
+    than the console's, columns are left out from the right (never the first `keep`), and a
+    line under it names them. Returns the headers left out."""
+    dropped: list[str] = []
+    while len(table.columns) > keep and _cuts(console, table):
+        dropped.append(str(table.columns.pop().header))
+    console.print(table)
+    if dropped:
+        console.print(
+            f"[dim]left out to fit {console.width} columns: {', '.join(reversed(dropped))} "
+            "(a wider terminal, or --json, shows them)[/]"
+        )
+    return dropped
+
+
+def _cuts(console: Console, table: Table) -> bool:
+    """Whether rich, fitting `table` to the console, would cut a no-wrap cell (a number) short or
+    break a word of a wrapping one. Wrapping between words loses nothing. Uses rich's own
+    column-width computation."""
+    options = console.options
+    # as Table.__rich_console__ does: the columns share the width left after the box's edges
+    widths = table._calculate_column_widths(
+        console, options.update_width(options.max_width - table._extra_width)
+    )
+    wide = options.update(max_width=100_000)
+    for column, width in zip(table.columns, widths, strict=True):
+        need = table._measure_column(console, wide, column)
+        # a no-wrap cell needs its whole width; a wrapping one its longest word (no "ate/n")
+        if width < (need.maximum if column.no_wrap else need.minimum):
+            return True
+    return False

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attnprof.report.console import make_console
+from attnprof.report.console import make_console, print_table
 from attnprof.report.units import fmt_us
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def render_folder(run: FolderRun, console: Console | None = None) -> None:
             _pct(r.comm_pct),
             _pct(r.attention_pct),
         )
-    console.print(table)
+    print_table(console, table)
     console.print(
         Text(
             "busy: union of GPU op intervals; idle: GPU window - busy; comm % and attn %: of the "

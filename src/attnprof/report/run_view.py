@@ -20,7 +20,7 @@ from rich.progress import (
 from rich.table import Table
 
 from attnprof.records import is_incorrect
-from attnprof.report.console import make_console
+from attnprof.report.console import make_console, print_table
 from attnprof.report.units import fmt_bytes, fmt_ms
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
         elif r.trace:
             traces.append(r.trace)
         table.add_row(*row)
-    console.print(table)
+    print_table(console, table)
     for r in record.results:
         if r.status == "ok" and r.accuracy is not None and is_incorrect(r.accuracy):
             console.print(f"[bold red]{r.label}: {r.accuracy.failure(record.workload.dtype)}[/]")
@@ -175,7 +175,7 @@ def render_list(
         why = (d.reason or "unavailable").removeprefix(f"{v.name}: ")
         table.add_row(v.name, mark, v.description if d.accepted else why)
     console.print(f"variants on {workload.device} ({workload.dtype}):")
-    console.print(table)
+    print_table(console, table)
     console.print("[dim]your own: --variants path/to/file.py:function (takes q, k, v, is_causal=, scale=)[/]")
 
 

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from attnprof.analysis.compare import INCORRECT, Comparison, Diff, Row
 from attnprof.analysis.expect import ExpectationResult, summarize_results
-from attnprof.report.console import make_console
+from attnprof.report.console import make_console, print_table
 from attnprof.report.units import (
     fmt_bytes,
     fmt_count,
@@ -118,7 +118,7 @@ def _timing_table(console: Console, comp: Comparison) -> None:
                 else ""
             ),
         )
-    console.print(timing)
+    print_table(console, timing)
 
 
 def _trace_table(console: Console, comp: Comparison) -> None:
@@ -140,7 +140,7 @@ def _trace_table(console: Console, comp: Comparison) -> None:
             fmt_count(r.memcpy_per_forward),
             fmt_pct(r.tensor_core_share),
         )
-    console.print(trace)
+    print_table(console, trace)
     # the kernel that matters (the fused attention kernel, else the longest): only with GPU data
     kern = [r for r in comp.rows if r.ok and (r.fused_families or r.occupancy_kernel)]
     if not kern:
@@ -157,7 +157,7 @@ def _trace_table(console: Console, comp: Comparison) -> None:
     for r in kern:
         what = ", ".join(r.fused_families) or f"- ({short_name(r.occupancy_kernel or '-', 30)})"
         table.add_row(_label(r.label, 28), what, _occupancy(r))
-    console.print(table)
+    print_table(console, table)
 
 
 def _footer(console: Console, comp: Comparison) -> None:
@@ -226,7 +226,7 @@ def render_diff(console: Console, diff: Diff, *, top: int = 12) -> None:
                 fmt_count(k.count_b),
                 fmt_delta_us(k.delta_us),
             )
-    console.print(table)
+    print_table(console, table)
 
 
 def _grouped(results: Sequence[ExpectationResult]) -> list[tuple[ExpectationResult, int]]:
@@ -263,7 +263,7 @@ def render_expectations(console: Console, results: Sequence[ExpectationResult], 
             Text(r.status, style=style[r.status]),
             style="dim" if r.status == "skipped" else "",
         )
-    console.print(table)
+    print_table(console, table)
     counts = summarize_results(results)
     line = f"{counts['met']} met, {counts['not met']} not met, {counts['skipped']} skipped"
     console.print(Text(line, style="bold red" if counts["not met"] else "bold green"))
