@@ -218,10 +218,17 @@ def test_without_shapes_the_chain_is_only_possible(tmp_path: Path) -> None:
     assert "record_shapes=True" in f.message
 
 
-def test_shared_moe_trace_has_no_unfused_attention_claim_it_cannot_back() -> None:
+def test_shared_moe_trace_counts_attention_softmaxes_not_router_softmaxes() -> None:
+    # a Switch Transformer: 10 attention softmaxes over [8, 8, 1024, 1024] scores feed a GEMM with
+    # the values; the 10 router softmaxes over [8, 1024, 4] (4 experts) and the output softmax
+    # do not, and are not counted
     a = analyze(trace("CodingPlatelets__SwitchTransformers"))
     f = a.finding("UNFUSED_ATTENTION")
-    assert f is None or f.evidence["confidence"] == "confirmed"
+    assert f is not None and f.evidence["confidence"] == "confirmed"
+    assert (f.evidence["occurrences"], f.evidence["rejected_by_shapes"]) == (10, 11)
+    assert f.evidence["shape_chains"][0]["scores_shape"] == [8, 8, 1024, 1024]
+    att = a.share["attention"]
+    assert att["fused_us"] == 0 and att["unfused_us"] > 0 and att["time_us"] == att["unfused_us"]
 
 
 # -- why the device idles ----------------------------------------------------------------------
@@ -428,3 +435,29 @@ def test_every_code_is_covered_by_a_fire_and_a_quiet_test() -> None:
     # SAFE_SOFTMAX, ABOVE_PEAK fires and stays quiet there) and stay quiet in MUST_NOT
     elsewhere = {"TRACE_REPAIRED", "SAFE_SOFTMAX", "ABOVE_PEAK", "FP32_UPCAST", "GPU_IDLE_SYNC"}
     assert set(CODES) == set(FIRE_AND_NOT) | elsewhere
+
+
+def test_unfused_backward_is_counted_in_the_share(tmp_path: Path) -> None:
+    events = _chain([[8, 128, 64], [8, 64, 128]], [8, 128, 128], [[8, 128, 128], [8, 128, 64]])
+    events[2]["args"]["Sequence number"] = 5
+    events += [
+        launch(31, 1),
+        kernel("void (anonymous namespace)::softmax_warp_forward<float, float, float, 7>(...)", 35, 10, 1),
+        ev(
+            "autograd::engine::evaluate_function: SoftmaxBackward0",
+            "cpu_op",
+            200,
+            50,
+            tid=2,
+            **{"Sequence number": 5},
+        ),
+        launch(210, 2, tid=2),
+        kernel("void (anonymous namespace)::softmax_warp_backward<float, float, float, 7>(...)", 220, 20, 2),
+    ]
+    att = run(tmp_path, events, region="attn").share["attention"]
+    assert (att["unfused_us"], att["fwd_us"], att["bwd_us"], att["unfused_bwd_us"]) == (
+        30.0,
+        10.0,
+        20.0,
+        20.0,
+    )

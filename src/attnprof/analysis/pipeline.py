@@ -21,7 +21,7 @@ from attnprof.analysis.devices import device_info, gap_warnings
 from attnprof.analysis.idle import HostActivity, IdleBreakdown, host_activity, idle_breakdown, union
 from attnprof.analysis.links import Links, link
 from attnprof.analysis.occupancy import DeviceLimits, theoretical_occupancy
-from attnprof.analysis.regions import RULE_NAMES, Instance, Region, cpu_nesting, find_region
+from attnprof.analysis.regions import RULE_NAMES, Instance, Region, backward_links, cpu_nesting, find_region
 from attnprof.analysis.result import TraceAnalysis
 from attnprof.analysis.roofline import roofline
 from attnprof.trace.model import Kind, Trace, unique
@@ -148,8 +148,17 @@ def analyze_trace(
     region_dict = _region_dict(trace, links, reg, gpu_cat, unique_names, inv, classes, idle)
     evidence = cpu_evidence(trace, reg)
     unfused = unfused_chains(trace, reg)
-    unfused["gpu_ops"] = _chain_gpu_ops(trace, links, unfused.pop("ops"))
-    share = _share(trace, links, gpu_cat, inv, classes, unfused["gpu_ops"])
+    region_chain_ops = unfused.pop("ops")
+    unfused["gpu_ops"] = _chain_gpu_ops(trace, links, region_chain_ops)
+    # the share is the whole trace's: its unfused chains are looked for on every thread
+    cpu_all = trace.rows(Kind.CPU_OP)
+    chain_ops = region_chain_ops
+    if reg.selector != "whole trace":
+        whole = Region("whole trace", "whole trace", [Instance(-1, 0.0, 0.0, cpu_all, np.zeros(0, np.int64))])
+        chain_ops = unfused_chains(trace, whole)["ops"]
+    chain_fwd = _chain_gpu_ops(trace, links, chain_ops)
+    chain_bwd = _chain_gpu_ops(trace, links, _linked_backward_ops(trace, cpu_all, chain_ops))
+    share = _share(trace, links, gpu_cat, inv, classes, chain_fwd, chain_bwd)
 
     roof = None
     if workload is not None:
@@ -471,6 +480,26 @@ def _chain_gpu_ops(trace: Trace, links: Links, ops: np.ndarray) -> np.ndarray:
 _MEMORY = ("memcpy", "memset", "copy")
 
 
+def _linked_backward_ops(trace: Trace, cpu_rows: np.ndarray, ops: np.ndarray) -> np.ndarray:
+    """The backward ops of the given forward ops (or of ops inside them), by autograd links."""
+    if ops.size == 0:
+        return np.zeros(0, np.int64)
+    links_map, _ = backward_links(trace, cpu_rows)
+    if not links_map:
+        return np.zeros(0, np.int64)
+    fwd = np.array(sorted(links_map), np.int64)
+    out: list[int] = []
+    for r in ops.tolist():
+        inside = fwd[
+            (trace.lane[fwd] == trace.lane[r])
+            & (trace.ts[fwd] >= trace.ts[r])
+            & (trace.ts[fwd] + trace.dur[fwd] <= trace.ts[r] + trace.dur[r] + 1e-3)
+        ]
+        for f in inside.tolist():
+            out.extend(links_map[f])
+    return unique(np.array(out, np.int64)) if out else np.zeros(0, np.int64)
+
+
 def _share(
     trace: Trace,
     links: Links,
@@ -478,6 +507,7 @@ def _share(
     inv: np.ndarray,
     classes: list[Classification],
     unfused_gpu: np.ndarray,
+    unfused_bwd_gpu: np.ndarray,
 ) -> dict[str, Any]:
     """Where the device time went, attention first: fused + unfused attention (forward /
     backward), GEMMs, convolutions, communication, memory (memcpy, memset, copy kernels), other.
@@ -490,14 +520,20 @@ def _share(
     unf = np.zeros(g.size, bool)
     unf[unfused_gpu] = True
     unf &= ~is_att & work
+    unf_b = np.zeros(g.size, bool)
+    unf_b[unfused_bwd_gpu] = True
+    unf_b &= ~is_att & work & ~unf
     direction = (
         np.array([c.direction or "" for c in classes], dtype=object)[inv] if inv.size else np.zeros(0, object)
     )
-    # unfused chains: the forward chain is the ops of the cpu chain; their kernels are forward
     att_fwd = float(dur[is_att & (direction == "fwd")].sum())
     att_bwd = float(dur[is_att & ((direction == "bwd") | (direction == "bwd-aux"))].sum())
     fused = float(dur[is_att].sum())
-    unfused = float(dur[unf].sum())
+    # unfused: the kernels of the chains' forward ops, and of their backward ops (autograd links)
+    unfused_fwd = float(dur[unf].sum())
+    unfused_bwd = float(dur[unf_b].sum())
+    unfused = unfused_fwd + unfused_bwd
+    unf = unf | unf_b
 
     def pct(x: float) -> float | None:
         return round(100.0 * x / total, 2) if total > 0 else None
@@ -517,12 +553,14 @@ def _share(
             "pct": pct(fused + unfused),
             "fused_us": round(fused, 3),
             "unfused_us": round(unfused, 3),
-            "fwd_us": round(att_fwd + unfused, 3),
-            "bwd_us": round(att_bwd, 3),
+            "fwd_us": round(att_fwd + unfused_fwd, 3),
+            "bwd_us": round(att_bwd + unfused_bwd, 3),
+            "unfused_bwd_us": round(unfused_bwd, 3),
         },
         **{k: {"time_us": round(v, 3), "pct": pct(v)} for k, v in parts.items()},
         "basis": "sum of device-op durations (streams that overlap are counted each); unfused "
-        "attention is the kernels of GEMM -> softmax -> GEMM chains confirmed by their shapes",
+        "attention is the kernels of GEMM -> softmax -> GEMM chains confirmed by their shapes, on "
+        "every thread, and of their backward ops (fwdbwd flows or sequence numbers)",
     }
 
 

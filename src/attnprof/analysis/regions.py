@@ -38,7 +38,16 @@ from attnprof.analysis.links import Links
 from attnprof.errors import UserError
 from attnprof.trace.model import Kind, Trace, unique
 
-__all__ = ["DEFAULT_REGION", "RULE_NAMES", "Instance", "Region", "backward_ops", "cpu_nesting", "find_region"]
+__all__ = [
+    "DEFAULT_REGION",
+    "RULE_NAMES",
+    "Instance",
+    "Region",
+    "backward_links",
+    "backward_ops",
+    "cpu_nesting",
+    "find_region",
+]
 
 DEFAULT_REGION = "attn_fwd"
 _STEP = re.compile(r"ProfilerStep#\d+")
@@ -159,7 +168,7 @@ def _at(trace: Trace, ops: I64, lanes: np.ndarray, ts: np.ndarray) -> I64:
     return out
 
 
-def _backward_links(trace: Trace, cpu_rows: I64) -> tuple[dict[int, list[int]], str | None]:
+def backward_links(trace: Trace, cpu_rows: I64) -> tuple[dict[int, list[int]], str | None]:
     """Forward cpu-op row -> its backward op rows, by fwdbwd flows, else by sequence numbers."""
     links: dict[int, list[int]] = {}
     fb = trace.flow_fwdbwd
@@ -270,7 +279,7 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
     out.unplaced_gpu_ops = int(unlaunched.size) - n_placed
 
     # linked backward: forward op -> backward ops -> the device ops launched inside them
-    bwd_links, out.backward_link = _backward_links(trace, cpu_rows)
+    bwd_links, out.backward_link = backward_links(trace, cpu_rows)
     bwd_gpu: dict[int, np.ndarray] = {}
     if bwd_links:
         b_ops = unique(np.array([b for bs in bwd_links.values() for b in bs], np.int64))

@@ -10,7 +10,7 @@ Top-level keys:
     schema       "attnprof.analysis/1"
     source       the trace file name; path: the path given
     share        where the device time went, attention first: {device_time_us, attention
-                  {time_us, pct, fused_us, unfused_us, fwd_us, bwd_us}, gemm, conv, communication,
+                  {time_us, pct, fused_us, unfused_us, fwd_us, bwd_us, unfused_bwd_us}, gemm, conv, communication,
                   memory, other (each {time_us, pct}), basis}; pct null without device time
     device       {kind: "gpu"|"cpu"|"unknown", accelerator: "cuda"|"rocm"|"xpu"|"mtia"|"other"|
                   null, name, compute_capability ("9.0", as deviceProperties says; on ROCm the gfx
