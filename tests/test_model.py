@@ -331,3 +331,16 @@ def test_terminal_output_names_the_fastest(tmp_path: Path) -> None:
     assert "not run: flash_attention_3" in p.stdout
     # attnprof-sdpa-math was accepted for attnprof-sdpa-MATH
     assert "attnprof-sdpa-MATH" in p.stdout
+
+
+def test_tensorboard_layout_for_a_model(tmp_path: Path) -> None:
+    tb = tmp_path / "tb"
+    p = attnprof(
+        "model", "gpt2", "--size", "tiny", "--attn", "eager", "--time-budget", "0.05",
+        "--out", str(tmp_path / "o"), "--tensorboard", str(tb), "--json",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert [r["status"] for r in json.loads(p.stdout)["results"]] == ["ok"]
+    (f,) = (tb / "o").iterdir()
+    assert f.name.endswith(".pt.trace.json.gz") and f.name.split(".")[0].endswith("eager")
+    assert len(list((tmp_path / "o" / "traces").glob("*.json.gz"))) == 1  # the run keeps its copy

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -56,6 +57,15 @@ def model_command(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Run directory (default ./attnprof-runs/<timestamp>).")
     ] = None,
+    tensorboard: Annotated[
+        Path | None,
+        typer.Option(
+            "--tensorboard",
+            metavar="DIR",
+            help="Also write the traces as torch.profiler.tensorboard_trace_handler does, under "
+            "DIR/<run name>/ (TensorBoard, HTA and `attnprof analyze DIR` read that layout).",
+        ),
+    ] = None,
     json_out: JsonOut = False,
     no_color: NoColor = False,
 ) -> None:
@@ -87,6 +97,8 @@ def model_command(
     )
     plan = check_model(model, opts)  # bad input fails here, in one line, before any output
     out_dir = prepare_out_dir(out if out is not None else default_out_dir())
+    if tensorboard is not None:
+        opts = dataclasses.replace(opts, tensorboard_dir=str(tensorboard / out_dir.name))
     what = "train step" if backward else phase
     title = f"{model} ({what}, {plan.workload.dtype} on {dev})"
     reporter = ModelProgress(

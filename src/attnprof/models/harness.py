@@ -88,6 +88,8 @@ class ModelOptions:
     time_budget_s: float = 0.2  # clean timing per implementation (interleaved with the others)
     min_samples: int = 3
     profile: bool = True
+    # also write each trace here as tensorboard_trace_handler does (worker = the implementation's tag)
+    tensorboard_dir: str | None = None
 
 
 @dataclass
@@ -498,6 +500,8 @@ def _prepare(
                     trace_path=trace_path,
                     table_path=table_path,
                     annotation=STEP_ANNOTATION,
+                    tensorboard_dir=Path(opts.tensorboard_dir) if opts.tensorboard_dir else None,
+                    worker_name=r.tag,
                 )
                 if out is not None:
                     r.trace = str(trace_path.relative_to(out))
