@@ -98,6 +98,11 @@ class Translator:
     def has(self, msgid: str) -> bool:
         return msgid in self._cat
 
+    def maybe(self, msgid: str, default: str) -> str:
+        """The message when the catalogs have it (a status, a category, a check name), else
+        `default`: for names that are words only when the catalog knows them."""
+        return self(msgid) if msgid in self._en else default
+
     def join(self, items: Sequence[str]) -> str:
         """'a, b and c' in the language's own way."""
         items = [i for i in items if i]

@@ -53,7 +53,8 @@ def render_markdown(data: ReportData, t: Translator, *, out_dir: Path | None = N
     lines += [f"## {t('h.findings')}", ""]
     if c.findings:
         for variant, code, severity, msg, ev in c.findings:
-            lines.append(f"- **{variant}** `{code}` ({severity}): {msg}" + (f" — `{ev}`" if ev else ""))
+            sev = t.maybe(f"severity.{severity}", severity)
+            lines.append(f"- **{variant}** `{code}` ({sev}): {msg}" + (f" — `{ev}`" if ev else ""))
     else:
         lines.append(t("findings.none"))
     lines += ["", f"## {t('h.expectations')}", ""]

@@ -15,7 +15,7 @@ import io
 import itertools
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -65,11 +65,31 @@ _AXIS_EN = {
     "axis.per_forward_iqr": "{unit} per forward (median, IQR)",
     "axis.from_start": "µs from the start of the forward",
     "axis.query_length": "S (query length)",
+    "axis.box": "{unit} per forward: line median, box IQR, whiskers to 1.5 IQR, outliers left out",
+    "axis.clean_shares": "{unit} of the clean median, split by the trace's share of each category",
+    "axis.share_of_forward": "% of the forward in the trace",
 }
 
 
 def _label(t: Label | None, msgid: str, **values: object) -> str:
     return t(msgid, **values) if t is not None else _AXIS_EN[msgid].format(**values)
+
+
+def _cat(t: Label | None, cat: str) -> str:
+    """A category's name in the reader's language (the catalog's category.<name>), else as is."""
+    has = getattr(t, "has", None)
+    return t(f"category.{cat}") if t is not None and has is not None and has(f"category.{cat}") else cat
+
+
+def _order(cats: Iterable[str]) -> list[str]:
+    """Categories in one fixed order (CATEGORY_COLORS'), so every legend lists them alike."""
+    known = list(CATEGORY_COLORS)
+    return sorted(set(cats), key=lambda c: (known.index(c) if c in known else len(known), c))
+
+
+def _unit(ms: float) -> tuple[float, str]:
+    """The tables' unit for a time in ms: ms from 1 ms, else µs (report.units.fmt_ms)."""
+    return (1.0, "ms") if ms >= 1.0 else (1000.0, "µs")
 
 
 def _color(cat: str) -> str:
@@ -113,19 +133,19 @@ def time_plot(rows: Sequence[Row], t: Label | None = None) -> str | None:
         return None
     timed = sorted(timed, key=lambda r: r.median_ms or 0.0, reverse=True)
     # one unit for the axis, from the slowest median
-    scale, unit = (1.0, "ms") if max(r.median_ms or 0.0 for r in timed) >= 1.0 else (1000.0, "µs")
+    scale, unit = _unit(max(r.median_ms or 0.0 for r in timed))
     fig = _figure(len(timed))
     ax = fig.add_subplot()
     data = [[x * scale for x in (r.samples_ms or [r.median_ms or 0.0])] for r in timed]
     ax.boxplot(
         data,
         orientation="horizontal",
-        tick_labels=[r.label for r in timed],
+        tick_labels=[f"{r.label} (n={len(r.samples_ms) or 1})" for r in timed],
         widths=0.6,
         showfliers=False,
         medianprops={"color": "#d62728", "linewidth": 2},
     )
-    ax.set_xlabel(_label(t, "axis.per_forward", unit=unit))
+    ax.set_xlabel(_label(t, "axis.box", unit=unit))
     ax.set_xlim(left=0)
     ax.grid(axis="x", alpha=0.3)
     return _svg(fig)
@@ -133,25 +153,45 @@ def time_plot(rows: Sequence[Row], t: Label | None = None) -> str | None:
 
 def category_plot(rows: Sequence[Row], lane: str, t: Label | None = None) -> str | None:
     """Time per forward by category, stacked per variant. lane "gpu" uses the trace's GPU
-    categories; "cpu" the CPU op groups (a CPU run has no GPU time)."""
+    categories; "cpu" the CPU op groups (a CPU run has no GPU time).
+
+    The profiler inflates per-op times, so a run's bars are its *clean* median split by each
+    category's share of the traced time, in the tables' unit; only bare traces, which have no
+    clean timing, show the trace's own times."""
     attr = "gpu_category_time_us" if lane == "gpu" else "cpu_category_time_us"
     have = [r for r in rows if getattr(r, attr)]
     if not have:
         return None
-    cats = sorted(
-        {c for r in have for c in getattr(r, attr)},
-        key=lambda c: -sum(getattr(r, attr).get(c, 0.0) for r in have),
-    )
+    clean = all(r.median_ms for r in have)
+    if clean:
+        scale, unit = _unit(max(r.median_ms or 0.0 for r in have))
+
+        def values(r: Row) -> dict[str, float]:
+            cats: dict[str, float] = getattr(r, attr)
+            total = sum(cats.values()) or 1.0
+            return {c: v / total * (r.median_ms or 0.0) * scale for c, v in cats.items()}
+
+        xlabel = _label(t, "axis.clean_shares", unit=unit)
+    else:
+        scale, unit = _unit(max(sum(getattr(r, attr).values()) for r in have) / 1000.0)
+
+        def values(r: Row) -> dict[str, float]:
+            return {c: v / 1000.0 * scale for c, v in getattr(r, attr).items()}
+
+        xlabel = _label(t, "axis.per_forward", unit=unit)
+    cats = _order(c for r in have for c in getattr(r, attr))
     fig = _figure(len(have))
     ax = fig.add_subplot()
     labels = [r.label for r in have]
     left = [0.0] * len(have)
     for cat in cats:
-        widths = [getattr(r, attr).get(cat, 0.0) for r in have]
-        ax.barh(labels, widths, left=left, color=_color(cat), label=cat, edgecolor="white", linewidth=0.5)
+        widths = [values(r).get(cat, 0.0) for r in have]
+        ax.barh(
+            labels, widths, left=left, color=_color(cat), label=_cat(t, cat), edgecolor="white", linewidth=0.5
+        )
         left = [a + b for a, b in zip(left, widths, strict=True)]
     ax.invert_yaxis()
-    ax.set_xlabel(_label(t, "axis.per_forward", unit="µs"))
+    ax.set_xlabel(xlabel)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     return _svg(fig)
@@ -167,12 +207,14 @@ def timeline_plot(rows: Sequence[Row], t: Label | None = None) -> str | None:
     ax = fig.add_subplot()
     seen: dict[str, str] = {}
     for i, r in enumerate(have):
+        # as shares of the traced forward: the profiler inflates absolute times (the tables give
+        # the clean time), so the strip shows order and proportion only
         span = max((op.start_us + op.dur_us for op in r.timeline), default=1.0) or 1.0
         for op in r.timeline:
             # a zero-length op still shows as a sliver so that counts stay visible
-            width = max(op.dur_us, span * 0.002)
+            width = max(op.dur_us, span * 0.002) / span * 100
             ax.broken_barh(
-                [(op.start_us, width)],
+                [(op.start_us / span * 100, width)],
                 (i - 0.35, 0.7),
                 facecolors=_color(op.category),
                 edgecolor="white",
@@ -186,9 +228,10 @@ def timeline_plot(rows: Sequence[Row], t: Label | None = None) -> str | None:
 
     ax.set_yticks(range(len(have)), [ops(r) for r in have])
     ax.set_ylim(len(have) - 0.5, -0.5)
-    ax.set_xlabel(_label(t, "axis.from_start"))
+    ax.set_xlabel(_label(t, "axis.share_of_forward"))
+    ax.set_xlim(0, 100)
     ax.legend(
-        handles=[Patch(color=c, label=k) for k, c in seen.items()],
+        handles=[Patch(color=seen[k], label=_cat(t, k)) for k in _order(seen)],
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
         fontsize=8,
@@ -221,7 +264,11 @@ def store_scaling_plot(results: Sequence[StoredResult], t: Label | None = None) 
     """Median time against query length for one group of a store's results (one panel), one
     line per variant, log-log, with the interquartile range as error bars. Each line's SVG group
     is named `series-<variant>`, so a reader (or a test) can find the lines."""
-    timed = [r for r in results if r.status == "ok" and r.median_ms is not None and r.median_ms > 0]
+    timed = [
+        r
+        for r in results
+        if r.status == "ok" and r.accuracy_ok is not False and r.median_ms is not None and r.median_ms > 0
+    ]
     if not timed:
         return None
     fig = Figure(figsize=(8.0, 4.0))
@@ -229,7 +276,7 @@ def store_scaling_plot(results: Sequence[StoredResult], t: Label | None = None) 
     ax = fig.add_subplot()
     labels = sorted({r.label for r in timed})
     # one unit for the axis, from the slowest median, as in time_plot
-    scale, unit = (1.0, "ms") if max(r.median_ms or 0.0 for r in timed) >= 1.0 else (1000.0, "µs")
+    scale, unit = _unit(max(r.median_ms or 0.0 for r in timed))
     for label in labels:
         pts = sorted(
             (r.seq, (r.median_ms or 0.0) * scale, (r.iqr_ms or 0.0) * scale)

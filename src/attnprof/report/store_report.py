@@ -19,7 +19,7 @@ from attnprof.recommend import Recommendation, recommend
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
 from attnprof.report.tables import TextTable
-from attnprof.report.units import fmt_err, fmt_ms, fmt_ratio
+from attnprof.report.units import fmt_err, fmt_ms, fmt_ratio, number_locale
 from attnprof.store import StoredResult
 
 __all__ = [
@@ -178,6 +178,12 @@ def recommendation_table(data: StoreReportData, t: Translator) -> TextTable:
 
 
 def store_summary(data: StoreReportData, t: Translator) -> list[str]:
+    """The bullets (numbers in the reader's locale): see _store_summary."""
+    with number_locale(t.lang):
+        return _store_summary(data, t)
+
+
+def _store_summary(data: StoreReportData, t: Translator) -> list[str]:
     """The bullets: what the store holds, the winner per bucket, where PyTorch's own choice is
     not the fastest backend, and the variants that did not run (with their reasons)."""
     counts = Counter(r.status for r in data.results)
@@ -271,6 +277,11 @@ class StoreContent:
 
 
 def store_content(data: StoreReportData, t: Translator, *, with_plots: bool) -> StoreContent:
+    with number_locale(t.lang):  # numbers in the report's locale
+        return _store_content(data, t, with_plots=with_plots)
+
+
+def _store_content(data: StoreReportData, t: Translator, *, with_plots: bool) -> StoreContent:
     plots: list[tuple[str, str | None]] = []
     if with_plots:
         from attnprof.report.plots import store_scaling_plot
@@ -280,7 +291,7 @@ def store_content(data: StoreReportData, t: Translator, *, with_plots: bool) -> 
     return StoreContent(
         title=t("store.title", store=Path(data.store).name),
         generated=t("report.generated", version=data.version, source=data.store),
-        summary=store_summary(data, t),
+        summary=_store_summary(data, t),
         env=env_items(data, t),
         results=results_table(data, t),
         recommendations=recommendation_table(data, t),

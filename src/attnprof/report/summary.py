@@ -15,7 +15,17 @@ from attnprof.analysis.stats import RatioInterval
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
-from attnprof.report.units import fmt_bytes, fmt_count, fmt_err, fmt_ms, fmt_pct, fmt_ratio
+from attnprof.report.units import (
+    fmt_bytes,
+    fmt_count,
+    fmt_err,
+    fmt_ms,
+    fmt_num,
+    fmt_pct,
+    fmt_ratio,
+    localize,
+    number_locale,
+)
 
 __all__ = ["BAD_CODES", "GOOD_CODES", "SAME_SPEED", "incorrect_line", "opaque", "reasons", "summarize"]
 
@@ -140,8 +150,8 @@ def incorrect_line(r: Row, t: Translator) -> str:
         "summary.incorrect_err",
         variant=r.label,
         err=fmt_err(r.max_abs_err),
-        atol=f"{r.atol:g}" if r.atol is not None else "-",
-        rtol=f"{r.rtol:g}" if r.rtol is not None else "-",
+        atol=fmt_num(r.atol, "g"),
+        rtol=fmt_num(r.rtol, "g"),
         dtype=r.dtype or "-",
     )
 
@@ -172,7 +182,7 @@ def _load_reason(reason: str, t: Translator) -> str:
     for key, pattern in _LOAD_REASONS:
         m = pattern.fullmatch(reason)
         if m:
-            return t(key, **m.groupdict())
+            return t(key, **{k: localize(v) for k, v in m.groupdict().items()})
     return reason
 
 
@@ -183,7 +193,12 @@ def _reason(r: Row, t: Translator) -> str:
 
 
 def summarize(data: ReportData, t: Translator) -> list[str]:
-    """The bullets, most important first."""
+    """The bullets, most important first, numbers in the reader's locale."""
+    with number_locale(t.lang):
+        return _summarize(data, t)
+
+
+def _summarize(data: ReportData, t: Translator) -> list[str]:
     comp = data.comparison
     ran = [r for r in comp.rows if r.ok and r.median_ms is not None]
     if not ran:
@@ -233,7 +248,7 @@ def summarize(data: ReportData, t: Translator) -> list[str]:
             "summary.above_peak",
             variant=r.label,
             pct=fmt_pct(r.pct_of_peak),
-            peak=f"{env.peak_tflops:.3g}" if env.peak_tflops else "-",
+            peak=fmt_num(env.peak_tflops),
         )
         for r in ran
         if r.above_peak

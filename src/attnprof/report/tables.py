@@ -4,6 +4,7 @@ units and only lay them out."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,9 +21,11 @@ from attnprof.report.units import (
     fmt_err,
     fmt_interval,
     fmt_ms,
+    fmt_num,
     fmt_pct,
     fmt_speed,
     fmt_us,
+    number_locale,
     short_name,
 )
 
@@ -104,7 +107,7 @@ def comparison_table(data: ReportData, t: Translator) -> TextTable:
         if not r.ran:
             continue
         speed, cls = speed_cell(r, comp.baselines.get(r.workload or "", comp.baseline), t)
-        tflops = "-" if r.tflops_useful is None else f"{r.tflops_useful:.3g}"
+        tflops = fmt_num(r.tflops_useful)
         if r.pct_of_peak is not None:
             tflops += f" ({fmt_pct(r.pct_of_peak)}{' ⚠' if r.above_peak else ''})"
         several = len(comp.workloads) > 1
@@ -154,7 +157,9 @@ def _drop_columns(tt: TextTable, drop: set[int]) -> TextTable:
 
 def not_run_table(data: ReportData, t: Translator) -> TextTable:
     rows = [
-        [r.label, r.status, translate_reason(r.reason, t) or "-"] for r in data.comparison.rows if not r.ran
+        [r.label, t.maybe(f"status.{r.status}", r.status), translate_reason(r.reason, t) or "-"]
+        for r in data.comparison.rows
+        if not r.ran
     ]
     return TextTable(header=[t("col.variant"), t("col.status"), t("col.reason")], rows=rows)
 
@@ -181,14 +186,28 @@ _EXPECTED_WORDS = {
 }
 
 
+_OF = re.compile(r"(?P<range>.+x) of (?P<baseline>\S+)")
+
+
+def _expected_cell(expected: str, t: Translator) -> str:
+    """An expected value in the reader's language: a word from the catalog, ">= 1.30x of X" with
+    its "of" translated, anything else (names, numbers) as written."""
+    if expected in _EXPECTED_WORDS:
+        return t(_EXPECTED_WORDS[expected])
+    m = _OF.fullmatch(expected or "")
+    if m:
+        return t("expected.of", range=m["range"], baseline=m["baseline"])
+    return expected or "-"
+
+
 def expectation_table(data: ReportData, t: Translator) -> TextTable:
     status = {"met": t("status.met"), "not met": t("status.not_met"), "skipped": t("status.skipped")}
     css = {"met": "met", "not met": "notmet", "skipped": "skipped"}
     rows = [
         [
             e.row or e.variant,
-            e.check,
-            t(_EXPECTED_WORDS[e.expected]) if e.expected in _EXPECTED_WORDS else e.expected or "-",
+            t.maybe(f"check.{e.check}", e.check),
+            _expected_cell(e.expected, t),
             observed_cell(e, t),
             status[e.status],
         ]
@@ -214,7 +233,7 @@ def diff_tables(diffs: list[Diff], t: Translator, *, top: int = 12) -> list[Text
         for fam, k in picked:
             rows.append(
                 [
-                    fam.family,
+                    t.maybe(f"category.{fam.family}", fam.family),
                     k.short or short_name(k.name, 60),
                     change[k.change],
                     fmt_count(k.count_a),
@@ -235,8 +254,17 @@ def diff_tables(diffs: list[Diff], t: Translator, *, top: int = 12) -> list[Text
                 rows=rows,
                 classes=[k.change for _, k in picked],
                 numeric={3, 4, 5},
-                title=f"{d.b} vs {d.a}: {fmt_count(d.ops_a)} -> {fmt_count(d.ops_b)} {d.lane.upper()} ops, "
-                f"{fmt_us(d.time_a_us)} -> {fmt_us(d.time_b_us)}; +{d.added} / -{d.removed} / ~{d.changed}",
+                title=t(
+                    "diff.title",
+                    a=d.a,
+                    b=d.b,
+                    ops_a=fmt_count(d.ops_a),
+                    ops_b=fmt_count(d.ops_b),
+                    lane=d.lane.upper(),
+                    added=d.added,
+                    removed=d.removed,
+                    changed=d.changed,
+                ),
             )
         )
     return out
@@ -257,7 +285,7 @@ def env_items(data: ReportData, t: Translator) -> list[tuple[str, str]]:
     if w.kv_heads != w.heads or w.kv_seq != w.seq:
         shape += f" (kv heads {w.kv_heads}, kv seq {w.kv_seq})"
     peak = (
-        t("env.peak_value", tflops=f"{e.peak_tflops:.3g}", source=e.peak_source or "-")
+        t("env.peak_value", tflops=fmt_num(e.peak_tflops), source=e.peak_source or "-")
         if e.peak_tflops
         else t("env.peak_none")
     )
@@ -353,7 +381,13 @@ class ReportContent:
 
 
 def report_content(data: ReportData, t: Translator, out_dir: Path | None) -> ReportContent:
-    """out_dir: where the report will be written, so links to the traces can be relative."""
+    """out_dir: where the report will be written, so links to the traces can be relative.
+    Numbers are written in the report's locale (units.number_locale)."""
+    with number_locale(t.lang):
+        return _report_content(data, t, out_dir)
+
+
+def _report_content(data: ReportData, t: Translator, out_dir: Path | None) -> ReportContent:
     w = data.record.workload
     return ReportContent(
         title=t(

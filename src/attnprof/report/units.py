@@ -1,12 +1,60 @@
-"""Numbers with sensible units, the same in every output format and language.
+"""Numbers with sensible units, the same in every output format, written in the reader's locale.
 
-Numbers are never localised (DESIGN: numbers, code and kernel names stay as they are), so a
-figure pasted from an Indonesian report reads the same as in the English one.
+The terminal and JSON write numbers the Python way. Reports in another language render inside
+number_locale(lang), where the decimal and group symbols are that locale's, as Babel's CLDR data
+gives them: Indonesian writes 1,5 ms and 12.345 (Thai, like English, 1.5 ms). Digits, units and
+significant figures stay the same, so a figure reads the same value in every report.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import cache
+
+_LOCALE: ContextVar[str | None] = ContextVar("attnprof_number_locale", default=None)
+
+
+@contextmanager
+def number_locale(lang: str) -> Iterator[None]:
+    """Format numbers in `lang`'s symbols inside the block (en: unchanged)."""
+    token = _LOCALE.set(None if lang == "en" else lang)
+    try:
+        yield
+    finally:
+        _LOCALE.reset(token)
+
+
+@cache
+def _symbols(lang: str) -> tuple[str, str]:
+    from babel import numbers
+
+    return numbers.get_decimal_symbol(lang), numbers.get_group_symbol(lang)
+
+
+def _n(text: str) -> str:
+    """A number written the Python way ("1.5", "12,345", "1.2e-03") in the current locale's symbols."""
+    lang = _LOCALE.get()
+    if lang is None:
+        return text
+    dec, group = _symbols(lang)
+    if (dec, group) == (".", ","):
+        return text
+    return text.replace(",", "\0").replace(".", dec).replace("\0", group)
+
+
+def localize(number: str) -> str:
+    """A number already written the Python way (a figure captured from a message), in the
+    current locale's symbols."""
+    return _n(number)
+
+
+def fmt_num(x: float | None, spec: str = ".3g") -> str:
+    """Any other number (TFLOP/s, a peak), in the current locale."""
+    return "-" if x is None else _n(format(x, spec))
+
 
 __all__ = [
     "NOTABLE_SPEEDUP",
@@ -16,10 +64,13 @@ __all__ = [
     "fmt_err",
     "fmt_interval",
     "fmt_ms",
+    "fmt_num",
     "fmt_pct",
     "fmt_ratio",
     "fmt_speed",
     "fmt_us",
+    "localize",
+    "number_locale",
     "short_name",
 ]
 
@@ -29,10 +80,10 @@ def fmt_ms(ms: float | None) -> str:
     if ms is None:
         return "-"
     if ms >= 1000:
-        return f"{ms / 1000:.3g} s"
+        return f"{_n(format(ms / 1000, '.3g'))} s"
     if ms >= 1:
-        return f"{ms:.3g} ms"
-    return f"{ms * 1000:.3g} µs"
+        return f"{_n(format(ms, '.3g'))} ms"
+    return f"{_n(format(ms * 1000, '.3g'))} µs"
 
 
 def fmt_us(us: float | None) -> str:
@@ -52,15 +103,15 @@ def fmt_bytes(n: float | None) -> str:
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(value) < 1024:
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.3g} {unit}"
+            return f"{value:.0f} {unit}" if unit == "B" else f"{_n(format(value, '.3g'))} {unit}"
         value /= 1024
-    return f"{value:.3g} TiB"
+    return f"{_n(format(value, '.3g'))} TiB"
 
 
 def fmt_count(x: float | None) -> str:
     if x is None:
         return "-"
-    return f"{x:.0f}" if abs(x - round(x)) < 0.05 else f"{x:.1f}"
+    return f"{x:.0f}" if abs(x - round(x)) < 0.05 else _n(f"{x:.1f}")
 
 
 def fmt_ratio(x: float | None) -> str:
@@ -69,7 +120,7 @@ def fmt_ratio(x: float | None) -> str:
         return "-"
     if x >= 100:
         return f"{x:.0f}"
-    return f"{x:.1f}" if x >= 1.5 else f"{x:.2f}"
+    return _n(f"{x:.1f}" if x >= 1.5 else f"{x:.2f}")
 
 
 NOTABLE_SPEEDUP = 1.1  # without an interval, within 10% a colour would claim more than noise allows
@@ -106,7 +157,7 @@ def fmt_pct(frac: float | None) -> str:
 
 
 def fmt_err(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1e}"
+    return "-" if x is None else _n(f"{x:.1e}")
 
 
 _TEMPLATE = re.compile(r"<[^<>]*>")
