@@ -59,6 +59,20 @@ def test_terminal_output_fits_100_columns_and_names_the_findings() -> None:
         "FUSED_ATTENTION",
     ):
         assert word in text
+    # the attention share is the first thing after the file name
+    assert lines[1].startswith("device time") and "attention 12%" in lines[1]
+
+
+def test_threads_option_and_its_bad_value() -> None:
+    path = str(
+        TRACES / "facebookresearch__HolisticTraceAnalysis__tests__data__call_stack__backward_thread.json"
+    )
+    p = _run(path, "--region", "## backward ##", "--threads", "all", "--json")
+    assert p.returncode == 0, p.stderr
+    region = json.loads(p.stdout)["regions"][0]
+    assert region["threads"] == "all" and region["gpu_ops_per_instance"] == 1
+    bad = _run(path, "--threads", "some")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--threads" in bad.stderr
 
 
 def test_no_color_leaves_out_the_colours() -> None:

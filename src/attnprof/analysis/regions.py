@@ -18,6 +18,7 @@ Per instance:
      data loading, communication threads);
   4. "gpu_user_annotation": device ops with no launch event, placed by time inside the
      gpu_user_annotation range of the same name;
+  (the whole trace, as a region, owns every device op: rule "whole trace");
 - linked backward: the device ops launched by the backward ops of the instance's forward ops,
   found through fwdbwd flows, else through autograd sequence numbers (a forward op and its
   evaluate_function share one), and not already owned by a rule above. They are kept apart
@@ -51,7 +52,7 @@ __all__ = [
 
 DEFAULT_REGION = "attn_fwd"
 _STEP = re.compile(r"ProfilerStep#\d+")
-RULE_NAMES = ("thread", "autograd thread", "other thread", "gpu_user_annotation")
+RULE_NAMES = ("thread", "autograd thread", "other thread", "gpu_user_annotation", "whole trace")
 _EVAL = "autograd::engine::evaluate_function"
 _BACKWARD = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function")
 
@@ -220,8 +221,7 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
         end = float((trace.ts + trace.dur).max()) if trace.n_events else 0.0
         cpu_sorted = cpu_rows[np.argsort(trace.ts[cpu_rows], kind="stable")]
         gpu = gpu_order.astype(np.int64)
-        launched = links.launch[gpu] >= 0
-        rule = np.where(launched, 0, 3).astype(np.int8)
+        rule = np.full(gpu.size, 4, np.int8)  # every device op, from any thread or none
         out.instances.append(Instance(-1, start, end, cpu_sorted, gpu, rule))
         return out
 
