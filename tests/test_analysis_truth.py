@@ -461,3 +461,14 @@ def test_unfused_backward_is_counted_in_the_share(tmp_path: Path) -> None:
         20.0,
         20.0,
     )
+
+
+def test_xpu_trace_is_an_xpu_device_with_its_kernels(tmp_path: Path) -> None:
+    events = [
+        ev("urEnqueueKernelLaunch", "xpu_runtime", 0, 5, correlation=1),
+        kernel("gemm_kernel_sgemm_fp32", 10, 100, 1),
+    ]
+    a = run(tmp_path, events, props={"id": 0, "name": "Intel(R) Data Center GPU Max 1550"}, top=0)
+    assert a.device["accelerator"] == "xpu" and a.device["arch_limits_source"] is None
+    assert a.totals["kernels"] == 1 and a.kernels[0]["launch_apis"] == {"urEnqueueKernelLaunch": 1}
+    assert a.finding("CUDA_CORE_GEMM") is None

@@ -562,7 +562,7 @@ def gpu_idle(ctx: Context) -> list[Finding]:
                         f"{head}; {share} the host is inside launch calls, {_r(slow_us)} us of it in "
                         f"{slow.size} call(s) of {_SLOW_LAUNCH_US / 1000:g} ms or more ({', '.join(calls)}). "
                         "A launch that slow is not launch overhead: it is the first launch of a kernel "
-                        "loading its module (CUDA lazy loading), JIT compilation or a launch blocked on a "
+                        "loading its module (lazy module loading), JIT compilation or a launch blocked on a "
                         "full queue. Warm up before profiling; fewer kernels would not help",
                         {**base, "cause": cause, "cause_us_per_instance": us, "slow_launch_us": _r(slow_us)},
                     )
