@@ -211,12 +211,11 @@ def test_pool_reuses_workers_and_isolates_crashes() -> None:
 
 def test_pool_timeout_kills_and_replaces() -> None:
     with helper_pool(2) as pool:
-        t0 = time.monotonic()
         outs = list(pool.run([Task("sleep", 30, timeout_s=0.5), Task("echo", 1), Task("echo", 2)]))
-        assert time.monotonic() - t0 < 10
         kinds = sorted(o.kind for o in outs)
         assert kinds == ["ok", "ok", "timeout"]
-        assert next(o for o in outs if o.kind == "timeout").wall_s >= 0.5
+        # killed at its timeout, not slept out: a bound on meaning (30 s), not a speed check
+        assert 0.5 <= next(o for o in outs if o.kind == "timeout").wall_s < 30
 
 
 def test_pool_env_per_slot_and_recycle() -> None:

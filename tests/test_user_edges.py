@@ -282,7 +282,9 @@ def test_ctrl_c_during_run_saves_what_finished_and_resume_finishes_it(tmp_path: 
     assert "sdpa-efficient" in done and sorted(done + pending) == sorted(variants.split(","))
     assert pending  # a trace was written, so a runnable variant was still to be timed
     # the folder is readable as it is, refused as a new --out, and finished by --resume
-    assert attnprof("compare", str(out)).returncode == 0
+    shown = attnprof("compare", str(out))
+    assert shown.returncode == 0, shown.stderr
+    assert f"interrupted run; not run yet: {', '.join(pending)}" in " ".join(shown.stdout.split())
     again = attnprof("run", "-v", "naive", "--out", str(out))
     assert again.returncode == 2 and "--resume" in one_error_line(again)
     p = attnprof("run", "--resume", str(out), "--json")

@@ -789,6 +789,12 @@ def compare(
     for i, src in enumerate(sources):
         if src.kind == "run":
             assert src.record is not None
+            if src.record.interrupted and src.record.resume is not None:
+                pending = src.record.resume.pending
+                notes.append(
+                    f"{src.path}: interrupted run; not run yet: {', '.join(pending)} "
+                    f"(attnprof run --resume {src.path})"
+                )
             workload = None
             # a model run's workload is one attention call inside a step, not the traced region:
             # no roofline (FLOP/s) from it
