@@ -332,3 +332,22 @@ def test_streaming_falls_back_to_the_whole_file_path_for_what_it_cannot_cut(tmp_
         assert _fields_equal(got, whole) == [], name
     assert load._stream(tmp_path / "bare.json") is None and load._stream(tmp_path / "nan.json") is None
     assert load._stream(tmp_path / "tail.json") is not None  # "}, {" inside a name and after the array
+
+
+def test_a_gzip_bomb_is_refused_while_it_is_decompressed(tmp_path: Path) -> None:
+    from attnprof.trace import limits
+
+    avail = limits.available_memory()
+    assert avail is not None
+    fraction = (8 << 20) * limits.PEAK_FACTOR / avail  # at most 8 MB of raw JSON
+    for name, payload in (
+        ("zeros.json.gz", b"\0" * (64 << 20)),  # not JSON: the whole-file path is bounded too
+        ("valid.json.gz", b'{"traceEvents": [' + b'{"ph": "i"},' * (6 << 20) + b'{"ph": "i"}]}'),
+    ):
+        data = bytearray(gzip.compress(payload, compresslevel=1))
+        data[-4:] = (100).to_bytes(4, "little")  # the trailer lies (it is only the size mod 4 GiB)
+        p = tmp_path / name
+        p.write_bytes(bytes(data))
+        with pytest.raises(UserError, match="decompresses to more than") as info:
+            load_trace(p, max_memory=fraction)
+        assert "--max-memory 0" in str(info.value) and str(p) in str(info.value)

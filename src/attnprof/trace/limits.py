@@ -13,7 +13,15 @@ from pathlib import Path
 
 from attnprof.errors import UserError
 
-__all__ = ["MAX_DUR_US", "MAX_MEMORY", "PEAK_FACTOR", "available_memory", "check_input"]
+__all__ = [
+    "MAX_DUR_US",
+    "MAX_MEMORY",
+    "PEAK_FACTOR",
+    "available_memory",
+    "check_input",
+    "raw_limit",
+    "too_large",
+]
 
 # refuse a trace whose analysis would need more than this fraction of the available memory
 MAX_MEMORY = 0.8
@@ -60,6 +68,21 @@ def check_input(path: Path, *, max_memory: float = MAX_MEMORY) -> int:
                 "(no limit) or a larger fraction to try anyway"
             )
     return raw
+
+
+def raw_limit(max_memory: float) -> int | None:
+    """The most raw JSON a load may produce under max_memory (None: no limit, or unknown). A
+    gzip trailer records the size modulo 4 GiB only, so decompression is bounded by this too."""
+    avail = available_memory() if max_memory > 0 else None
+    return None if avail is None else int(max_memory * avail / PEAK_FACTOR)
+
+
+def too_large(path: Path, limit: int, max_memory: float) -> UserError:
+    return UserError(
+        f"{path}: decompresses to more than {_gb(limit)} of JSON, more than --max-memory {max_memory:g} "
+        "of the memory available allows (a gzip bomb, or a trace too large for this machine): free "
+        "memory, or pass --max-memory 0 (no limit) to try anyway"
+    )
 
 
 def _gb(n: float) -> str:

@@ -45,7 +45,7 @@ import msgspec
 import numpy as np
 
 from attnprof.errors import UserError
-from attnprof.trace.limits import MAX_DUR_US, MAX_MEMORY, check_input
+from attnprof.trace.limits import MAX_DUR_US, MAX_MEMORY, check_input, raw_limit, too_large
 from attnprof.trace.model import Kind, Trace
 
 __all__ = ["load_trace", "parse_trace"]
@@ -171,10 +171,16 @@ def load_trace(path: str | os.PathLike[str], *, max_memory: float = MAX_MEMORY) 
     """
     p = Path(path)
     check_input(p, max_memory=max_memory)
+    limit = raw_limit(max_memory)
     try:
-        trace = _stream(p)
+        try:
+            trace = _stream(p, limit=limit)
+        except _TooLarge as exc:
+            raise too_large(p, exc.limit, max_memory) from None
         if trace is not None:
             return trace
+        if limit is not None and _is_gzip(p):
+            return parse_trace(_gunzip_bounded(p, limit, max_memory), source=p.name, label=str(p))
         # no local name for the bytes: parse_trace must hold the only reference, so that it can
         # free the raw JSON before the columns are put together
         return parse_trace(p.read_bytes(), source=p.name, label=str(p))
@@ -273,14 +279,22 @@ _CLOSE = re.compile(rb"\}\s*\]")
 _GZIP_IN = 1 << 18
 
 
+class _TooLarge(Exception):
+    """More decompressed bytes than the memory limit allows (raised in the reader thread)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.limit = limit
+
+
 class _Reader:
     """Blocks of the file's (decompressed) bytes, produced by a second thread."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, limit: int | None = None) -> None:
         import queue
         import threading
 
-        self.path = path
+        self.path, self.limit, self.produced = path, limit, 0
         self.q: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=4)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._produce, daemon=True)
@@ -317,6 +331,9 @@ class _Reader:
         while comp := f.read(_GZIP_IN):
             while comp:
                 out = d.decompress(comp, BLOCK)
+                self.produced += len(out)
+                if self.limit is not None and self.produced > self.limit:
+                    raise _TooLarge(self.limit)
                 if out and not self._put(out):
                     return
                 comp = d.unconsumed_tail
@@ -349,7 +366,26 @@ _STREAM_ERRORS = (msgspec.DecodeError, RecursionError, EOFError, zlib.error, Uni
 PARALLEL_MIN = 16 << 20
 
 
-def _stream(path: Path, *, parallel: bool | None = None) -> Trace | None:
+def _gunzip_bounded(path: Path, limit: int, max_memory: float) -> bytes:
+    """The whole file gunzipped, refusing more than limit bytes (gzip.decompress has no bound)."""
+    data, out = path.read_bytes(), []
+    total = 0
+    try:
+        while data:
+            d = zlib.decompressobj(31)
+            out.append(d.decompress(data, limit + 1 - total))
+            total += len(out[-1])
+            if total > limit or d.unconsumed_tail:
+                raise too_large(path, limit, max_memory)
+            if not d.eof:
+                raise EOFError("the gzip stream ends early")
+            data = d.unused_data if d.unused_data.strip(b"\x00") else b""
+    except (EOFError, zlib.error) as exc:
+        raise UserError(f"{path}: the gzip stream is damaged or truncated ({exc})") from None
+    return b"".join(out)
+
+
+def _stream(path: Path, *, parallel: bool | None = None, limit: int | None = None) -> Trace | None:
     """The trace, or None when this file needs the whole-file path (see above).
 
     parallel: split the events between this process and a forked one (None: when the file is
@@ -363,7 +399,7 @@ def _stream(path: Path, *, parallel: bool | None = None) -> Trace | None:
         split = _split_point(path, size)
         if split is not None:
             return _stream_parallel(path, split)
-    reader = _Reader(path)
+    reader = _Reader(path, limit)
     try:
         part = _Part(first=True, last=True)
         part.consume(iter(reader))
