@@ -472,3 +472,21 @@ def test_xpu_trace_is_an_xpu_device_with_its_kernels(tmp_path: Path) -> None:
     assert a.device["accelerator"] == "xpu" and a.device["arch_limits_source"] is None
     assert a.totals["kernels"] == 1 and a.kernels[0]["launch_apis"] == {"urEnqueueKernelLaunch": 1}
     assert a.finding("CUDA_CORE_GEMM") is None
+
+
+def test_upcast_inside_an_unfused_attention_chain_is_attentions(tmp_path: Path) -> None:
+    chain = _chain([[8, 128, 64], [8, 64, 128]], [8, 128, 128], [[8, 128, 128], [8, 128, 64]])
+    chain[0] = ev("ProfilerStep#1", "user_annotation", 0, 100)
+    upcast = ev(
+        "aten::_to_copy", "cpu_op", 22, 3, **{"Input type": ["c10::Half"], "Concrete Inputs": ["", "6"]}
+    )
+    f = run(tmp_path, [*chain, upcast]).finding("FP32_UPCAST")
+    assert f is not None and f.evidence["upcasts_in_unfused_attention_per_instance"] == 1
+    # the same upcast outside the chain (after the second GEMM: a norm's) is not a finding
+    upcast["ts"] = 80
+    assert run(tmp_path, [*chain, upcast]).finding("FP32_UPCAST") is None
+
+
+def test_layer_norm_upcasts_of_an_fp16_model_are_not_fp32_upcast() -> None:
+    # particle_transformer under fp16 autocast: its 32 upcasts are all inside aten::layer_norm
+    assert "FP32_UPCAST" not in analyze(trace("harryjmoss__particle_transformer")).codes

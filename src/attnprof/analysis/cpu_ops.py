@@ -88,6 +88,7 @@ class CpuEvidence:
     conversions: int = 0
     upcasts_confirmed: int = 0
     upcasts_in_sdpa: int = 0  # of those, inside scaled_dot_product_attention (its math path)
+    upcast_rows: list[int] = field(default_factory=list)  # the confirmed upcasts' cpu-op rows
     dtypes_known: bool = False
     conversion_types: Counter[str] = field(default_factory=Counter)
     mask_ops: Counter[str] = field(default_factory=Counter)
@@ -176,6 +177,7 @@ def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
                     ev.conversion_types[f"{src}->{tgt}"] += 1
                     if src in _HALF_TYPES and (tgt is None or tgt in _FLOAT_CODES):
                         ev.upcasts_confirmed += 1
+                        ev.upcast_rows.append(int(r))
                         if sdpa_ids.size and _within(trace, ops[np.isin(nm, sdpa_ids)], r):
                             ev.upcasts_in_sdpa += 1
         if mask_ids.size:
@@ -272,6 +274,7 @@ def unfused_chains(trace: Trace, region: Region, window: int = 8) -> dict[str, A
         "rejected": 0,
         "shapes_recorded": bool(trace.shapes),
         "examples": [],
+        "spans": [],  # (lane, start, end) of each confirmed chain, first GEMM to second
         "ops": np.zeros(0, np.int64),
     }
     if not gemm_ids.size or not soft_ids.size:
@@ -342,6 +345,7 @@ def unfused_chains(trace: Trace, region: Region, window: int = 8) -> dict[str, A
                     continue
                 out["confirmed"] += 1
                 chain_ops.extend((a, r, b))
+                out["spans"].append((lane, float(trace.ts[a]), float(trace.ts[b] + trace.dur[b])))
                 if len(out["examples"]) < 3:
                     out["examples"].append(
                         {

@@ -252,18 +252,33 @@ def cuda_core_gemm(ctx: Context) -> list[Finding]:
 def fp32_upcast(ctx: Context) -> list[Finding]:
     """16-bit to fp32 conversions where attention is computed. In an annotated attention call
     (attn_fwd, --region) every upcast counts; in a model step or a whole trace only those inside
-    scaled_dot_product_attention do: norms (RMSNorm's .to(float32)) and losses upcast on purpose."""
+    scaled_dot_product_attention or inside a confirmed unfused attention chain do: norms
+    (RMSNorm's .to(float32)) and losses upcast on purpose."""
     ev = ctx.cpu
     n = ev.instances or 1
     annotated = ctx.region.selector in ("default", "exact", "regex")
-    count = ev.upcasts_confirmed if annotated else ev.upcasts_in_sdpa
-    if count:
-        where = (
-            f"{ev.upcasts_in_sdpa / n:g} of them inside scaled_dot_product_attention, whose math backend "
-            "computes 16-bit inputs in fp32"
-            if ev.upcasts_in_sdpa
-            else "none inside scaled_dot_product_attention"
+    # upcasts inside a confirmed unfused attention chain (first GEMM to second: autocast runs
+    # the softmax in fp32) are attention's too
+    t = ctx.trace
+    in_chain = sum(
+        1
+        for r in ev.upcast_rows
+        if any(
+            lane == int(t.lane[r]) and start <= t.ts[r] <= end
+            for lane, start, end in ctx.unfused.get("spans", [])
         )
+    )
+    count = ev.upcasts_confirmed if annotated else ev.upcasts_in_sdpa + in_chain
+    if count:
+        places = []
+        if ev.upcasts_in_sdpa:
+            places.append(
+                f"{ev.upcasts_in_sdpa / n:g} inside scaled_dot_product_attention, whose math backend computes "
+                "16-bit inputs in fp32"
+            )
+        if in_chain:
+            places.append(f"{in_chain / n:g} inside unfused attention (GEMM -> softmax -> GEMM)")
+        where = "; ".join(places) if places else "none inside scaled_dot_product_attention"
         fp32_cc = any(
             k["category"] == "gemm" and k["tensor_cores"] is False and k["precision"] == "fp32"
             for k in ctx.kernels
@@ -278,6 +293,7 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
                 {
                     "upcasts_per_instance": count / n,
                     "upcasts_in_sdpa_per_instance": ev.upcasts_in_sdpa / n,
+                    "upcasts_in_unfused_attention_per_instance": in_chain / n,
                     "all_upcasts_per_instance": ev.upcasts_confirmed / n,
                     "conversions_per_instance": ev.conversions / n,
                     "conversions": dict(ev.conversion_types),
