@@ -168,8 +168,18 @@ class TraceAnalysis:
             "categories_per_instance",
             "cpu_ops",
             "cpu_ops_by_name",
+            "attribution",
+            "backward",
+            "idle",
         )
-        return pd.DataFrame([{k: v for k, v in r.items() if k not in flat} for r in self.regions])
+        rows = []
+        for r in self.regions:
+            row = {k: v for k, v in r.items() if k not in flat}
+            idle = r.get("idle") or {}
+            row["idle_pct"] = idle.get("idle_pct")
+            row["idle_us_per_instance"] = idle.get("idle_us_per_instance")
+            rows.append(row)
+        return pd.DataFrame(rows)
 
     def launch_apis_df(self) -> pd.DataFrame:
         import pandas as pd
