@@ -97,3 +97,26 @@ def test_store_report_renders_offline_with_its_scaling_plots(
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"store-report-{lang}.png"), full_page=True)
     page.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "id", "th"])
+def test_comparison_table_fits_a_1200px_page(browser, cpu_run, tmp_path: Path, lang: str) -> None:  # type: ignore[no-untyped-def]
+    """Every column of the comparison (findings and TFLOP/s included) is visible without a scroll
+    bar on a 1200 px wide page, in every language; printing keeps it inside the page."""
+    out = tmp_path / f"report.{lang}.html"
+    assert main(["report", str(cpu_run[0]), "--lang", lang, "-o", str(out)]) == 0
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.goto(out.as_uri())
+    page.wait_for_load_state("load")
+    scroll, client = page.evaluate(
+        "() => { const t = document.querySelector('#comparison table');"
+        " return [t.scrollWidth, t.parentElement.clientWidth]; }"
+    )
+    assert scroll <= client, (lang, scroll, client)
+    page.emulate_media(media="print")
+    scroll, client = page.evaluate(
+        "() => { const t = document.querySelector('#comparison table');"
+        " return [t.scrollWidth, t.parentElement.clientWidth]; }"
+    )
+    assert scroll <= client, ("print", lang, scroll, client)
+    page.close()

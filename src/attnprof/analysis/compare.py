@@ -161,6 +161,16 @@ class Row(msgspec.Struct, kw_only=True):
         return self.status == "ok"
 
     @property
+    def profiler_inflation(self) -> float | None:
+        """Trace time per forward over the clean median: how much the profiler stretched this
+        variant (per-op times in its trace are inflated alike, so they are shown as shares)."""
+        gpu = bool(self.gpu_ops_per_forward)
+        traced = self.gpu_time_us_per_forward if gpu else self.cpu_time_us_per_forward
+        if not traced or not self.median_ms:
+            return None
+        return traced / 1000.0 / self.median_ms
+
+    @property
     def above_peak(self) -> bool:
         """More than 100% of the peak: the peak or the timing is wrong (one flag for every output)."""
         return self.pct_of_peak is not None and self.pct_of_peak > 1.0

@@ -44,6 +44,8 @@ BAD_CODES: tuple[str, ...] = (
 )
 # findings that make a variant faster
 GOOD_CODES: tuple[str, ...] = ("FUSED_ATTENTION", "CUDA_GRAPH")
+# trace time per forward over the clean median from which the summary says the profiler inflates
+INFLATION_NOTE = 1.5
 # without an interval (fewer than 3 samples), below this ratio two timings are "about the same"
 SAME_SPEED = 1.1
 
@@ -225,6 +227,18 @@ def _summarize(data: ReportData, t: Translator) -> list[str]:
             if base is not None and base.median_ms is not None and r.label != base.label and base.ok:
                 out.append(tag(_speed_line(r, base, t)))
         out.extend(tag(line) for line in _ops_line(group, t))
+    infl = [(r, r.profiler_inflation) for r in ran if r.profiler_inflation is not None]
+    if infl and max(x for _, x in infl) >= INFLATION_NOTE:
+        least, most = min(infl, key=lambda p: p[1]), max(infl, key=lambda p: p[1])
+        out.append(
+            t(
+                "summary.inflation",
+                low=fmt_ratio(least[1]),
+                low_variant=least[0].label,
+                high=fmt_ratio(most[1]),
+                high_variant=most[0].label,
+            )
+        )
     mem = [r for r in ran if r.peak_bytes is not None]
     if grouped:
         mem = []  # peak memory grows with the shape: across workloads it says nothing
