@@ -55,6 +55,10 @@ class WorkloadRecord(msgspec.Struct, frozen=True, kw_only=True):
     device: str
     causal: bool
     seed: int = 0
+    # the --mask text ("" in records written before masks: causal or none, from `causal`)
+    mask: str = ""
+    backward: bool = False
+    phase: str = "prefill"
 
 
 class MachineLoad(msgspec.Struct, kw_only=True):
@@ -130,7 +134,8 @@ class MemoryResult(msgspec.Struct, kw_only=True):
 
 
 class ProfileSummary(msgspec.Struct, kw_only=True):
-    """What the profiled steps showed, per forward (per attn_fwd instance)."""
+    """What the profiled steps showed, per forward (per attn_fwd instance) and, with backward,
+    per backward (per attn_bwd instance)."""
 
     forwards: int
     cpu_ops_per_forward: float
@@ -138,6 +143,11 @@ class ProfileSummary(msgspec.Struct, kw_only=True):
     cpu_time_us_per_forward: float
     gpu_time_us_per_forward: float
     top_ops: list[str] = []
+    backwards: int = 0
+    cpu_ops_per_backward: float | None = None
+    gpu_ops_per_backward: float | None = None
+    cpu_time_us_per_backward: float | None = None
+    gpu_time_us_per_backward: float | None = None
 
 
 class LayerAttention(msgspec.Struct, kw_only=True):
@@ -196,6 +206,21 @@ class RunResult(msgspec.Struct, kw_only=True):
     estimate_bytes: int = 0
     warnings: list[str] = []
     model: ModelResult | None = None  # set by `attnprof model`
+    # --backward: clean timing of the backward alone and of forward + backward as one call;
+    # `timing` stays the forward's. FLOPs: backward = 2.5x the forward's (flop_convention).
+    timing_bwd: TimingSummary | None = None
+    timing_total: TimingSummary | None = None
+    grad_accuracy: dict[str, Accuracy] = {}  # dq, dk, dv against the fp64 reference
+    flops_useful_bwd: float = 0.0
+    flops_executed_bwd: float = 0.0
+    tflops_useful_bwd: float | None = None
+    tflops_useful_total: float | None = None
+    flop_convention: str | None = None
+    # --mask: how this variant expressed it, and what that let the backends do
+    mask_path: str | None = None
+    block_sparsity: float | None = None  # flex: share of the BlockMask's blocks skipped
+    pytorch_choice: str | None = None  # SDPA: the backend PyTorch's dispatch picks for this mask
+    backend_rules: dict[str, str] = {}  # SDPA: per backend, accepts or refuses (and why)
 
     def __post_init__(self) -> None:
         if not self.label:

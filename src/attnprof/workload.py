@@ -1,10 +1,14 @@
-"""The workload: shape, dtype, device, mask; its inputs; its FLOP, byte and memory model.
+"""The workload: shape, dtype, device, mask, direction, phase; its inputs; its FLOP, byte and
+memory model.
 
 FLOPs follow DOMAIN.md section 6: a forward is two matmuls, 2*Sq*Skv*D multiply-adds each per
-head, so 4*B*Hq*Sq*Skv*D. Causal attention only needs the unmasked query-key pairs ("useful"
-FLOPs); a materialising implementation still computes the full square ("executed" FLOPs).
-When Sq != Skv the causal mask is aligned top-left (query i sees keys 0..i), as PyTorch's
-is_causal and torch.tril do.
+head, so 4*B*Hq*Sq*Skv*D. A mask only needs the visible query-key pairs ("useful" FLOPs); a
+materialising implementation still computes the full square ("executed" FLOPs). The backward
+pass counts 2.5x the forward's matmul FLOPs (FlashAttention's convention: five matmuls, one of
+them the recomputation of the scores, against the forward's two).
+In prefill, when Sq != Skv, the causal mask is aligned top-left (query i sees keys 0..i), as
+PyTorch's is_causal and torch.tril do; in decode the queries are the newest Sq tokens of a
+Skv-long cache (bottom-right: query i sits at position Skv - Sq + i).
 """
 
 from __future__ import annotations
@@ -14,12 +18,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from attnprof.errors import UserError
+from attnprof.masks import MaskSpec, alibi_slopes, parse_mask
 from attnprof.records import WorkloadRecord
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["DTYPES", "Inputs", "Workload", "parse_shape"]
+__all__ = ["BACKWARD_FLOP_FACTOR", "DTYPES", "PHASES", "Inputs", "Workload", "parse_shape"]
+
+# FlashAttention's convention (DOMAIN.md section 6): backward = 2.5 x the forward's matmul FLOPs
+BACKWARD_FLOP_FACTOR = 2.5
+PHASES = ("prefill", "decode")
 
 DTYPES: dict[str, str] = {
     "fp32": "float32",
@@ -46,7 +55,11 @@ def parse_shape(text: str) -> tuple[int, int, int, int]:
 
 @dataclass(frozen=True)
 class Workload:
-    """One attention problem. kv_heads and kv_seq default to heads and seq (0 means 'same')."""
+    """One attention problem. kv_heads and kv_seq default to heads and seq (0 means 'same').
+
+    `mask` is the --mask text ("" = causal or none, from `causal`); after construction it is the
+    canonical spelling and `causal` is True exactly when the mask is plain causal. In decode,
+    `seq` is the number of new queries (1 by default) and `kv_seq` the cache length."""
 
     batch: int = 1
     heads: int = 8
@@ -58,8 +71,16 @@ class Workload:
     device: str = "cpu"
     causal: bool = True
     seed: int = 0
+    mask: str = ""
+    backward: bool = False
+    phase: str = "prefill"
 
     def __post_init__(self) -> None:
+        spec = parse_mask(self.mask or ("causal" if self.causal else "none"))
+        object.__setattr__(self, "mask", spec.text)
+        object.__setattr__(self, "causal", spec.kind == "causal")
+        if self.phase not in PHASES:
+            raise UserError(f"unknown phase {self.phase!r}: use prefill or decode")
         if self.kv_heads == 0:
             object.__setattr__(self, "kv_heads", self.heads)
         if self.kv_seq == 0:
@@ -84,6 +105,31 @@ class Workload:
                 f"heads ({self.heads}) must be a multiple of kv heads ({self.kv_heads}) for GQA: "
                 f"choose --kv-heads among the divisors of {self.heads}"
             )
+        if self.phase == "decode" and self.seq > self.kv_seq:
+            raise UserError(
+                f"decode runs {self.seq} new queries against a cache of {self.kv_seq}: "
+                "give --kv-seq >= --decode-queries"
+            )
+        self.mask_spec.validate(
+            batch=self.batch, heads=self.heads, seq=self.seq, kv_seq=self.kv_seq, q_offset=self.q_offset
+        )
+
+    @property
+    def mask_spec(self) -> MaskSpec:
+        return parse_mask(self.mask)
+
+    @property
+    def q_offset(self) -> int:
+        """Absolute position of query row 0: 0 in prefill, Skv - Sq in decode."""
+        return self.kv_seq - self.seq if self.phase == "decode" else 0
+
+    @property
+    def gqa(self) -> bool:
+        return self.kv_heads != self.heads
+
+    @property
+    def direction(self) -> str:
+        return "fwd+bwd" if self.backward else "fwd"
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -104,10 +150,11 @@ class Workload:
     def describe(self) -> str:
         gqa = f" kv_heads={self.kv_heads}" if self.kv_heads != self.heads else ""
         kv = f" kv_seq={self.kv_seq}" if self.kv_seq != self.seq else ""
-        mask = "causal" if self.causal else "no mask"
+        mask = {"causal": "causal", "none": "no mask"}.get(self.mask, f"mask {self.mask}")
+        extra = (" decode" if self.phase == "decode" else "") + (" fwd+bwd" if self.backward else "")
         return (
             f"B={self.batch} H={self.heads} S={self.seq} D={self.head_dim}{gqa}{kv} "
-            f"{self.dtype} {self.device} {mask}"
+            f"{self.dtype} {self.device} {mask}{extra}"
         )
 
     def to_record(self) -> WorkloadRecord:
@@ -120,6 +167,8 @@ class Workload:
         return cls(**msgspec.structs.asdict(rec))
 
     def replace(self, **changes: object) -> Workload:
+        if "causal" in changes and "mask" not in changes and self.mask in ("causal", "none"):
+            changes["mask"] = ""  # re-derived from the new causal flag
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
     # -- FLOP / byte model ------------------------------------------------------------------
@@ -128,24 +177,33 @@ class Workload:
         """Top-left: query i attends keys 0..i (torch.tril, SDPA is_causal)."""
         return "top-left" if self.seq != self.kv_seq else "square"
 
-    def unmasked_pairs(self) -> int:
-        """Query-key pairs that a causal mask leaves visible, per (batch, head)."""
-        sq, skv = self.seq, self.kv_seq
-        if not self.causal:
-            return sq * skv
-        # top-left alignment: row i sees min(i + 1, skv) keys
-        full_rows = max(0, sq - skv)  # rows i >= skv see all skv keys
-        tri = min(sq, skv)
-        return tri * (tri + 1) // 2 + full_rows * skv
+    def visible_pairs(self) -> int:
+        """Query-key pairs the mask leaves visible, summed over the batch, per head."""
+        if self.causal and self.q_offset == 0:
+            # top-left alignment: row i sees min(i + 1, skv) keys (closed form, any length)
+            sq, skv = self.seq, self.kv_seq
+            full_rows = max(0, sq - skv)  # rows i >= skv see all skv keys
+            tri = min(sq, skv)
+            return self.batch * (tri * (tri + 1) // 2 + full_rows * skv)
+        return sum(self.mask_spec.visible_per_batch(self.batch, self.seq, self.kv_seq, self.q_offset))
+
+    def unmasked_pairs(self) -> float:
+        """Query-key pairs the mask leaves visible, per (batch, head) (a mean over the batch
+        for padding, whose lengths differ per batch element)."""
+        total = self.visible_pairs()
+        return total // self.batch if total % self.batch == 0 else total / self.batch
 
     def flops_useful(self) -> float:
-        return 4.0 * self.batch * self.heads * self.unmasked_pairs() * self.head_dim
+        """Forward FLOPs over the visible pairs only."""
+        return 4.0 * self.heads * self.visible_pairs() * self.head_dim
+
+    def flops_dense(self) -> float:
+        """Forward FLOPs of the full Sq x Skv square."""
+        return 4.0 * self.batch * self.heads * self.seq * self.kv_seq * self.head_dim
 
     def flops_executed(self, materialises: bool) -> float:
-        """A materialising variant computes the full Sq x Skv square even under a causal mask."""
-        if materialises:
-            return 4.0 * self.batch * self.heads * self.seq * self.kv_seq * self.head_dim
-        return self.flops_useful()
+        """A materialising variant computes the full Sq x Skv square whatever the mask."""
+        return self.flops_dense() if materialises else self.flops_useful()
 
     def bytes_min(self) -> float:
         """Read Q, K, V once and write O once (K, V have kv_heads heads)."""
@@ -159,13 +217,45 @@ class Workload:
         e = element_size if element_size is not None else self.element_size
         return self.batch * self.heads * self.seq * self.kv_seq * e
 
+    def input_bytes(self) -> int:
+        """Q, K, V and the output; with backward also dQ, dK, dV and the output's gradient."""
+        base = int(self.bytes_min())
+        return 2 * base if self.backward else base
+
+    def reference_bytes(self) -> int:
+        """The fp64 reference: its output (and gradients), plus its working set, which is
+        bounded by the block size whatever the sequence length (harness/reference.py)."""
+        from attnprof.harness.reference import working_bytes
+
+        out = self.batch * self.heads * self.seq * self.head_dim * 8
+        if self.backward:
+            out += out + 2 * self.batch * self.kv_heads * self.kv_seq * self.head_dim * 8
+        return out + working_bytes(self)
+
     def io_bytes(self) -> int:
-        """Q, K, V, the output and the fp64 reference output."""
-        return int(self.bytes_min()) + self.batch * self.heads * self.seq * self.head_dim * 8
+        """What every variant that runs needs besides its own work: inputs and the reference."""
+        return self.input_bytes() + self.reference_bytes()
+
+    def dense_mask_bytes(self) -> int:
+        """The tensors a materialising variant builds to express the mask: a bool [Sq, Skv]
+        (padding: [B, 1, 1, Skv]) and, for ALiBi and bias, a float [1, H, Sq, Skv]."""
+        spec = self.mask_spec
+        if self.causal and self.q_offset == 0 and self.seq > 0:
+            return self.seq * self.kv_seq
+        out = 0
+        if spec.kind == "padding":
+            out += self.batch * self.kv_seq
+        elif spec.boolean:
+            out += self.seq * self.kv_seq
+        if spec.has_bias:
+            out += self.heads * self.seq * self.kv_seq * self.element_size
+        return out
 
     # -- inputs -----------------------------------------------------------------------------
     def make_inputs(self) -> Inputs:
-        """Deterministic q, k, v on the device ([B, H, S, D]) and the causal mask built once."""
+        """Deterministic q, k, v on the device ([B, H, S, D]); with backward, leaves that
+        require grad and the output's gradient. No mask: a variant that needs a dense one asks
+        Inputs.mask (built then, once), fused variants never do."""
         import torch
 
         gen = torch.Generator(device="cpu").manual_seed(self.seed)
@@ -173,22 +263,85 @@ class Workload:
 
         def rand(h: int, s: int) -> torch.Tensor:
             t = torch.randn(self.batch, h, s, self.head_dim, generator=gen, dtype=torch.float32)
-            return t.to(device=dev, dtype=self.torch_dtype)
+            return t.to(device=dev, dtype=self.torch_dtype).requires_grad_(self.backward)
 
         q = rand(self.heads, self.seq)
         k = rand(self.kv_heads, self.kv_seq)
         v = rand(self.kv_heads, self.kv_seq)
-        mask = None
-        if self.causal:
-            # True where attention is NOT allowed, as the blog's masked_fill uses it
-            mask = torch.ones(self.seq, self.kv_seq, dtype=torch.bool, device=dev).triu(1)
-        return Inputs(q=q, k=k, v=v, mask=mask, scale=self.head_dim**-0.5)
+        grad_out = None
+        if self.backward:
+            grad_out = rand(self.heads, self.seq).detach()
+        return Inputs(q=q, k=k, v=v, scale=self.head_dim**-0.5, workload=self, grad_out=grad_out)
+
+    def mask_rows(self, r0: int, r1: int, device: str | None = None) -> torch.Tensor | None:
+        """The dense 'hidden' mask (True where attention is NOT allowed, as masked_fill uses it)
+        for query rows r0..r1: [r1-r0, Skv], or [B, 1, 1, Skv] for padding; None without one."""
+        import torch
+
+        spec = self.mask_spec
+        dev = torch.device(device or self.device)
+        if spec.kind == "padding":
+            lengths = torch.tensor(spec.lengths, device=dev).view(-1, 1, 1, 1)
+            return torch.arange(self.kv_seq, device=dev).view(1, 1, 1, -1) >= lengths
+        if not spec.boolean:
+            return None
+        if self.causal and self.q_offset == 0:
+            # the blog's mask: ones().triu(1), for the rows asked
+            return torch.ones(r1 - r0, self.kv_seq, dtype=torch.bool, device=dev).triu(r0 + 1)
+        rows = torch.arange(r0, r1, device=dev).view(-1, 1) + self.q_offset
+        cols = torch.arange(self.kv_seq, device=dev).view(1, -1)
+        return ~spec.allowed(rows, cols, skv=self.kv_seq)
+
+    def bias_rows(self, r0: int, r1: int, *, dtype: torch.dtype | None = None) -> torch.Tensor | None:
+        """The additive float bias for rows r0..r1, [1, H, r1-r0, Skv]: ALiBi's slope_h * (j - i),
+        or the deterministic random bias of --mask bias. None for the other masks."""
+        import torch
+
+        spec = self.mask_spec
+        dt = dtype or self.torch_dtype
+        if spec.kind == "alibi":
+            slopes = torch.tensor(alibi_slopes(self.heads), dtype=torch.float64).view(1, -1, 1, 1)
+            rows = torch.arange(r0, r1, dtype=torch.float64).view(1, 1, -1, 1) + self.q_offset
+            cols = torch.arange(self.kv_seq, dtype=torch.float64).view(1, 1, 1, -1)
+            return (slopes * (cols - rows)).to(device=self.device, dtype=dt)
+        if spec.kind == "bias":
+            # rows are drawn from one seeded stream over the whole tensor, so any block of rows
+            # equals the same rows of the full bias
+            gen = torch.Generator(device="cpu").manual_seed(self.seed + 1)
+            full = torch.randn(1, self.heads, self.seq, self.kv_seq, generator=gen, dtype=torch.float32)
+            return full[:, :, r0:r1].to(device=self.device, dtype=dt)
+        return None
 
 
-@dataclass(frozen=True)
+@dataclass
 class Inputs:
+    """q, k, v ([B, H, S, D]) and what is built from them on demand, once."""
+
     q: torch.Tensor
     k: torch.Tensor
     v: torch.Tensor
-    mask: torch.Tensor | None
     scale: float
+    workload: Workload | None = None
+    grad_out: torch.Tensor | None = None  # with backward: dL/dO, fixed for every call
+    _cache: dict[str, object] = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def mask(self) -> torch.Tensor | None:
+        """The dense 'hidden' mask, built on first use (only variants that materialise ask)."""
+        if self.workload is None:
+            return None
+        if "mask" not in self._cache:
+            self._cache["mask"] = self.workload.mask_rows(0, self.workload.seq)
+        return self._cache["mask"]  # type: ignore[return-value]
+
+    @property
+    def bias(self) -> torch.Tensor | None:
+        """The dense additive bias (ALiBi, bias), built on first use."""
+        if self.workload is None:
+            return None
+        if "bias" not in self._cache:
+            self._cache["bias"] = self.workload.bias_rows(0, self.workload.seq)
+        return self._cache["bias"]  # type: ignore[return-value]
+
+    def leaves(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.q, self.k, self.v

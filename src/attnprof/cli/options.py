@@ -12,8 +12,10 @@ from attnprof.workload import Workload, parse_shape
 __all__ = [
     "CPU_DEFAULT_SHAPE",
     "CUDA_DEFAULT_SHAPE",
+    "Backward",
     "Batch",
     "Causal",
+    "DecodeQueries",
     "Device",
     "Dtype",
     "HeadDim",
@@ -21,7 +23,9 @@ __all__ = [
     "JsonOut",
     "KvHeads",
     "KvSeq",
+    "Mask",
     "NoColor",
+    "Phase",
     "Seed",
     "Seq",
     "Shape",
@@ -48,6 +52,26 @@ Dtype = Annotated[
 Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 Causal = Annotated[bool, typer.Option("--causal/--no-causal", help="Causal mask (default on).")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed for the inputs.")]
+Mask = Annotated[
+    str | None,
+    typer.Option(
+        "--mask",
+        help="causal, none, sliding=W, prefix=P, document=N, padding=L1,L2,..., alibi or bias "
+        "(default: causal; --no-causal = none).",
+    ),
+]
+Backward = Annotated[
+    bool, typer.Option("--backward", help="Forward and backward (dQ, dK, dV); regions attn_fwd and attn_bwd.")
+]
+Phase = Annotated[
+    str,
+    typer.Option(
+        "--phase", help="prefill (Sq = --seq) or decode (Sq = --decode-queries against a --kv-seq cache)."
+    ),
+]
+DecodeQueries = Annotated[
+    int | None, typer.Option("--decode-queries", help="New queries per decode step (default 1).")
+]
 Variants = Annotated[
     list[str] | None,
     typer.Option(
@@ -118,12 +142,26 @@ def build_workload(
     device: str = "auto",
     causal: bool = True,
     seed: int = 0,
+    mask: str | None = None,
+    backward: bool = False,
+    phase: str = "prefill",
+    decode_queries: int | None = None,
 ) -> Workload:
     """A Workload from CLI values: explicit flags win over --shape, which wins over the device's
-    default shape. Validation (one clear line per problem) happens in Workload itself."""
-    for name, value in (("--kv-heads", kv_heads), ("--kv-seq", kv_seq)):
+    default shape. Validation (one clear line per problem) happens in Workload itself.
+
+    In decode the cache is --kv-seq long (default: --seq, or the shape's S) and the queries are
+    --decode-queries (default 1)."""
+    for name, value in (("--kv-heads", kv_heads), ("--kv-seq", kv_seq), ("--decode-queries", decode_queries)):
         if value is not None and value <= 0:
             raise UserError(f"{name} must be a positive integer, got {value}")
+    phase = phase.strip().lower()
+    if phase not in ("prefill", "decode"):
+        raise UserError(f"unknown --phase {phase!r}: use prefill or decode")
+    if decode_queries is not None and phase != "decode":
+        raise UserError("--decode-queries applies to --phase decode only: add --phase decode")
+    if mask is not None and not causal and mask.strip().lower() not in ("none", "full"):
+        raise UserError(f"--no-causal and --mask {mask} contradict each other: give only --mask {mask}")
     dev = resolve_device(device)
     cuda = dev.startswith("cuda")
     b, h, s, d = parse_shape(shape) if shape else (CUDA_DEFAULT_SHAPE if cuda else CPU_DEFAULT_SHAPE)
@@ -131,6 +169,9 @@ def build_workload(
     h = heads if heads is not None else h
     s = seq if seq is not None else s
     d = head_dim if head_dim is not None else d
+    if phase == "decode":
+        kv_seq = kv_seq or s
+        s = decode_queries or 1
     return Workload(
         batch=b,
         heads=h,
@@ -142,4 +183,7 @@ def build_workload(
         device=dev,
         causal=causal,
         seed=seed,
+        mask=mask or "",
+        backward=backward,
+        phase=phase,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -11,8 +12,10 @@ import typer
 
 from attnprof.cli import app
 from attnprof.cli.options import (
+    Backward,
     Batch,
     Causal,
+    DecodeQueries,
     Device,
     Dtype,
     HeadDim,
@@ -20,7 +23,9 @@ from attnprof.cli.options import (
     JsonOut,
     KvHeads,
     KvSeq,
+    Mask,
     NoColor,
+    Phase,
     Seed,
     Seq,
     Shape,
@@ -28,7 +33,8 @@ from attnprof.cli.options import (
     build_workload,
     split_list,
 )
-from attnprof.errors import UserError
+from attnprof.errors import AttnprofError, UserError
+from attnprof.records import RunRecord
 
 __all__: list[str] = []
 
@@ -58,6 +64,10 @@ def run_command(
     dtype: Dtype = None,
     device: Device = "auto",
     causal: Causal = True,
+    mask: Mask = None,
+    backward: Backward = False,
+    phase: Phase = "prefill",
+    decode_queries: DecodeQueries = None,
     seed: Seed = 0,
     compile: Annotated[
         bool, typer.Option("--compile", help="Add a torch.compile twin of each eager variant.")
@@ -96,7 +106,7 @@ def run_command(
     ] = None,
 ) -> None:
     """Run attention variants: profile (traces + key_averages tables), time, check, measure."""
-    from attnprof.harness.run import RunOptions, default_out_dir, prepare_out_dir, run
+    from attnprof.harness.run import RunOptions, default_out_dir, prepare_out_dir, ran_any, run
     from attnprof.report.run_view import ProgressReporter, render_run
     from attnprof.variants.registry import resolve_variants
 
@@ -121,6 +131,10 @@ def run_command(
         device=device,
         causal=causal,
         seed=seed,
+        mask=mask,
+        backward=backward,
+        phase=phase,
+        decode_queries=decode_queries,
     )
     names = split_list(variants)
     opts = RunOptions(
@@ -157,6 +171,9 @@ def run_command(
         sys.stdout.write(encode_json(record).decode() + "\n")
     else:
         render_run(record, out_dir, no_color=no_color)
+    if not ran_any(record):
+        # run.json is written; say in one line why nothing ran and exit non-zero
+        raise _nothing_ran(record)
     if expect:
         from attnprof.report.run_view import check_run_expectations
 
@@ -168,7 +185,8 @@ def _WORKLOAD_FLAGS(values: dict[str, object]) -> list[tuple[str, object]]:
     names = {
         "variants": "--variants", "batch": "--batch", "heads": "--heads", "seq": "--seq",
         "head_dim": "--head-dim", "shape": "--shape", "kv_heads": "--kv-heads", "kv_seq": "--kv-seq",
-        "dtype": "--dtype", "out": "--out", "budget": "--time-budget",
+        "dtype": "--dtype", "out": "--out", "budget": "--time-budget", "mask": "--mask",
+        "decode_queries": "--decode-queries",
     }  # fmt: skip
     return [(flag, values[name]) for name, flag in names.items()]
 
@@ -207,6 +225,18 @@ def _resume(run_dir: Path, *, json_out: bool, no_color: bool) -> None:
         sys.stdout.write(encode_json(final).decode() + "\n")
     else:
         render_run(final, run_dir, no_color=no_color)
+
+
+def _nothing_ran(record: RunRecord) -> AttnprofError:
+    """All refused or unsupported: the input asks for what this machine cannot do (exit 2);
+    any failure: exit 1. The message names the first reason and how many variants there were."""
+    results = record.results
+    first = next((r.reason for r in results if r.reason), None) or "no variant was selected"
+    counts = ", ".join(f"{n} {status}" for status, n in Counter(r.status for r in results).items())
+    text = f"no variant ran ({counts}): {first}"
+    if all(r.status in ("refused", "unsupported") for r in results):
+        return UserError(text)
+    return AttnprofError(text)
 
 
 @app.command("list")

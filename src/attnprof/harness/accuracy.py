@@ -53,27 +53,11 @@ def tolerance(dtype: str) -> Tolerance:
         raise ValueError(f"no tolerance for dtype {dtype!r}: use one of {', '.join(_TOLERANCES)}") from None
 
 
-_BLOCK_BYTES = 256 * 1024 * 1024
-
-
 def reference(workload: Workload, inputs: Inputs) -> torch.Tensor:
-    """Exact attention in fp64, in blocks of query rows so its score blocks stay near 256 MiB
-    whatever the sequence length (rows are independent in attention)."""
-    import torch
+    """Exact attention in fp64 (harness/reference.py: in blocks of query rows, mask-aware)."""
+    from attnprof.harness.reference import exact
 
-    from attnprof.variants.naive import naive_attention
-
-    rows = max(1, _BLOCK_BYTES // max(1, workload.heads * workload.kv_seq * 8))
-    outs = []
-    for b in range(workload.batch):
-        k, v = (t[b : b + 1].double() for t in (inputs.k, inputs.v))
-        parts = []
-        for r0 in range(0, workload.seq, rows):
-            q = inputs.q[b : b + 1, :, r0 : r0 + rows].double()
-            mask = inputs.mask[r0 : r0 + rows] if inputs.mask is not None else None
-            parts.append(naive_attention(q, k, v, mask, inputs.scale, inplace=True))
-        outs.append(torch.cat(parts, dim=2))
-    return torch.cat(outs)
+    return exact(workload, inputs).out
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> Accuracy:

@@ -1,8 +1,10 @@
 """Profile one forward call the way the blog does.
 
 torch.profiler with schedule(wait, warmup, active, repeat=1), CPU activity plus CUDA on a GPU,
-record_function("attn_fwd") around each forward, under torch.no_grad() (the caller's). When the
-active steps end, the trace is exported as .json.gz (Perfetto and TensorBoard load it) and the
+record_function("attn_fwd") around each forward, under torch.no_grad() (the caller's); with
+--backward, autograd on and record_function("attn_bwd") around the backward that follows each
+forward, so an analysis can take either region (analyze --region attn_bwd). When the active steps
+end, the trace is exported as .json.gz (Perfetto and TensorBoard load it) and the
 key_averages table is written (.txt; sorted by device time on GPU, CPU time on CPU). With a
 tensorboard_dir, torch.profiler.tensorboard_trace_handler also writes the trace there as
 `<worker>.<timestamp>.pt.trace.json.gz`, the layout TensorBoard, HTA and `attnprof analyze DIR` read. Per-forward
@@ -24,9 +26,10 @@ from typing import Any
 from attnprof.harness.memory import peak_from_trace_events
 from attnprof.records import ProfileSummary
 
-__all__ = ["ANNOTATION", "ProfileOutcome", "profile_call"]
+__all__ = ["ANNOTATION", "BACKWARD_ANNOTATION", "ProfileOutcome", "profile_call"]
 
 ANNOTATION = "attn_fwd"
+BACKWARD_ANNOTATION = "attn_bwd"
 
 
 @dataclass
@@ -46,10 +49,11 @@ def _descendants(event: Any) -> list[Any]:
     return out
 
 
-def _summarize(events: list[Any], cuda: bool, annotation: str) -> tuple[ProfileSummary, set[str]]:
+def _region(events: list[Any], name: str) -> tuple[int, int, int, float, float, set[str], dict[str, int]]:
+    """(instances, cpu ops, gpu ops, cpu us, gpu us, op names, op counts) under `name`."""
     from torch.autograd import DeviceType
 
-    anns = [e for e in events if e.name == annotation and e.device_type == DeviceType.CPU]
+    anns = [e for e in events if e.name == name and e.device_type == DeviceType.CPU]
     names: set[str] = set()
     cpu_ops = gpu_ops = 0
     cpu_us = gpu_us = 0.0
@@ -64,16 +68,30 @@ def _summarize(events: list[Any], cuda: bool, annotation: str) -> tuple[ProfileS
             for k in getattr(e, "kernels", []) or []:
                 gpu_ops += 1
                 gpu_us += float(getattr(k, "duration", 0.0))
-    n = max(1, len(anns))
+    return len(anns), cpu_ops, gpu_ops, cpu_us, gpu_us, names, counts
+
+
+def _summarize(events: list[Any], cuda: bool, annotation: str) -> tuple[ProfileSummary, set[str]]:
+    n_f, cpu_ops, gpu_ops, cpu_us, gpu_us, names, counts = _region(events, annotation)
+    n = max(1, n_f)
     top = sorted(counts, key=lambda k: -counts[k])[:10]
     summary = ProfileSummary(
-        forwards=len(anns),
+        forwards=n_f,
         cpu_ops_per_forward=cpu_ops / n,
         gpu_ops_per_forward=gpu_ops / n if cuda else 0.0,
         cpu_time_us_per_forward=cpu_us / n,
         gpu_time_us_per_forward=gpu_us / n if cuda else 0.0,
         top_ops=top,
     )
+    n_b, b_cpu_ops, b_gpu_ops, b_cpu_us, b_gpu_us, _names, _counts = _region(events, BACKWARD_ANNOTATION)
+    if n_b:
+        # on CUDA autograd runs the backward on its own thread: its ops are not children of
+        # attn_bwd in the CPU tree, so per-backward op counts there come from the trace analysis
+        summary.backwards = n_b
+        summary.cpu_ops_per_backward = b_cpu_ops / n_b
+        summary.cpu_time_us_per_backward = b_cpu_us / n_b
+        summary.gpu_ops_per_backward = b_gpu_ops / n_b if cuda else 0.0
+        summary.gpu_time_us_per_backward = b_gpu_us / n_b if cuda else 0.0
     return summary, names
 
 
@@ -98,10 +116,12 @@ def profile_call(
     tensorboard_dir: Path | None = None,
     worker_name: str | None = None,
     annotation: str = ANNOTATION,
+    backward: Callable[[Any], Any] | None = None,
 ) -> ProfileOutcome:
     """Run `call` for wait + warmup + active profiler steps and return what the active ones showed.
     Each call runs inside record_function(annotation): attn_fwd for one attention call, model_step
-    for a whole model step (attnprof model)."""
+    for a whole model step (attnprof model). With `backward`, each step also runs backward(output)
+    under attn_bwd."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
@@ -144,7 +164,11 @@ def profile_call(
     ) as prof:
         for _ in range(wait + warmup + active):
             with record_function(annotation):
-                call()
+                out = call()
+            if backward is not None:
+                with record_function(BACKWARD_ANNOTATION):
+                    backward(out)
+            del out
             if cuda:
                 # keep each step's GPU work inside its step; the annotation itself stays as in the blog
                 torch.cuda.synchronize(device)
@@ -160,5 +184,16 @@ def profile_call(
             for e in events
             if e.get("name") == annotation and e.get("ph") == "X" and e.get("cat") == "user_annotation"
         ]
+        if backward is not None:
+            # one range per step: from its forward's start to its backward's end, so the peak
+            # includes what the forward saved for the backward
+            ends = sorted(
+                float(e["ts"]) + float(e.get("dur", 0))
+                for e in events
+                if e.get("name") == BACKWARD_ANNOTATION
+                and e.get("ph") == "X"
+                and e.get("cat") == "user_annotation"
+            )
+            ranges = [(s, next((x for x in ends if x >= e), e)) for s, e in sorted(ranges)]
         outcome.cpu_peak_bytes = peak_from_trace_events(events, ranges)
     return outcome

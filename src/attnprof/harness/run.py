@@ -12,7 +12,7 @@ import datetime as dt
 import re
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,12 +31,11 @@ from attnprof.records import (
 )
 
 if TYPE_CHECKING:
-    import torch
-
+    from attnprof.harness.reference import Exact
     from attnprof.variants.registry import Built, Variant
     from attnprof.workload import Inputs, Workload
 
-__all__ = ["RunOptions", "default_out_dir", "prepare_out_dir", "run", "run_variant"]
+__all__ = ["RunOptions", "Shared", "default_out_dir", "prepare_out_dir", "ran_any", "run", "run_variant"]
 
 Progress = Callable[[str, str], None]  # (variant label, stage)
 
@@ -99,43 +98,110 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
+class Shared:
+    """The inputs and the fp64 reference of one workload, shared by the variants that run on it.
+
+    Nothing is built up front: the inputs on first use by a variant that passed its checks (its
+    capability, then its memory estimate, which counts whatever is still to be built here), the
+    reference on first use by an accuracy check. A refused variant builds nothing.
+    """
+
+    def __init__(self, workload: Workload) -> None:
+        self.workload = workload
+        self._inputs: Inputs | None = None
+        self._exact: Exact | None = None
+
+    def pending_bytes(self, *, accuracy: bool) -> int:
+        w = self.workload
+        need = 0 if self._inputs is not None else w.input_bytes()
+        if accuracy and self._exact is None:
+            need += w.reference_bytes()
+        return need
+
+    def inputs(self) -> Inputs:
+        if self._inputs is None:
+            self._inputs = self.workload.make_inputs()
+        return self._inputs
+
+    def exact(self) -> Exact:
+        if self._exact is None:
+            import torch
+
+            from attnprof.harness.reference import exact
+
+            with torch.no_grad():
+                self._exact = exact(self.workload, self.inputs())
+        return self._exact
+
+
 def run_variant(
     workload: Workload,
     variant: Variant | str,
     *,
     out: Path | None = None,
     options: RunOptions | None = None,
-    inputs: Inputs | None = None,
-    reference: torch.Tensor | Callable[[], torch.Tensor] | None = None,
+    shared: Shared | None = None,
     peak_tflops: float | None = None,
     progress: Progress | None = None,
 ) -> RunResult:
     """Check, estimate, profile, time, verify and measure one variant. Never raises for a
     variant's own failure: that is recorded in the result's status and reason."""
     opts = options or RunOptions()
-    result, built = _prepare(workload, variant, out, opts, inputs, reference, progress)
-    if built is not None:
+    result, prepared = _prepare(workload, variant, out, opts, shared or Shared(workload), progress)
+    if prepared is not None:
         if progress:
             progress(result.label, "timing")
         try:
-            summary = _time_one(built, workload, opts)
+            summaries = _time(prepared.calls(), workload, opts)
         except Exception as exc:
             _record_failure(result, "timing", exc, workload.device)
         else:
-            _apply_timing(result, summary, peak_tflops)
+            _apply_timing(result, summaries, peak_tflops)
     return result
 
 
-def _time_one(built: Built, workload: Workload, opts: RunOptions) -> TimingSummary:
-    from attnprof.harness.timing import time_call
+@dataclass
+class Prepared:
+    """A variant ready for clean timing: its forward and, with backward, its backward."""
 
-    return time_call(
-        built.call,
-        device=workload.device,
-        budget_s=opts.time_budget_s,
-        min_samples=opts.min_samples,
-        warmup_s=opts.warmup_s,
-    )
+    label: str
+    built: Built
+    backward: Callable[[Any], Any] | None = None
+
+    def calls(self) -> dict[str, Callable[[], Any] | tuple[Callable[[], Any], Callable[[Any], Any]]]:
+        """Timing series: the forward; with backward also the backward alone (its forward
+        runs untimed before each sample) and forward + backward as one call."""
+        fwd = self.built.call
+        if self.backward is None:
+            return {self.label: fwd}
+        bwd = self.backward
+        return {
+            self.label: fwd,
+            f"{self.label}{_BWD}": (fwd, bwd),
+            f"{self.label}{_TOTAL}": lambda: bwd(fwd()),
+        }
+
+
+_BWD, _TOTAL = "\x00bwd", "\x00total"
+
+
+def _time(calls: dict[str, Any], workload: Workload, opts: RunOptions) -> dict[str, TimingSummary]:
+    from attnprof.harness.timing import time_interleaved
+
+    with _grad_mode(workload):
+        return time_interleaved(
+            calls,
+            device=workload.device,
+            budget_s=opts.time_budget_s * len(calls),
+            min_samples=opts.min_samples,
+            warmup_s=opts.warmup_s,
+        )
+
+
+def _grad_mode(workload: Workload) -> Any:
+    import torch
+
+    return torch.enable_grad() if workload.backward else torch.no_grad()
 
 
 def _record_failure(result: RunResult, stage: str, exc: BaseException, device: str) -> None:
@@ -148,20 +214,58 @@ def _record_failure(result: RunResult, stage: str, exc: BaseException, device: s
         torch.cuda.empty_cache()
 
 
-def _apply_timing(result: RunResult, summary: TimingSummary, peak_tflops: float | None) -> None:
+def _tflops(flops: float, summary: TimingSummary | None) -> float | None:
+    if summary is None or summary.median_ms <= 0:
+        return None
+    return flops / (summary.median_ms / 1e3) / 1e12
+
+
+def _apply_timing(result: RunResult, summaries: dict[str, TimingSummary], peak_tflops: float | None) -> None:
+    summary = summaries[result.label]
     result.timing = summary
-    if summary.noisy:
-        result.warnings.append(f"noisy timing: IQR is {summary.iqr_ms / summary.median_ms:.0%} of the median")
-    seconds = summary.median_ms / 1e3
+    result.timing_bwd = summaries.get(result.label + _BWD)
+    result.timing_total = summaries.get(result.label + _TOTAL)
+    for what, s in (
+        ("", summary),
+        ("backward ", result.timing_bwd),
+        ("forward+backward ", result.timing_total),
+    ):
+        if s is not None and s.noisy:
+            result.warnings.append(f"noisy {what}timing: IQR is {s.iqr_ms / s.median_ms:.0%} of the median")
     # a wrong answer has no useful throughput: its time is kept, its TFLOP/s and % of peak are not
-    if seconds > 0 and not is_incorrect(result.accuracy):
-        result.tflops_useful = result.flops_useful / seconds / 1e12
-        if peak_tflops:
-            result.pct_of_peak = 100.0 * result.tflops_useful / peak_tflops
-            if result.pct_of_peak > 100.0:
-                result.warnings.append(
-                    f"{result.pct_of_peak:.0f}% of peak: above 100% means the peak or the timing is wrong"
-                )
+    if is_incorrect(result.accuracy):
+        return
+    result.tflops_useful = _tflops(result.flops_useful, summary)
+    if result.timing_bwd is not None and not any(is_incorrect(a) for a in result.grad_accuracy.values()):
+        result.tflops_useful_bwd = _tflops(result.flops_useful_bwd, result.timing_bwd)
+        result.tflops_useful_total = _tflops(
+            result.flops_useful + result.flops_useful_bwd, result.timing_total
+        )
+    if result.tflops_useful is not None and peak_tflops:
+        result.pct_of_peak = 100.0 * result.tflops_useful / peak_tflops
+        if result.pct_of_peak > 100.0:
+            result.warnings.append(
+                f"{result.pct_of_peak:.0f}% of peak: above 100% means the peak or the timing is wrong"
+            )
+
+
+def _refusal(v: Variant, workload: Workload, need: int, free: int, pending: int) -> str:
+    if v.materialises:
+        what = (
+            f"materialises {v.score_tensors:g} score tensors of "
+            f"{format_bytes(workload.score_bytes(4 if v.score_fp32 else None))}"
+        )
+    else:
+        what = "fused, no score tensor"
+    mask = v.mask_cost(workload)
+    if mask:
+        what += f", {format_bytes(mask)} of mask tensors"
+    if pending:
+        what += f", {format_bytes(pending)} of inputs and fp64 reference"
+    return (
+        f"{v.label}: needs an estimated {format_bytes(need)} ({what}) but only {format_bytes(free)} "
+        f"is free on {workload.device}; shrink the shape or pass --force"
+    )
 
 
 def _prepare(
@@ -169,17 +273,16 @@ def _prepare(
     variant: Variant | str,
     out: Path | None,
     opts: RunOptions,
-    inputs: Inputs | None,
-    reference: torch.Tensor | Callable[[], torch.Tensor] | None,
+    shared: Shared,
     progress: Progress | None,
-) -> tuple[RunResult, Built | None]:
+) -> tuple[RunResult, Prepared | None]:
     """Everything but the clean timing: check, estimate, build, warm up, profile, verify,
-    measure memory. Returns the built call for timing, or None when the variant did not run."""
-    import torch
+    measure memory. Returns the prepared calls for timing, or None when the variant did not run."""
 
     from attnprof.harness import accuracy, profile
     from attnprof.harness.memory import cuda_peak_bytes
     from attnprof.variants.registry import check, get_variant
+    from attnprof.workload import BACKWARD_FLOP_FACTOR
 
     v = get_variant(variant) if isinstance(variant, str) else variant
     tag = f"{workload.tag}_{_safe(v.name)}_{v.mode}"
@@ -196,6 +299,10 @@ def _prepare(
         bytes_min=workload.bytes_min(),
         estimate_bytes=estimate,
     )
+    if workload.backward:
+        result.flop_convention = (
+            f"backward = {BACKWARD_FLOP_FACTOR:g} x forward matmul FLOPs (FlashAttention's convention)"
+        )
     note = progress or (lambda label, stage: None)
 
     decision = check(v, workload)
@@ -203,31 +310,37 @@ def _prepare(
         result.status, result.reason = "unsupported", decision.reason
         return result, None
     free = available_bytes(workload.device)
-    need = estimate + (0 if inputs is not None else workload.io_bytes())
+    pending = shared.pending_bytes(accuracy=opts.check_accuracy)
+    need = estimate + pending
     if need > free and not opts.force:
-        what = (
-            f"materialises {v.score_tensors:g} score tensors of "
-            f"{format_bytes(workload.score_bytes(4 if v.score_fp32 else None))}"
-            if v.materialises
-            else "fused, no score tensor"
-        )
         result.status = "refused"
-        result.reason = (
-            f"{v.label}: needs an estimated {format_bytes(need)} ({what}) but only {format_bytes(free)} "
-            f"is free on {workload.device}; shrink the shape or pass --force"
-        )
+        result.reason = _refusal(v, workload, need, free, pending)
         return result, None
 
     stage = "build"
     try:
-        with torch.no_grad():
-            if inputs is None:
-                inputs = workload.make_inputs()
+        with _grad_mode(workload):
+            inputs = shared.inputs()
             note(v.label, "warm-up" if not v.compiled else "compiling")
             built = v.build(workload, inputs)
+            if built.flops_executed is not None:
+                result.flops_executed = built.flops_executed
+            if workload.backward:
+                result.flops_useful_bwd = BACKWARD_FLOP_FACTOR * result.flops_useful
+                result.flops_executed_bwd = BACKWARD_FLOP_FACTOR * result.flops_executed
+            result.mask_path = built.mask_path
+            result.block_sparsity = built.block_sparsity
+            if v.name.startswith("sdpa"):
+                from attnprof.variants.sdpa import pytorch_choice
+
+                result.backend_rules = dict(n.split(": ", 1) for n in built.notes if ": " in n)
+                result.pytorch_choice = pytorch_choice(workload)
+            backward = _backward_fn(workload, inputs, built)
             stage = "warm-up"
             for _ in range(max(1, opts.warmup_calls)):
                 output = built.call()
+                if backward is not None:
+                    backward(output)
             _sync(workload.device)
 
             prof = None
@@ -246,6 +359,7 @@ def _prepare(
                         table_path=table_path,
                         tensorboard_dir=Path(opts.tensorboard_dir) if opts.tensorboard_dir else None,
                         worker_name=tag,
+                        backward=backward,
                     )
                 if out is not None:
                     result.trace = str(trace_path.relative_to(out))
@@ -255,30 +369,42 @@ def _prepare(
 
             if opts.check_accuracy:
                 stage = "accuracy"
-                if callable(reference):
-                    ref = reference()
-                elif reference is not None:
-                    ref = reference
-                else:
-                    ref = accuracy.reference(workload, inputs)
-                result.accuracy = accuracy.compare(built.to_bhsd(output), ref, workload.dtype)
+                ref = shared.exact()
+                result.accuracy = accuracy.compare(built.to_bhsd(output), ref.out, workload.dtype)
                 if accuracy.is_incorrect(result.accuracy):
                     result.warnings.append(result.accuracy.failure(workload.dtype))
+                if backward is not None and ref.grads is not None:
+                    grads = backward(built.call())  # the warm-up's graph is spent
+                    result.grad_accuracy = {
+                        name: accuracy.compare(built.to_bhsd(g), r, workload.dtype)
+                        for name, g, r in zip(("dq", "dk", "dv"), grads, ref.grads, strict=True)
+                    }
+                    for name, acc in result.grad_accuracy.items():
+                        if accuracy.is_incorrect(acc):
+                            result.warnings.append(f"{name}: {acc.failure(workload.dtype)}")
             del output
 
             if opts.measure_peak:
                 stage = "memory"
+                what = "forward + backward" if backward is not None else "the forward"
                 if workload.device.startswith("cuda"):
+
+                    def step() -> None:
+                        o = built.call()
+                        if backward is not None:
+                            backward(o)
+
                     result.memory = MemoryResult(
-                        peak_bytes=cuda_peak_bytes(built.call, workload.device),
-                        method="torch.cuda.max_memory_allocated above the allocation before the call",
+                        peak_bytes=cuda_peak_bytes(step, workload.device),
+                        method=f"torch.cuda.max_memory_allocated over {what}, above the allocation before it",
                         estimate_bytes=estimate,
                     )
                 else:
                     measured = prof is not None and prof.cpu_peak_bytes is not None
+                    region = "attn_fwd through attn_bwd" if backward is not None else "attn_fwd"
                     result.memory = MemoryResult(
                         peak_bytes=prof.cpu_peak_bytes if prof is not None else None,
-                        method="profiler [memory] events: rise of Total Allocated inside attn_fwd"
+                        method=f"profiler [memory] events: rise of Total Allocated inside {region}"
                         if measured
                         else "not measured (profiling off)",
                         estimate_bytes=estimate,
@@ -286,7 +412,32 @@ def _prepare(
     except Exception as exc:
         _record_failure(result, stage, exc, workload.device)
         return result, None
-    return result, built
+    return result, Prepared(label=v.label, built=built, backward=backward)
+
+
+def _backward_fn(workload: Workload, inputs: Inputs, built: Built) -> Callable[[Any], Any] | None:
+    """With --backward: out -> (dq, dk, dv) of the variant's own leaves, for the fixed dL/dO
+    (in the variant's layout). torch.autograd.grad, not .backward(): no .grad accumulates."""
+    if not workload.backward:
+        return None
+    import torch
+
+    leaves = built.leaves or inputs.leaves()
+    grad_out = inputs.grad_out
+    assert grad_out is not None
+    if built.leaves is not None:
+        # the variant's layout (e.g. [B, S, H, D]): dL/dO in the same layout as its output
+        grad_out = built.to_bhsd(grad_out).contiguous()
+
+    def backward(out: Any) -> Any:
+        return torch.autograd.grad(out, leaves, grad_out)
+
+    return backward
+
+
+def ran_any(record: RunRecord) -> bool:
+    """Whether any variant ran to the end (status ok)."""
+    return any(r.status == "ok" for r in record.results)
 
 
 def _backend(v: Variant, op_names: set[str]) -> str | None:
@@ -310,7 +461,7 @@ class _Partial:
 
     prior: list[RunResult] = field(default_factory=list)  # finished before a resume
     chosen: list[Variant] = field(default_factory=list)
-    prepared: list[tuple[RunResult, Built | None]] = field(default_factory=list)
+    prepared: list[tuple[RunResult, Prepared | None]] = field(default_factory=list)
     env: Environment | None = None
 
 
@@ -375,12 +526,8 @@ def _run_suite(
     partial: _Partial,
     resuming: bool,
 ) -> RunRecord:
-    import torch
-
-    from attnprof.harness.accuracy import reference as make_reference
     from attnprof.harness.env import environment as get_env
     from attnprof.harness.env import peak_for
-    from attnprof.harness.timing import time_interleaved
     from attnprof.variants.registry import resolve_variants
 
     if variants and not any(isinstance(x, str) for x in variants):
@@ -394,61 +541,38 @@ def _run_suite(
     env.peak_tflops, env.peak_source = peak, source
     partial.chosen, partial.env = chosen, env
 
-    inputs: Any = None
-    cache: dict[str, Any] = {}
-
-    def shared_reference() -> torch.Tensor:
-        # computed once per workload, and only once some variant actually runs
-        if "ref" not in cache:
-            with torch.no_grad():
-                cache["ref"] = make_reference(workload, inputs)
-        return cache["ref"]
-
+    shared = Shared(workload)
     prepared = partial.prepared
     for v in chosen:
-        if inputs is None and v.capability(workload).accepted:
-            fits = workload.io_bytes() <= available_bytes(workload.device) or opts.force
-            if fits:
-                with torch.no_grad():
-                    inputs = workload.make_inputs()
-        prepared.append(
-            _prepare(
-                workload, v, out, opts, inputs, shared_reference if inputs is not None else None, progress
-            )
-        )
+        prepared.append(_prepare(workload, v, out, opts, shared, progress))
         if progress and prepared[-1][1] is None:
             progress(v.label, "done")
 
     # Clean timing last, interleaved: one sample of each variant per round, so that background
     # load on a shared machine hits every variant alike instead of skewing their ratios.
-    ready = {r.label: b for r, b in prepared if b is not None}
+    ready = [(r, p) for r, p in prepared if p is not None]
     if ready:
         if progress:
-            progress(", ".join(ready), "timing (interleaved)")
+            progress(", ".join(r.label for r, _ in ready), "timing (interleaved)")
+        calls: dict[str, Any] = {}
+        for _, p in ready:
+            calls.update(p.calls())
         try:
-            with torch.no_grad():
-                summaries = time_interleaved(
-                    {label: b.call for label, b in ready.items()},
-                    device=workload.device,
-                    budget_s=opts.time_budget_s * len(ready),
-                    min_samples=opts.min_samples,
-                    warmup_s=opts.warmup_s,
-                )
+            summaries = _time(
+                calls, workload, replace(opts, time_budget_s=opts.time_budget_s * len(ready) / len(calls))
+            )
         except Exception:
             # one variant failing only in timing: time them one by one to find and record it
             summaries = {}
-            for r, b in prepared:
-                if b is None:
-                    continue
+            for r, p in ready:
                 try:
-                    with torch.no_grad():
-                        summaries[r.label] = _time_one(b, workload, opts)
+                    summaries.update(_time(p.calls(), workload, opts))
                 except Exception as exc:
                     _record_failure(r, "timing", exc, workload.device)
-        for r, b in prepared:
-            if b is not None and r.label in summaries:
-                _apply_timing(r, summaries[r.label], peak)
-            if progress and b is not None:
+        for r, _ in ready:
+            if r.label in summaries:
+                _apply_timing(r, summaries, peak)
+            if progress:
                 progress(r.label, "done")
     record = _record(workload, env, opts, partial.prior + [r for r, _ in prepared])
     if out is not None:

@@ -67,8 +67,15 @@ def time_call(
     return summaries["call"]
 
 
+def _ignore_arg(call: Callable[[], Any]) -> Callable[[Any], Any]:
+    return lambda _arg: call()
+
+
+Timed = Callable[[], Any] | tuple[Callable[[], Any], Callable[[Any], Any]]
+
+
 def time_interleaved(
-    calls: dict[str, Callable[[], Any]],
+    calls: dict[str, Timed],
     *,
     device: str,
     budget_s: float,
@@ -80,18 +87,27 @@ def time_interleaved(
     about `budget_s` seconds in all. On a shared machine a burst of background load then lands
     on every variant alike, so their ratios hold even when absolute times wander. Samples are
     taken as in time_call: perf_counter batches of >= 1 ms on CPU, CUDA events with an L2
-    flush on GPU."""
+    flush on GPU. A (setup, call) pair times call(setup()) with setup outside the clock (the
+    backward after its forward); the L2 flush then comes after the setup."""
     import torch
 
     labels = list(calls)
     cuda = device.startswith("cuda")
+    setups: dict[str, Callable[[], Any] | None] = {}
+    plain: dict[str, Callable[[Any], Any]] = {}
+    for label, c in calls.items():
+        if isinstance(c, tuple):
+            setups[label], plain[label] = c
+        else:
+            setups[label], plain[label] = None, _ignore_arg(c)
     flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=device) if cuda else None
     inner: dict[str, int] = {}
     for label in labels:  # warm-up, and the batch size that makes a CPU sample last >= 1 ms
         t_end = time.perf_counter() + warmup_s
         n, t0 = 0, time.perf_counter()
         while True:
-            calls[label]()
+            setup = setups[label]
+            plain[label](setup() if setup else None)
             n += 1
             if time.perf_counter() >= t_end and n >= 2:
                 break
@@ -110,21 +126,30 @@ def time_interleaved(
         order = labels[rnd % len(labels) :] + labels[: rnd % len(labels)]
         rnd += 1
         for label in order:
-            call, k = calls[label], inner[label]
+            call, setup, k = plain[label], setups[label], inner[label]
             if cuda:
                 assert flush is not None
+                arg = setup() if setup else None
                 flush.zero_()
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
-                call()
+                call(arg)
                 end.record()
                 end.synchronize()
                 samples[label].append(start.elapsed_time(end))
-            else:
+            elif setup is None:
                 t0 = time.perf_counter()
                 for _ in range(k):
-                    call()
+                    call(None)
                 samples[label].append((time.perf_counter() - t0) * 1e3 / k)
+            else:
+                spent = 0.0
+                for _ in range(k):
+                    arg = setup()
+                    t0 = time.perf_counter()
+                    call(arg)
+                    spent += time.perf_counter() - t0
+                samples[label].append(spent * 1e3 / k)
     method = "cuda events, L2 flushed between calls" if cuda else "perf_counter"
     if len(labels) > 1:
         method += ", interleaved"

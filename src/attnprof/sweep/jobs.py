@@ -6,8 +6,8 @@ it checks the memory estimate first (over the limit: "skipped", nothing runs), t
 to the harness's run_variant, exactly what `attnprof run` does for one variant.
 
 Worker-side caches (one process runs many jobs): the environment per device, PyTorch's own
-backend choice per workload, and the last workload's inputs and fp64 reference, so the jobs of
-one configuration do not each rebuild them.
+backend choice per workload, and the last workload's inputs and fp64 reference (built only when a
+job runs), so the jobs of one configuration do not each rebuild them.
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from attnprof.records import variant_label as _label_of
 from attnprof.sweep.grid import JobSpec, RunSettings
 
 if TYPE_CHECKING:
-    import torch
-
+    from attnprof.harness.run import Shared
     from attnprof.variants.registry import Variant
-    from attnprof.workload import Inputs, Workload
+    from attnprof.workload import Workload
 
 __all__ = ["JobReply", "JobRequest", "execute", "probe", "variant_label"]
 
@@ -80,28 +79,22 @@ def _pytorch_choice(wl: Workload) -> str | None:
     return _choice_cache[key]
 
 
-def _cached_inputs(wl: Workload) -> Inputs:
-    """The workload's inputs, built once for all the jobs of one configuration."""
+def _shared(wl: Workload) -> Shared:
+    """The workload's inputs and reference, built on first use and kept for all the jobs of one
+    configuration (the jobs of a configuration run back to back)."""
+    from attnprof.harness.run import Shared
+
     rec = wl.to_record()
     if _last_inputs.get("key") != rec:
         _last_inputs.clear()
-        _last_inputs.update(key=rec, inputs=wl.make_inputs())
-    return _last_inputs["inputs"]
-
-
-def _cached_reference(wl: Workload) -> torch.Tensor:
-    """The fp64 reference for the cached inputs: built on first use by a job that ran."""
-    if "reference" not in _last_inputs:
-        from attnprof.harness.accuracy import reference
-
-        _last_inputs["reference"] = reference(wl, _cached_inputs(wl))
-    return _last_inputs["reference"]
+        _last_inputs.update(key=rec, shared=Shared(wl))
+    return _last_inputs["shared"]  # type: ignore[no-any-return]
 
 
 def _skip_reason(v: Variant, wl: Workload, fraction: float) -> tuple[str, int] | None:
     from attnprof.harness.memory import available_bytes, format_bytes
 
-    need = v.estimate_bytes(wl) + wl.io_bytes()
+    need = v.estimate_bytes(wl) + _shared(wl).pending_bytes(accuracy=True)
     limit = int(available_bytes(wl.device) * fraction)
     if need <= limit:
         return None
@@ -158,10 +151,8 @@ def execute(req: JobRequest) -> JobReply:
     out = Path(req.trace_dir) / spec.slug() if req.trace_dir else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    # the harness calls the reference only when it checks the output of a variant that ran
-    result = run_variant(
-        wl, v, out=out, options=options, inputs=_cached_inputs(wl), reference=lambda: _cached_reference(wl)
-    )
+    # the harness builds the inputs and the reference only for a variant that passed its checks
+    result = run_variant(wl, v, out=out, options=options, shared=_shared(wl))
     if out is not None:
         # the store keeps absolute paths: a store outlives the directory the sweep ran in
         if result.trace:

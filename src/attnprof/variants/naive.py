@@ -33,12 +33,17 @@ def naive_attention(
     scale: float,
     *,
     inplace: bool,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
+    """`mask` is True where attention is NOT allowed; `bias` (ALiBi, --mask bias) is added to
+    the scaled scores before the mask."""
     import torch
 
     k = _expand_kv(k, q.shape[1])
     v = _expand_kv(v, q.shape[1])
     scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    if bias is not None:
+        scores = scores.add_(bias) if inplace else scores + bias
     if mask is not None:
         if inplace:
             scores.masked_fill_(mask, float("-inf"))
@@ -54,8 +59,18 @@ def _always(workload: Workload) -> Decision:
 
 def _builder(inplace: bool):  # type: ignore[no-untyped-def]
     def build(workload: Workload, inputs: Inputs) -> Built:
-        q, k, v, mask, scale = inputs.q, inputs.k, inputs.v, inputs.mask, inputs.scale
-        return Built(call=lambda: naive_attention(q, k, v, mask, scale, inplace=inplace))
+        # the dense mask (and bias) are built here, after the memory check, as naive code does
+        q, k, v, mask, bias, scale = inputs.q, inputs.k, inputs.v, inputs.mask, inputs.bias, inputs.scale
+        parts = []
+        if bias is not None:
+            parts.append(f"float bias [{'x'.join(str(n) for n in bias.shape)}] added")
+        if mask is not None:
+            shape = "x".join(str(n) for n in mask.shape)
+            parts.append(f"dense bool mask [{shape}], masked_fill{'_' if inplace else ''}")
+        return Built(
+            call=lambda: naive_attention(q, k, v, mask, scale, inplace=inplace, bias=bias),
+            mask_path="; ".join(parts) or "no mask",
+        )
 
     return build
 

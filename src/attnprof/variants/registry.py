@@ -55,10 +55,17 @@ class Decision:
 @dataclass(frozen=True)
 class Built:
     """A ready-to-call forward. `call` is what is timed and profiled; `to_bhsd` converts its
-    output back to [B, H, S, D] for the accuracy check, outside the timed region."""
+    output (and, with backward, the gradients of `leaves`) back to [B, H, S, D] for the accuracy
+    check, outside the timed region."""
 
     call: Callable[[], torch.Tensor]
     to_bhsd: Callable[[torch.Tensor], torch.Tensor] = field(default=lambda t: t)
+    # the tensors the backward differentiates (q, k, v in this variant's layout); None: the inputs'
+    leaves: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+    mask_path: str | None = None  # how this variant expressed the mask (is_causal, attn_mask, ...)
+    block_sparsity: float | None = None  # flex: share of the block mask's blocks skipped
+    flops_executed: float | None = None  # forward FLOPs it computes, when not the workload's model
+    notes: tuple[str, ...] = ()
 
 
 Builder = Callable[["Workload", "Inputs"], Built]
@@ -83,6 +90,8 @@ class Variant:
     sweep_default: bool = True  # run by `attnprof sweep` when no variants are named
     family: str = "builtin"
     source: str | None = None  # a user variant's module:function / file.py:function, to load it again
+    # bytes of the tensors it builds to express the workload's mask (dense masks, biases)
+    mask_bytes: Callable[[Workload], int] | None = None
 
     @property
     def mode(self) -> Literal["eager", "compile"]:
@@ -97,17 +106,29 @@ class Variant:
     def materialises(self) -> bool:
         return self.score_tensors > 0
 
+    def mask_cost(self, workload: Workload) -> int:
+        """Bytes of what it builds to express the mask; a materialising variant builds it dense."""
+        if self.mask_bytes is not None:
+            return self.mask_bytes(workload)
+        return workload.dense_mask_bytes() if self.materialises else 0
+
     def estimate_bytes(self, workload: Workload) -> int:
-        """Memory one call needs beyond its inputs: the score tensors it materialises plus a
-        fused kernel's small workspace (output, log-sum-exp, transposed copies)."""
+        """Memory one call needs beyond the shared inputs: the score tensors it materialises,
+        the mask tensors it builds, and a fused kernel's small workspace (output, log-sum-exp,
+        transposed copies). With backward: the probabilities saved for it and the score-sized
+        gradients of a materialising variant (two more score tensors), and a fused kernel's
+        saved output and gradient workspace (three times the forward's)."""
         e = 4 if self.score_fp32 else workload.element_size
-        scores = int(self.score_tensors * workload.score_bytes(e))
+        tensors = self.score_tensors + (2 if workload.backward and self.materialises else 0)
+        scores = int(tensors * workload.score_bytes(e))
         if self.score_fp32 and workload.element_size != 4:
             # the math backend upcasts q, k, v and the output to fp32 first
             scores += int(workload.bytes_min() * 4 / workload.element_size)
         out_like = workload.batch * workload.heads * workload.seq * workload.head_dim
         workspace = 2 * out_like * workload.element_size + workload.batch * workload.heads * workload.seq * 4
-        return scores + workspace
+        if workload.backward:
+            workspace *= 3
+        return scores + workspace + self.mask_cost(workload)
 
     def compiled_twin(self) -> Variant:
         return replace(self, compiled=True, build=_compiled_builder(self.build))
@@ -119,7 +140,7 @@ def _compiled_builder(build: Builder) -> Builder:
 
         built = build(workload, inputs)
         fn = torch.compile(built.call, dynamic=False)
-        return Built(call=fn, to_bhsd=built.to_bhsd)
+        return replace(built, call=fn)
 
     return compiled
 

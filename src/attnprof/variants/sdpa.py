@@ -9,7 +9,7 @@ explains a rejection through warnings; we capture them and pass the reason on.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attnprof.variants.registry import Built, Decision, Variant
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from attnprof.workload import Inputs, Workload
 
-__all__ = ["BACKEND_OPS", "VARIANTS", "backend_from_ops", "pytorch_choice"]
+__all__ = ["BACKEND_OPS", "VARIANTS", "backend_from_ops", "backend_rules", "mask_form", "pytorch_choice"]
 
 # aten op name (as it appears in a trace) -> backend
 BACKEND_OPS: dict[str, str] = {
@@ -55,27 +55,103 @@ def _is_cuda(workload: Workload) -> bool:
     return workload.device.startswith("cuda")
 
 
-def _probe(workload: Workload) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Uninitialised q, k, v of the workload's layout and dtype with batch 1 and no mask: what
-    the dispatch checks look at, at a fraction of the cost of the real inputs."""
+def mask_form(workload: Workload) -> tuple[str, str]:
+    """How SDPA's users pass this workload's mask: (form, description). Forms: "none",
+    "is_causal", "lower_right" (torch.nn.attention.bias.causal_lower_right, decode with several
+    queries), "bool" (attn_mask, True = attend), "float" (an additive attn_mask)."""
+    spec = workload.mask_spec
+    if spec.kind == "none" or (spec.kind == "causal" and workload.q_offset > 0 and workload.seq == 1):
+        # one decode query is the newest token: it sees the whole cache
+        return "none", "no mask"
+    if spec.kind == "causal":
+        if workload.q_offset == 0:
+            return "is_causal", "is_causal=True"
+        return "lower_right", "attn_mask=causal_lower_right(Sq, Skv) (a CausalBias)"
+    if spec.kind in ("alibi", "bias"):
+        shape = f"1x{workload.heads}x{workload.seq}x{workload.kv_seq}"
+        what = "ALiBi bias, -inf above the diagonal" if spec.kind == "alibi" else "additive bias"
+        return "float", f"attn_mask float [{shape}] ({what})"
+    shape = (
+        f"{workload.batch}x1x1x{workload.kv_seq}"
+        if spec.kind == "padding"
+        else f"{workload.seq}x{workload.kv_seq}"
+    )
+    return "bool", f"attn_mask bool [{shape}] (True = attend)"
+
+
+def _mask_bytes(workload: Workload) -> int:
+    form, _ = mask_form(workload)
+    if form in ("none", "is_causal"):
+        return 0
+    if form == "lower_right":
+        # materialised by CausalBias on every call where no fused kernel takes it
+        return workload.seq * workload.kv_seq
+    base = workload.dense_mask_bytes()
+    return base + (workload.seq * workload.kv_seq if form == "float" else base)  # the inverted copy
+
+
+def _probe(
+    workload: Workload,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, bool]:
+    """Uninitialised q, k, v of the workload's layout and dtype with batch 1, and a mask of the
+    form the variants pass (an expanded 0-d tensor: no memory): what the dispatch checks look
+    at, at a fraction of the cost of the real inputs. Returns (q, k, v, attn_mask, is_causal)."""
     import torch
 
     dt, dev = workload.torch_dtype, workload.device
-    q = torch.empty(1, workload.heads, workload.seq, workload.head_dim, dtype=dt, device=dev)
-    k = torch.empty(1, workload.kv_heads, workload.kv_seq, workload.head_dim, dtype=dt, device=dev)
-    return q, k, torch.empty_like(k)
+    batch = workload.batch if workload.mask_spec.kind == "padding" else 1
+    q = torch.empty(batch, workload.heads, workload.seq, workload.head_dim, dtype=dt, device=dev)
+    k = torch.empty(batch, workload.kv_heads, workload.kv_seq, workload.head_dim, dtype=dt, device=dev)
+    form, _ = mask_form(workload)
+    mask = None
+    if form in ("bool", "lower_right"):
+        shape = (
+            (batch, 1, 1, workload.kv_seq)
+            if workload.mask_spec.kind == "padding"
+            else (workload.seq, workload.kv_seq)
+        )
+        mask = torch.empty((), dtype=torch.bool, device=dev).expand(*shape)
+    elif form == "float":
+        mask = torch.empty((), dtype=dt, device=dev).expand(1, workload.heads, workload.seq, workload.kv_seq)
+    return q, k, torch.empty_like(k), mask, form == "is_causal"
+
+
+def backend_rules(workload: Workload) -> dict[str, str]:
+    """Why each SDPA backend can or cannot take this workload (its mask above all): PyTorch's
+    own can_use_* reasons on CUDA; on CPU, the CPU dispatch's rules (only flash and math exist
+    there, and the CPU flash kernel takes is_causal and any attn_mask)."""
+    _form, desc = mask_form(workload)
+    if _is_cuda(workload):
+        out = {}
+        for backend in ("flash", "efficient", "cudnn"):
+            try:
+                reason = _cuda_reason(backend, workload)
+            except Exception as exc:  # an old torch without the check: say so
+                reason = f"not checked ({type(exc).__name__})"
+            out[backend] = f"refuses: {reason}" if reason else f"accepts {desc}"
+        out["math"] = f"accepts {desc} (always available)"
+        return out
+    return {
+        "flash": f"accepts {desc} (the CPU flash kernel takes is_causal and attn_mask)",
+        "efficient": "refuses: CUDA only",
+        "cudnn": "refuses: CUDA only",
+        "math": f"accepts {desc} (always available)",
+    }
 
 
 def _cuda_reason(backend: str, workload: Workload) -> str | None:
     """Ask PyTorch itself whether `backend` can run this workload; None when it can."""
     import torch
 
-    q, k, v = _probe(workload)
+    q, k, v, mask, is_causal = _probe(workload)
+    if workload.backward:
+        for t in (q, k, v):
+            t.requires_grad_(True)
     gqa = workload.kv_heads != workload.heads
     try:
-        params = torch.backends.cuda.SDPAParams(q, k, v, None, 0.0, workload.causal, gqa)
+        params = torch.backends.cuda.SDPAParams(q, k, v, mask, 0.0, is_causal, gqa)
     except TypeError:  # older torch without the enable_gqa argument
-        params = torch.backends.cuda.SDPAParams(q, k, v, None, 0.0, workload.causal)  # type: ignore[call-arg]
+        params = torch.backends.cuda.SDPAParams(q, k, v, mask, 0.0, is_causal)  # type: ignore[call-arg]
     fn = {
         "flash": torch.backends.cuda.can_use_flash_attention,
         "efficient": torch.backends.cuda.can_use_efficient_attention,
@@ -128,18 +204,44 @@ def _capability(backend: str):  # type: ignore[no-untyped-def]
     return check
 
 
+def _attn_mask(workload: Workload, inputs: Inputs) -> Any:
+    """The attn_mask SDPA gets for this workload (None for is_causal or no mask)."""
+    form, _ = mask_form(workload)
+    if form == "lower_right":
+        from torch.nn.attention.bias import causal_lower_right
+
+        return causal_lower_right(workload.seq, workload.kv_seq)
+    if form == "bool":
+        hidden = workload.mask_rows(0, workload.seq)
+        assert hidden is not None
+        return hidden.logical_not_()  # SDPA's bool mask is True where attention IS allowed
+    if form == "float":
+        bias = inputs.bias
+        assert bias is not None
+        if workload.mask_spec.kind == "alibi":
+            hidden = workload.mask_rows(0, workload.seq)
+            return bias.masked_fill(hidden, float("-inf")) if hidden is not None else bias
+        return bias
+    return None
+
+
 def _builder(backend: str):  # type: ignore[no-untyped-def]
     def build(workload: Workload, inputs: Inputs) -> Built:
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        q, k, v, scale, causal = inputs.q, inputs.k, inputs.v, inputs.scale, workload.causal
+        q, k, v, scale = inputs.q, inputs.k, inputs.v, inputs.scale
         gqa = workload.kv_heads != workload.heads
+        form, desc = mask_form(workload)
+        causal = form == "is_causal"
+        mask = _attn_mask(workload, inputs)
 
         if backend == "auto":
 
             def call() -> torch.Tensor:
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa)
+                return F.scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=gqa
+                )
 
         else:
             pinned = getattr(SDPBackend, _ENUM[backend])
@@ -147,10 +249,18 @@ def _builder(backend: str):  # type: ignore[no-untyped-def]
             def call() -> torch.Tensor:
                 with sdpa_kernel([pinned]):
                     return F.scaled_dot_product_attention(
-                        q, k, v, is_causal=causal, scale=scale, enable_gqa=gqa
+                        q, k, v, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=gqa
                     )
 
-        return Built(call=call)
+        # a fused kernel given a dense attn_mask computes every block; given is_causal (or a
+        # CausalBias it can take) it skips the blocks above the diagonal
+        dense = form in ("bool", "float") or backend == "math"
+        return Built(
+            call=call,
+            mask_path=desc,
+            flops_executed=workload.flops_dense() if dense else None,
+            notes=tuple(f"{b}: {why}" for b, why in backend_rules(workload).items()),
+        )
 
     return build
 
@@ -160,15 +270,18 @@ def pytorch_choice(workload: Workload) -> str:
     import torch
     from torch.nn.attention import SDPBackend
 
-    q, k, v = _probe(workload)
+    q, k, v, mask, is_causal = _probe(workload)
+    if workload.backward:
+        for t in (q, k, v):
+            t.requires_grad_(True)
     gqa = workload.kv_heads != workload.heads
     scale = workload.head_dim**-0.5
     try:
         choice = torch._fused_sdp_choice(  # type: ignore[attr-defined]
-            q, k, v, None, 0.0, workload.causal, scale=scale, enable_gqa=gqa
+            q, k, v, mask, 0.0, is_causal, scale=scale, enable_gqa=gqa
         )
     except TypeError:
-        choice = torch._fused_sdp_choice(q, k, v, None, 0.0, workload.causal)  # type: ignore[attr-defined]
+        choice = torch._fused_sdp_choice(q, k, v, mask, 0.0, is_causal)  # type: ignore[attr-defined]
     names = {
         SDPBackend.MATH: "math",
         SDPBackend.FLASH_ATTENTION: "flash",
@@ -187,6 +300,7 @@ def _variant(backend: str, description: str, score_tensors: float = 0.0, fp32: b
         score_tensors=score_tensors,
         score_fp32=fp32,
         backend=None if backend == "auto" else backend,
+        mask_bytes=_mask_bytes,
     )
 
 
