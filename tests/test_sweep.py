@@ -31,8 +31,9 @@ from attnprof.sweep import (
     load_config,
     run_sweep,
 )
-from attnprof.sweep.grid import parse_bools, parse_ints
+from attnprof.sweep.grid import JobSpec, parse_bools, parse_ints
 from attnprof.sweep.pool import Task, WorkerPool, WorkerStartError
+from attnprof.workload import Workload
 
 TESTS = Path(__file__).parent
 
@@ -492,3 +493,27 @@ def test_tensorboard_dir_gets_one_sub_folder_per_job(tmp_path: Path) -> None:
     for job in jobs:
         (f,) = job.iterdir()
         assert f.name.endswith(".pt.trace.json.gz") and "naive" in f.name
+
+
+def test_grid_takes_masks_backward_and_phase_and_keys_stay_stable() -> None:
+    cfg = SweepConfig(
+        grid=GridSpec(
+            seq=[64], mask=["causal", "sliding=16", "padding=9"], backward=[False, True], device="cpu"
+        )
+    )
+    jobs, _ = expand(cfg)
+    masks = {(j.workload.mask, j.workload.backward) for j in jobs}
+    assert ("sliding=16", True) in masks and ("causal", False) in masks
+    # padding=9 needs one length per batch element (batch 1 here: fine); a misfit is dropped, said
+    assert ("padding=9", False) in masks
+    bad = SweepConfig(grid=GridSpec(seq=[64], batch=[2], mask=["padding=9"], device="cpu"))
+    with pytest.raises(UserError, match="one key length per batch element"):
+        expand(bad)
+    # the keys of plain causal forward jobs are those of stores written before masks existed
+    plain = next(j for j in jobs if j.workload.mask == "causal" and not j.workload.backward)
+    old = JobSpec(
+        workload=Workload(batch=1, heads=8, seq=64, head_dim=64, device="cpu").to_record(),
+        variant=plain.variant,
+    )
+    assert job_key(plain, "cpu") == job_key(old, "cpu")
+    assert len({job_key(j, "cpu") for j in jobs}) == len(jobs)

@@ -27,20 +27,25 @@ StoreOpt = Annotated[Path, typer.Option("--store", help="SQLite results store.")
 # how the comma list of each list-valued flag parses; the flag is --NAME with "-" for "_"
 _LIST_KINDS = {
     **dict.fromkeys(("batch", "heads", "kv_heads", "seq", "kv_seq", "head_dim"), "int"),
-    **dict.fromkeys(("causal", "compile"), "bool"),
-    **dict.fromkeys(("dtype", "variants", "variant", "status", "device", "retry"), "str"),
+    **dict.fromkeys(("causal", "compile", "backward"), "bool"),
+    "mask": "semi",
+    **dict.fromkeys(("phase", "dtype", "variants", "variant", "status", "device", "retry"), "str"),
 }
 
 
 def _parse_list(name: str, raw: str | list[str]) -> list[Any]:
     """The values of the list flag --NAME (a comma list, or repeated: a list of them)."""
-    from attnprof.sweep.grid import parse_bools, parse_ints, parse_strs
+    from attnprof.sweep.grid import parse_bools, parse_ints, parse_masks, parse_strs
 
     parsers: dict[str, Callable[[str, str], list[Any]]] = {
         "int": parse_ints,
         "bool": parse_bools,
         "str": parse_strs,
+        # masks hold commas (padding=512,384): separated by ';' or given again
+        "semi": parse_masks,
     }
+    if _LIST_KINDS[name] == "semi" and isinstance(raw, list):
+        raw = ";".join(raw)
     text = ",".join(raw) if isinstance(raw, list) else raw
     return parsers[_LIST_KINDS[name]](text, "--" + name.replace("_", "-"))
 
@@ -73,6 +78,21 @@ def sweep_command(
     head_dim: Annotated[str | None, typer.Option("-d", "--head-dim", help="Head dims, e.g. 64,128.")] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="Dtypes, e.g. fp32,bf16.")] = None,
     causal: Annotated[str | None, typer.Option("--causal", help="true, false or both.")] = None,
+    mask: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mask",
+            help="Masks (repeat, or separate by ';'): causal, none, sliding=W, prefix=P, document=N, "
+            "padding=L1,L2,..., alibi, bias.",
+        ),
+    ] = None,
+    backward: Annotated[
+        str | None, typer.Option("--backward", help="false, true or both (forward + backward).")
+    ] = None,
+    phase: Annotated[
+        str | None,
+        typer.Option("--phase", help="prefill, decode or both; in decode --seq is the new queries per step."),
+    ] = None,
     variants: Variants = None,
     compile: Annotated[
         str | None, typer.Option("--compile", help="false, true or both (torch.compile twins).")
@@ -138,6 +158,8 @@ def sweep_command(
     axes = {
         "batch": batch, "heads": heads, "kv_heads": kv_heads, "seq": seq, "kv_seq": kv_seq,
         "head_dim": head_dim, "dtype": dtype, "causal": causal, "variants": variants, "compile": compile,
+        "mask": mask, "backward": backward,
+        "phase": phase.replace("both", "prefill,decode") if phase else None,
     }  # fmt: skip
     settings: list[tuple[str, str, Any]] = [
         ("grid", "device", device),
@@ -334,7 +356,11 @@ def _shape(r: StoredResult) -> str:
     kvh = f"/{r.kv_heads}" if r.kv_heads != r.heads else ""
     kvs = f"/{r.kv_seq}" if r.kv_seq != r.seq else ""
     shape = f"{r.batch},{r.heads}{kvh},{r.seq}{kvs},{r.head_dim} {r.dtype}"
-    return shape + ("" if r.causal else " full")
+    if r.mask not in ("", "causal", "none"):
+        shape += f" {r.mask}"
+    elif not r.causal:
+        shape += " full"
+    return shape + (" bwd" if r.backward else "") + (" decode" if r.phase == "decode" else "")
 
 
 def _device(r: StoredResult) -> str:
@@ -343,7 +369,7 @@ def _device(r: StoredResult) -> str:
 
 def _config_key(r: StoredResult) -> tuple[Any, ...]:
     return (r.device, r.device_name, r.dtype, r.batch, r.heads, r.kv_heads, r.seq, r.kv_seq,
-            r.head_dim, r.causal)  # fmt: skip
+            r.head_dim, r.causal, r.mask, r.backward, r.phase)  # fmt: skip
 
 
 def _speed_style(ratio: float) -> str:

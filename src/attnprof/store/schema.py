@@ -118,6 +118,13 @@ MIGRATIONS: list[list[str]] = [
         )
         """,
     ],
+    # 4: the workload as people run it (--mask, --backward, --phase); older rows are causal or
+    # no mask (from `causal`), forward only, prefill
+    [
+        "ALTER TABLE results ADD COLUMN mask TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE results ADD COLUMN backward INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE results ADD COLUMN phase TEXT NOT NULL DEFAULT 'prefill'",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

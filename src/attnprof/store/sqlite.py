@@ -102,6 +102,10 @@ class ResultRow(msgspec.Struct, kw_only=True):
 _WORKLOAD_FIELDS = tuple(f.name for f in msgspec.structs.fields(WorkloadRecord))
 
 
+# columns added in schema 4, as SQL literals for older stores read without upgrading
+_ADDED_DEFAULTS = {"mask": "''", "backward": "0", "phase": "'prefill'"}
+
+
 class StoredResult(msgspec.Struct, kw_only=True):
     """One row of the results table, as `attnprof results` and `attnprof recommend` read it."""
 
@@ -118,6 +122,9 @@ class StoredResult(msgspec.Struct, kw_only=True):
     device: str
     causal: bool
     seed: int
+    mask: str
+    backward: bool
+    phase: str
     status: str
     reason: str | None
     backend: str | None
@@ -458,6 +465,7 @@ class Store:
             "mode": row.mode,
             **msgspec.structs.asdict(w),
             "causal": int(w.causal),
+            "backward": int(w.backward),
             "config": msgspec.json.encode({"workload": w, "variant": row.variant, "mode": row.mode}).decode(),
             "status": r.status,
             "reason": r.reason,
@@ -544,7 +552,10 @@ class Store:
         if f.sweep_id is not None:
             where.append("r.sweep_id = ?")
             args.append(f.sweep_id)
-        cols = [f"r.{c}" for c in _COLUMNS if c != "samples_ms"]
+        with self._reading():
+            present = {row[1] for row in self.conn.execute("PRAGMA table_info(results)")}
+        # a store read without upgrading (schema < 4) has no mask/backward/phase: their defaults
+        cols = [f"r.{c}" if c in present else _ADDED_DEFAULTS[c] for c in _COLUMNS if c != "samples_ms"]
         cols += ["e.device_name", "e.torch_version", "e.host"]
         cols.append("r.samples_ms" if samples else "NULL")
         names = [c for c in _COLUMNS if c != "samples_ms"] + [
@@ -565,6 +576,7 @@ class Store:
         for row in rows:
             d = dict(zip(names, row, strict=True))
             d["causal"] = bool(d["causal"])
+            d["backward"] = bool(d["backward"])
             if d["accuracy_ok"] is not None:
                 d["accuracy_ok"] = bool(d["accuracy_ok"])
             d["samples_ms"] = json.loads(d["samples_ms"]) if d["samples_ms"] else None

@@ -13,6 +13,10 @@ counted, never silently. A TOML file has three tables, all optional:
     head_dim = [64]
     dtype = ["fp32", "bf16"]
     causal = [true]
+    mask = []                    # --mask values, e.g. ["causal", "sliding=256", "padding=512,384"];
+                                 # empty = causal or none from `causal`
+    backward = [false]           # true: forward + backward
+    phase = ["prefill"]          # decode: seq is the number of new queries, kv_seq the cache length
     variants = ["naive-inplace", "sdpa-math", "sdpa-flash"]
     compile = [false]
     device = "auto"              # cpu, cuda (one worker per GPU), cuda:N; auto: cuda if there is one
@@ -66,6 +70,7 @@ __all__ = [
     "load_config",
     "parse_bools",
     "parse_ints",
+    "parse_masks",
     "parse_strs",
     "render_config",
 ]
@@ -81,7 +86,21 @@ def default_variants() -> list[str]:
 
 
 # The grid axes that make a workload, outermost first: the order jobs are expanded in
-_WORKLOAD_AXES = ("dtype", "causal", "head_dim", "batch", "heads", "kv_heads", "seq", "kv_seq")
+_WORKLOAD_AXES = (
+    "dtype",
+    "phase",
+    "backward",
+    "causal",
+    "mask",
+    "head_dim",
+    "batch",
+    "heads",
+    "kv_heads",
+    "seq",
+    "kv_seq",
+)
+# what an empty axis means: kv_heads/kv_seq 0 = same as heads/seq, mask "" = from `causal`
+_EMPTY_AXIS: dict[str, list[Any]] = {"kv_heads": [0], "kv_seq": [0], "mask": [""]}
 
 
 class GridSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -93,6 +112,9 @@ class GridSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     head_dim: list[int] = msgspec.field(default_factory=lambda: [64])
     dtype: list[str] = msgspec.field(default_factory=lambda: ["fp32"])
     causal: list[bool] = msgspec.field(default_factory=lambda: [True])
+    mask: list[str] = msgspec.field(default_factory=list)
+    backward: list[bool] = msgspec.field(default_factory=lambda: [False])
+    phase: list[str] = msgspec.field(default_factory=lambda: ["prefill"])
     variants: list[str] = msgspec.field(default_factory=list)
     compile: list[bool] = msgspec.field(default_factory=lambda: [False])
     device: str = "auto"  # cpu, cuda (one worker per visible GPU), cuda:N, or auto
@@ -147,10 +169,16 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     def slug(self) -> str:
         """A file-system name for this job's configuration (for --keep-traces folders)."""
         w = self.workload
-        causal = "causal" if w.causal else "full"
+        mask = w.mask if w.mask not in ("", "causal", "none") else ("causal" if w.causal else "full")
+        extra = ("_bwd" if w.backward else "") + ("_decode" if w.phase == "decode" else "")
         return (
-            f"{w.batch}_{w.heads}x{w.kv_heads}_{w.seq}x{w.kv_seq}_{w.head_dim}_{w.dtype}_{causal}_{w.device}"
-        ).replace(":", "")
+            (
+                f"{w.batch}_{w.heads}x{w.kv_heads}_{w.seq}x{w.kv_seq}_{w.head_dim}_{w.dtype}_{mask}{extra}_{w.device}"
+            )
+            .replace(":", "")
+            .replace("=", "-")
+            .replace(",", "-")
+        )
 
 
 def job_key(spec: JobSpec, device_identity: str) -> str:
@@ -162,8 +190,23 @@ def job_key(spec: JobSpec, device_identity: str) -> str:
     """
     w = spec.workload
     device_type = w.device.split(":", 1)[0]
+    workload: list[Any] = [
+        w.batch,
+        w.heads,
+        w.kv_heads,
+        w.seq,
+        w.kv_seq,
+        w.head_dim,
+        w.dtype,
+        w.causal,
+        w.seed,
+    ]
+    # added with --mask/--backward/--phase: only when not the defaults, so that the keys of
+    # stores written before them stay the same (a sweep resumes over them)
+    if w.mask not in ("", "causal", "none") or w.backward or w.phase != "prefill":
+        workload += [w.mask, w.backward, w.phase]
     ident = {
-        "workload": [w.batch, w.heads, w.kv_heads, w.seq, w.kv_seq, w.head_dim, w.dtype, w.causal, w.seed],
+        "workload": workload,
         "device": [device_type, device_identity],
         "variant": spec.variant,
         "mode": spec.mode,
@@ -216,6 +259,21 @@ def parse_bools(text: str, flag: str) -> list[bool]:
             raise UserError(f"{flag} {text!r}: {p!r} is not one of true, false, both")
     if not out:
         raise UserError(f"{flag} is empty: give true, false or both")
+    return list(dict.fromkeys(out))
+
+
+def parse_masks(text: str, flag: str) -> list[str]:
+    """--mask values: separated by ';' (a mask may hold commas: padding=512,384); a piece
+    without '=' may also list plain masks with commas (causal,none). Checked and canonical."""
+    from attnprof.masks import parse_mask
+
+    out: list[str] = []
+    for piece in (p.strip() for p in text.split(";")):
+        if not piece:
+            continue
+        out.extend(parse_mask(piece).text for piece in ([piece] if "=" in piece else _items(piece)))
+    if not out:
+        raise UserError(f"{flag} is empty: give masks separated by ';', e.g. causal;sliding=256")
     return list(dict.fromkeys(out))
 
 
@@ -273,9 +331,12 @@ def check_variant_name(name: str) -> str:
 def expand(cfg: SweepConfig) -> tuple[list[JobSpec], list[str]]:
     """The job list, in a stable order (configuration-major), and notes on dropped combinations."""
     g = cfg.grid
-    for name in ("batch", "heads", "seq", "head_dim", "dtype", "causal", "compile"):
+    for name in ("batch", "heads", "seq", "head_dim", "dtype", "causal", "compile", "backward", "phase"):
         if not getattr(g, name):
             raise UserError(f"grid axis {name} is empty: give at least one value")
+    bad = [p for p in g.phase if p not in ("prefill", "decode")]
+    if bad:
+        raise UserError(f"unknown phase {bad[0]!r}: use prefill, decode or both")
     device = g.device.strip().lower()
     if device == "auto":
         from attnprof.sweep.local import auto_device
@@ -289,13 +350,18 @@ def expand(cfg: SweepConfig) -> tuple[list[JobSpec], list[str]]:
     no_twin = _no_twin_reasons() if any(g.compile) else {}
     seen: set[WorkloadRecord] = set()
     # only kv_heads and kv_seq may be empty (checked above): they then mean "same as heads/seq"
-    for values in itertools.product(*(getattr(g, axis) or [0] for axis in _WORKLOAD_AXES)):
+    for values in itertools.product(*(getattr(g, axis) or _EMPTY_AXIS[axis] for axis in _WORKLOAD_AXES)):
         axes: dict[str, Any] = dict(zip(_WORKLOAD_AXES, values, strict=True))
         if axes["kv_heads"] and axes["heads"] % axes["kv_heads"]:
             reason = "heads not a multiple of kv_heads"
             dropped[reason] = dropped.get(reason, 0) + 1
             continue
-        wl = Workload(**axes, device=device, seed=g.seed).to_record()
+        try:
+            wl = Workload(**axes, device=device, seed=g.seed).to_record()
+        except UserError as exc:  # a mask that does not fit the shape, decode with seq > kv_seq
+            reason = str(exc)
+            dropped[reason] = dropped.get(reason, 0) + 1
+            continue
         if wl in seen:  # kv_heads 0 and kv_heads == heads are the same workload
             continue
         seen.add(wl)
