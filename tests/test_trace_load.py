@@ -351,3 +351,25 @@ def test_a_gzip_bomb_is_refused_while_it_is_decompressed(tmp_path: Path) -> None
         with pytest.raises(UserError, match="decompresses to more than") as info:
             load_trace(p, max_memory=fraction)
         assert "--max-memory 0" in str(info.value) and str(p) in str(info.value)
+
+
+def test_cuts_inside_names_and_nested_lists_are_skipped_not_fatal(tmp_path: Path) -> None:
+    from attnprof.trace import load
+
+    events = []
+    for i in range(3000):
+        events.append(_kernel(i * 10, 5, name=f"k{i % 7}}}, {{lambda(float)#1}}"))  # "}, {" in a name
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 0, "tid": 1, "ts": i * 10, "dur": 4,
+                       "args": {"nested": [{"a": 1}, {"b": 2}], "External id": i}})  # fmt: skip
+    p = tmp_path / "cuts.json"
+    p.write_text(json.dumps({"traceEvents": events}, separators=(",", ":")))
+    whole = parse_trace(p.read_bytes(), source=p.name)
+    small = load.BLOCK
+    try:
+        load.BLOCK = 4096
+        for parallel in (False, True):
+            streamed = load._stream(p, parallel=parallel)
+            assert streamed is not None  # no fallback: a bad cut is skipped for the one before
+            assert _fields_equal(streamed, whole) == []
+    finally:
+        load.BLOCK = small

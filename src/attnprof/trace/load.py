@@ -277,6 +277,7 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _CUT = re.compile(rb"\}\s*,\s*\{")
 _CLOSE = re.compile(rb"\}\s*\]")
 _GZIP_IN = 1 << 18
+_CUT_TRIES = 8
 
 
 class _TooLarge(Exception):
@@ -397,8 +398,9 @@ def _stream(path: Path, *, parallel: bool | None = None, limit: int | None = Non
         parallel = size >= PARALLEL_MIN and len(os.sched_getaffinity(0)) >= 2 and hasattr(os, "fork")
     if parallel and not _is_gzip(path):
         split = _split_point(path, size)
-        if split is not None:
-            return _stream_parallel(path, split)
+        trace = _stream_parallel(path, split) if split is not None else None
+        if trace is not None:
+            return trace
     reader = _Reader(path, limit)
     try:
         part = _Part(first=True, last=True)
@@ -416,14 +418,26 @@ def _is_gzip(path: Path) -> bool:
 
 
 def _split_point(path: Path, size: int) -> tuple[int, int] | None:
-    """(end of the first half, start of the second): a cut between two events near the middle."""
+    """(end of the first half, start of the second): a cut between two events near the middle.
+
+    A cut is taken when what follows it, up to one of the next few cuts, decodes as JSON objects:
+    that skips cuts inside strings and most inside nested lists. A wrong one left is caught when
+    the first half's last piece fails to decode, and the file is then streamed in one process.
+    """
     with open(path, "rb") as f:
         f.seek(size // 2)
-        window = f.read(BLOCK)
-    m = _CUT.search(window)
-    if m is None:
-        return None
-    return size // 2 + m.start() + 1, size // 2 + m.end() - 1
+        window = f.read(4 * BLOCK)
+    cuts = list(_CUT.finditer(window))
+    for i, m in enumerate(cuts[:64]):
+        for nxt in cuts[i + 1 : i + 5]:
+            try:
+                _EVENTS.decode(b"".join((b"[", window[m.end() - 1 : nxt.start() + 1], b"]")))
+            except msgspec.ValidationError:
+                pass  # valid JSON, unexpected types: still objects between events
+            except msgspec.DecodeError:
+                continue
+            return size // 2 + m.start() + 1, size // 2 + m.end() - 1
+    return None
 
 
 def _stream_parallel(path: Path, split: tuple[int, int]) -> Trace | None:
@@ -540,13 +554,23 @@ class _Part:
             pending += block
             if len(pending) < BLOCK:
                 continue
-            last_cut = deque(_CUT.finditer(pending, scan_from), maxlen=1)
-            if not last_cut:
+            cuts = deque(_CUT.finditer(pending, scan_from), maxlen=_CUT_TRIES)
+            done = None
+            # the last cut first; one inside a string or an event's nested list leaves a piece
+            # that is not valid JSON, and the one before it is tried
+            for cut in reversed(cuts):
+                try:
+                    self._decode(piece(cut.start() + 1))
+                except msgspec.DecodeError:  # not valid JSON (_decode handles wrong types)
+                    continue
+                done = cut
+                break
+            if done is None:
+                if len(cuts) == _CUT_TRIES:
+                    raise ValueError("no cut between events in this block")
                 scan_from = max(0, len(pending) - 64)
                 continue  # one event larger than a block: read on
-            cut = last_cut[0]
-            self._decode(piece(cut.start() + 1))
-            pending = pending[cut.end() - 1 :]
+            pending = pending[done.end() - 1 :]
             scan_from = 0
         if not self.last:  # the range ends right after an event
             if pending.strip():
