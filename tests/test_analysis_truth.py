@@ -490,3 +490,15 @@ def test_upcast_inside_an_unfused_attention_chain_is_attentions(tmp_path: Path) 
 def test_layer_norm_upcasts_of_an_fp16_model_are_not_fp32_upcast() -> None:
     # particle_transformer under fp16 autocast: its 32 upcasts are all inside aten::layer_norm
     assert "FP32_UPCAST" not in analyze(trace("harryjmoss__particle_transformer")).codes
+
+
+def test_idle_before_the_first_launch_of_a_step_is_named(tmp_path: Path) -> None:
+    events = _step(
+        [ev("aten::randn", "cpu_op", 0, 1500), launch(1600, 1)],
+        [kernel("ampere_sgemm_128x64_nn", 1610, 40, 1)],
+    )
+    a = run(tmp_path, events)
+    idle = a.regions[0]["idle"]
+    assert idle["before_first_launch_us_per_instance"] == 1600.0
+    f = a.finding("GPU_IDLE_HOST_COMPUTE")
+    assert f is not None and "1600.0 us per instance of the idle time is before the first launch" in f.message

@@ -532,6 +532,14 @@ def gpu_idle(ctx: Context) -> list[Finding]:
     if ctx.region.instances[0].row < 0 and ctx.host.busy[0].size:
         windows = [(float(ctx.host.busy[0][0]), float(ctx.host.busy[1][-1]))]
     base = {"region": name, **idle}
+    before = idle.get("before_first_launch_us_per_instance")
+    # the part of the idle time before the instance's first launch (a step's data loading and
+    # set-up), said where the cause is host work or nothing recorded
+    pre = (
+        f" ({_r(before)} us per instance of the idle time is before the first launch)"
+        if before and before >= 0.1 * idle_us
+        else ""
+    )
     out = []
     for cause, us in sorted(causes.items(), key=lambda kv: -kv[1]):
         if us < _CAUSE_OF_IDLE * idle_us or us < _CAUSE_OF_WINDOW * window:
@@ -557,7 +565,7 @@ def gpu_idle(ctx: Context) -> list[Finding]:
                 Finding(
                     "GPU_IDLE_HOST_COMPUTE",
                     "warning",
-                    f"{head}; {share} the host runs CPU ops that launch nothing ({', '.join(ops)}). The "
+                    f"{head}; {share} the host runs CPU ops that launch nothing ({', '.join(ops)}){pre}. The "
                     "device waits for host computation, not for launches: create tensors on the device "
                     "(torch.randn(..., device='cuda')), move preprocessing to the device or to DataLoader "
                     "workers, and overlap it with device work (prefetch, pin_memory)",
@@ -608,7 +616,7 @@ def gpu_idle(ctx: Context) -> list[Finding]:
                     "GPU_IDLE_UNRECORDED",
                     "info",
                     f"{head}; {share} nothing is recorded on the host (Python code, data loading or waits "
-                    "the profiler does not trace, or the time before the first launch). with_stack=True "
+                    f"the profiler does not trace, or the time before the first launch){pre}. with_stack=True "
                     "or a Python sampling profiler shows what runs there",
                     {**base, "cause": cause, "cause_us_per_instance": us},
                 )

@@ -126,6 +126,9 @@ class IdleBreakdown:
     busy_us: float
     idle_us: float
     causes: dict[str, float]  # CAUSES -> us of idle time
+    # idle time from the window's start to the first launch of the instance's own device work
+    # (a step's data loading and set-up); None when the instance launched nothing
+    before_first_launch_us: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -134,6 +137,9 @@ class IdleBreakdown:
             "idle_us": round(self.idle_us, 3),
             "idle_pct": round(100.0 * self.idle_us / self.window_us, 2) if self.window_us > 0 else 0.0,
             "host_during_idle_us": {k: round(v, 3) for k, v in self.causes.items()},
+            "before_first_launch_us": (
+                round(self.before_first_launch_us, 3) if self.before_first_launch_us is not None else None
+            ),
         }
 
 
@@ -185,7 +191,9 @@ def host_activity(trace: Trace, links: Links, busy_mask: np.ndarray) -> HostActi
     return HostActivity(sync, compute, launching, busy, sync_rows, quiet, launch_rows)
 
 
-def idle_breakdown(host: HostActivity, lo: float, hi: float) -> IdleBreakdown:
+def idle_breakdown(
+    host: HostActivity, lo: float, hi: float, first_launch: float | None = None
+) -> IdleBreakdown:
     window = max(hi - lo, 0.0)
     busy = _clip(host.busy, lo, hi)
     idle = _subtract((np.array([lo]), np.array([hi])), busy, lo, hi) if window > 0 else busy
@@ -196,4 +204,7 @@ def idle_breakdown(host: HostActivity, lo: float, hi: float) -> IdleBreakdown:
         causes[key] = _measure(part)
         rest = _subtract(rest, part, lo, hi)
     causes["nothing_recorded"] = _measure(rest)
-    return IdleBreakdown(window, _measure(busy), _measure(idle), causes)
+    before = None
+    if first_launch is not None:
+        before = _measure(_clip(idle, lo, min(max(first_launch, lo), hi)))
+    return IdleBreakdown(window, _measure(busy), _measure(idle), causes, before)

@@ -456,7 +456,9 @@ def _idle(trace: Trace, links: Links, reg: Region, host: HostActivity) -> list[I
             out.append(idle_breakdown(host, float(host.busy[0][0]), float(host.busy[1][-1])))
             continue
         end = max(inst.end, float(g_end[inst.gpu].max())) if inst.gpu.size else inst.end
-        out.append(idle_breakdown(host, inst.start, end))
+        la = links.launch[inst.gpu]
+        first = float(trace.ts[la[la >= 0]].min()) if (la >= 0).any() else None
+        out.append(idle_breakdown(host, inst.start, end, first))
     return out
 
 
@@ -675,7 +677,9 @@ def _idle_mean(idle: list[IdleBreakdown]) -> dict[str, Any]:
     busy = sum(i.busy_us for i in idle)
     idle_us = sum(i.idle_us for i in idle)
     causes = {k: round(sum(i.causes[k] for i in idle) / n, 3) for k in (idle[0].causes if idle else {})}
+    before = [i.before_first_launch_us for i in idle if i.before_first_launch_us is not None]
     return {
+        "before_first_launch_us_per_instance": round(sum(before) / len(before), 3) if before else None,
         "window_us_per_instance": round(window / n, 3),
         "busy_us_per_instance": round(busy / n, 3),
         "idle_us_per_instance": round(idle_us / n, 3),

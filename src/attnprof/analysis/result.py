@@ -40,12 +40,13 @@ Top-level keys:
                   gpu_ops_per_instance}]}, backward {linked_by, gpu_ops_per_instance,
                   gpu_time_us_per_instance}, idle {window_us_per_instance, busy_us_per_instance,
                   idle_us_per_instance, idle_pct, host_during_idle_us_per_instance {sync,
-                  host_compute, launching, nothing_recorded}}, unplaced_gpu_ops, gpu_ops (first instance, in order: [{name, category, start_us
+                  host_compute, launching, nothing_recorded},
+                  before_first_launch_us_per_instance}, unplaced_gpu_ops, gpu_ops (first instance, in order: [{name, category, start_us
                   (from the instance's first GPU op), time_us}]),
                   categories_per_instance {category: count}, top_cpu_ops [{name, per_instance}],
                   per_instance [{start_us, cpu_time_us, cpu_ops, gpu_ops, gpu_time_us, gpu_span_us,
                   gpu_busy_union_us, idle {window_us, busy_us, idle_us, idle_pct,
-                  host_during_idle_us}}],
+                  host_during_idle_us, before_first_launch_us}}],
                   cpu_ops (first instance, in order of start, an op before the ops inside it, at
                   most 500: [{name, start_us (from the instance's start), dur_us, self_us, depth
                   (0 = not inside another op of the instance)}]),
