@@ -329,13 +329,18 @@ def cross_rank(stats: Sequence[RankStats]) -> CrossRank:
 
 
 def _one(
-    path: Path, region: str | None, workload: Workload | None, top: int, max_memory: float | None
+    path: Path,
+    region: str | None,
+    workload: Workload | None,
+    top: int,
+    max_memory: float | None,
+    parallel: bool | None = None,
 ) -> tuple[TraceAnalysis, RankStats]:
     from attnprof.analysis.pipeline import analyze_trace
     from attnprof.trace.limits import MAX_MEMORY
     from attnprof.trace.load import load_trace
 
-    trace = load_trace(path, max_memory=MAX_MEMORY if max_memory is None else max_memory)
+    trace = load_trace(path, max_memory=MAX_MEMORY if max_memory is None else max_memory, parallel=parallel)
     analysis = analyze_trace(trace, path=str(path), region=region, workload=workload, top=top)
     return analysis, rank_stats(trace, path)
 
@@ -364,7 +369,8 @@ def analyze_folder(
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=n) as pool:
-            futures = [pool.submit(_one, p, region, workload, top, max_memory) for p in paths]
+            # one trace per CPU already: no second decoding process inside each worker
+            futures = [pool.submit(_one, p, region, workload, top, max_memory, False) for p in paths]
             done = [f.result() for f in futures]
     results = dict(zip(paths, done, strict=True))
     out = []

@@ -163,18 +163,22 @@ _CONTROL = re.compile(rb"[\x00-\x1f]")
 _BARE = re.compile(rb"(?<=[:\[,])(\s*)(N/A|NaN|-?Infinity|nan|-?inf)(?=\s*[,\]}])")
 
 
-def load_trace(path: str | os.PathLike[str], *, max_memory: float = MAX_MEMORY) -> Trace:
+def load_trace(
+    path: str | os.PathLike[str], *, max_memory: float = MAX_MEMORY, parallel: bool | None = None
+) -> Trace:
     """Read and decode one trace file (.json or .json.gz). Raises UserError on bad input.
 
     max_memory: refuse the file when its analysis would need more than this fraction of the
-    memory available (0: no limit).
+    memory available (0: no limit). parallel: decode a large plain-JSON file in two processes
+    (None: when it is 16 MB or more and two CPUs are there; False where the caller already runs
+    one process per CPU).
     """
     p = Path(path)
     check_input(p, max_memory=max_memory)
     limit = raw_limit(max_memory)
     try:
         try:
-            trace = _stream(p, limit=limit)
+            trace = _stream(p, limit=limit, parallel=parallel)
         except _TooLarge as exc:
             raise too_large(p, exc.limit, max_memory) from None
         if trace is not None:
