@@ -399,7 +399,8 @@ def _stream(path: Path, *, parallel: bool | None = None, limit: int | None = Non
     """
     size = path.stat().st_size
     if parallel is None:
-        parallel = size >= PARALLEL_MIN and len(os.sched_getaffinity(0)) >= 2 and hasattr(os, "fork")
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        parallel = size >= PARALLEL_MIN and cpus >= 2 and hasattr(os, "fork")
     if parallel and not _is_gzip(path):
         split = _split_point(path, size)
         trace = _stream_parallel(path, split) if split is not None else None
