@@ -226,3 +226,25 @@ def test_names_of_builtins_and_checks() -> None:
         "time_ratio",
         "findings",
     } <= set(CHECKS)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"kv_heads": 1, "kv_seq": 32, "causal": False},  # the README's GQA + no-mask example, small
+        {"mask": "sliding=8"},
+        {"backward": True},
+    ],
+)
+def test_builtin_files_skip_workloads_they_do_not_describe(tmp_path: Path, change: dict[str, object]) -> None:
+    from attnprof.harness.run import RunOptions, run
+    from attnprof.workload import Workload
+
+    w = Workload(batch=1, heads=2, seq=16, head_dim=16).replace(**change)
+    opts = RunOptions(profile=True, time_budget_s=0.02, min_samples=3, warmup_s=0.0)
+    run(w, ["naive", "naive-inplace", "sdpa-math"], out=tmp_path / "r", options=opts)
+    results = check_expectations(tmp_path / "r", "cpu")
+    assert results and {r.status for r in results} == {"skipped"}, [
+        (r.row, r.check, r.observed) for r in results
+    ]
+    enforce(results, strict=True)  # nothing not met

@@ -103,6 +103,11 @@ class Row(msgspec.Struct, kw_only=True):
     device_name: str | None = None
     dtype: str | None = None
     shape: str | None = None
+    # the workload beyond its shape (from run.json; None for a bare trace): expectations' `when`
+    mask: str | None = None  # causal, none, sliding=W, ... (--mask)
+    gqa: bool | None = None  # kv heads differ from query heads
+    direction: str | None = None  # fwd, or fwd+bwd with --backward
+    phase: str | None = None  # prefill or decode
     median_ms: float | None = None
     iqr_ms: float | None = None
     samples_ms: list[float] = []
@@ -613,6 +618,10 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         device_name=record.environment.device_name,
         dtype=w.dtype,
         shape=f"{w.batch}_{w.heads}_{w.seq}_{w.head_dim}",
+        mask=w.mask or ("causal" if w.causal else "none"),
+        gqa=w.kv_heads != w.heads,
+        direction="fwd+bwd" if w.backward else "fwd",
+        phase=w.phase,
         median_ms=t.median_ms if t else None,
         iqr_ms=t.iqr_ms if t else None,
         samples_ms=list(t.samples_ms) if t else [],

@@ -9,7 +9,7 @@ An expectation file is TOML (docs/expectations.md):
 
     [[expect]]
     variant = "naive"                 # a variant, row label or trace name; shell globs allowed
-    when = { dtype = "bf16" }         # optional: dtype, device, mode
+    when = { dtype = "bf16" }         # optional: dtype, device, mode, mask, gqa, direction, phase
     gpu_ops_per_forward = 6           # exact, [lo, hi] or { min = .., max = .. }
     categories = ["gemm", "elementwise", "memcpy", "mask", "softmax", "gemm"]
     families_present = ["sgemm"]      # case-insensitive substring of a kernel family
@@ -167,7 +167,9 @@ def builtin_for_device(device: str | None) -> str:
     return "blog-cuda" if device and device.startswith("cuda") else "cpu"
 
 
-_WHEN_KEYS = {"dtype", "device", "mode"}
+# mask, gqa, direction and phase describe the workload (a run.json's; unknown for a bare trace,
+# so an expectation conditioned on them is skipped there rather than checked on a guess)
+_WHEN_KEYS = {"dtype", "device", "mode", "mask", "gqa", "direction", "phase"}
 
 
 def _range(value: Any, where: str) -> tuple[float, float]:
@@ -224,7 +226,8 @@ _META_KEYS = {"variant", "when", "baseline", "note"}
 def _when(value: Any, where: str) -> dict[str, str]:
     if not isinstance(value, Mapping) or not set(value) <= _WHEN_KEYS:
         raise UserError(f"{where}: `when` takes a table with keys among {', '.join(sorted(_WHEN_KEYS))}")
-    return {str(k): str(v) for k, v in value.items()}
+    # TOML booleans (gqa = false) compare as the row's lower-case "false"
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
 
 
 def load_expectations(name_or_path: str | Path) -> ExpectationFile:
@@ -302,6 +305,8 @@ def _applies(when: Mapping[str, str], row: Row) -> Observed | None:
         have = getattr(row, key, None)
         if have is None:
             return _obs("applies_unknown", key=key, want=want)
+        if isinstance(have, bool):
+            have = str(have).lower()
         ok = str(have) == want or str(have).startswith(want + ":") if key == "device" else str(have) == want
         if not ok:
             return _obs("applies_to", key=key, want=want, have=str(have))
