@@ -344,3 +344,57 @@ def test_tensorboard_layout_for_a_model(tmp_path: Path) -> None:
     (f,) = (tb / "o").iterdir()
     assert f.name.endswith(".pt.trace.json.gz") and f.name.split(".")[0].endswith("eager")
     assert len(list((tmp_path / "o" / "traces").glob("*.json.gz"))) == 1  # the run keeps its copy
+
+
+def _tiny_llama():  # type: ignore[no-untyped-def]
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=128, max_position_embeddings=256,
+    )  # fmt: skip
+    torch.manual_seed(123)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def test_checkpoint_folder_loads_its_weights(tmp_path: Path) -> None:
+    import torch
+
+    from attnprof.models.load import load
+
+    saved = _tiny_llama()
+    saved.save_pretrained(tmp_path / "ckpt")
+    loaded = load(str(tmp_path / "ckpt"))
+    assert loaded.source == "checkpoint" and loaded.kind == "causal-lm"
+    model = loaded.build(dtype=torch.float32, device="cpu", seed=0)
+    for (name, a), b in zip(saved.state_dict().items(), model.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name  # the checkpoint's weights, not a random init
+    # a folder with only a config gets random weights
+    (tmp_path / "cfg-only").mkdir()
+    (tmp_path / "cfg-only" / "config.json").write_text(saved.config.to_json_string())
+    assert load(str(tmp_path / "cfg-only")).source == "config"
+
+
+def test_hub_id_from_the_local_cache_only(tmp_path: Path) -> None:
+    import os
+
+    # a Hub cache laid out as huggingface_hub writes it: models--ORG--NAME/snapshots/REV + refs/main
+    repo = tmp_path / "hub" / "models--attnprof-test--tiny-llama"
+    _tiny_llama().save_pretrained(repo / "snapshots" / "0123abcd")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    env = dict(os.environ, HF_HUB_CACHE=str(tmp_path / "hub"))
+    p = attnprof(
+        "model", "attnprof-test/tiny-llama", "--attn", "eager,sdpa", "--seq", "16",
+        "--time-budget", "0.05", "--out", str(tmp_path / "run"), "--json", env=env,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    record = json.loads(p.stdout)
+    assert record["model"]["source"] == "hub" and record["model"]["model_class"] == "LlamaForCausalLM"
+    assert [r["status"] for r in record["results"]] == ["ok", "ok"]
+    # the same id with an empty cache: one line, exit 2, nothing fetched
+    env["HF_HUB_CACHE"] = str(tmp_path / "empty")
+    p = attnprof("model", "attnprof-test/tiny-llama", "--out", str(tmp_path / "run2"), env=env)
+    assert p.returncode == 2 and "never downloads" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
