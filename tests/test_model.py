@@ -129,6 +129,16 @@ def test_bert_padding_mask_eager_and_sdpa_agree(bert) -> None:  # type: ignore[n
         assert r.accuracy is not None and r.accuracy.ok and r.accuracy.max_abs_err < 1e-4
 
 
+def test_bf16_eager_share_matches_the_analysers(tmp_path: Path) -> None:
+    # in bf16 a CPU bmm records dozens of ops inside it: the analyser's confirmed chains still
+    # count as attention, at any distance from their softmax
+    record = _run(tmp_path / "r", "llama", ["eager"], dtype="bf16")
+    m = record.results[0].model
+    assert record.results[0].status == "ok" and m is not None
+    assert m.attention_share is not None and m.analyser_share is not None and m.analyser_share > 0
+    assert abs(m.attention_share - m.analyser_share) <= SHARE_TOLERANCE
+
+
 @pytest.mark.parametrize("preset", ["qwen2", "gpt2", "vit"])
 def test_other_presets_run_eager_and_sdpa(tmp_path: Path, preset: str) -> None:
     record = _run(tmp_path / "r", preset, ["eager", "sdpa"])

@@ -134,8 +134,11 @@ def _analyser_spans(trace: Trace, ops: np.ndarray, chained: set[int] | None) -> 
             chained is not None and rows[i] not in chained and n != "aten::_softmax_backward_data"
         ):
             continue
-        before = [j for j in range(max(0, i - _WINDOW), i) if gemm[j] and end[j] <= ts[i] + 1e-3]
-        after = [j for j in range(i + 1, min(len(nm), i + 1 + _WINDOW)) if gemm[j] and ts[j] >= end[i] - 1e-3]
+        # confirmed chains: the nearest chained GEMMs, at any distance (a bf16 bmm on a CPU records
+        # dozens of ops inside it); by order alone: within _WINDOW ops
+        w = len(nm) if chained is not None else _WINDOW
+        before = [j for j in range(max(0, i - w), i) if gemm[j] and end[j] <= ts[i] + 1e-3]
+        after = [j for j in range(i + 1, min(len(nm), i + 1 + w)) if gemm[j] and ts[j] >= end[i] - 1e-3]
         if before and after:
             # the outermost GEMM op before (aten::matmul around its aten::bmm), the first one after
             a, b = min(j for j in before if end[j] >= end[before[-1]]), after[0]
