@@ -38,7 +38,8 @@ __all__ = ["BWD_RANGE", "FWD_RANGE", "STEP_RANGE", "StepShares", "model_shares"]
 STEP_RANGE = "model_step"
 FWD_RANGE = re.compile(r"^attn_fwd/layer\.(\d+)$")
 BWD_RANGE = re.compile(r"^attn_bwd/layer\.(\d+)$")
-_SOFTMAX = {"aten::softmax", "aten::_softmax", "aten::_safe_softmax", "aten::_softmax_backward_data"}
+_SOFTMAX_BACKWARD = "aten::_softmax_backward_data"
+_SOFTMAX = {"aten::softmax", "aten::_softmax", "aten::_safe_softmax", _SOFTMAX_BACKWARD}
 _SDPA = "aten::scaled_dot_product_attention"
 _WINDOW = 24
 # copies that only repeat their input (GQA's repeat_interleave of k and v), beside the layout and
@@ -122,23 +123,24 @@ def _analyser_spans(trace: Trace, ops: np.ndarray, chained: set[int] | None) -> 
     parent = _parents(ts, end)
     movement = np.array([n in _REPEATS or cpu_category(n) in ("layout", "copy") for n in nm], bool)
     rows = ops.tolist()
-    gemm = np.array(
-        [n in _GEMM_OPS and (chained is None or r in chained) for n, r in zip(nm, rows, strict=True)]
-    )
+    any_gemm = np.array([n in _GEMM_OPS for n in nm], bool)
+    gemm = np.array([g and (chained is None or r in chained) for g, r in zip(any_gemm, rows, strict=True)])
     found: list[tuple[int, int]] = []
     for i, n in enumerate(nm):
         if (n == _SDPA or _FUSED.search(n)) and not (parent[i] >= 0 and found and found[-1][0] == parent[i]):
             found.append((i, i))
     for i, n in enumerate(nm):
-        if n not in _SOFTMAX or (
-            chained is not None and rows[i] not in chained and n != "aten::_softmax_backward_data"
-        ):
+        backward = n == _SOFTMAX_BACKWARD
+        if n not in _SOFTMAX or (chained is not None and not backward and rows[i] not in chained):
             continue
         # confirmed chains: the nearest chained GEMMs, at any distance (a bf16 bmm on a CPU records
-        # dozens of ops inside it); by order alone: within _WINDOW ops
-        w = len(nm) if chained is not None else _WINDOW
-        before = [j for j in range(max(0, i - w), i) if gemm[j] and end[j] <= ts[i] + 1e-3]
-        after = [j for j in range(i + 1, min(len(nm), i + 1 + w)) if gemm[j] and ts[j] >= end[i] - 1e-3]
+        # dozens of ops inside it); by order alone (no shapes, or a backward pass, which the
+        # dataflow rule does not cover): any GEMM within _WINDOW ops
+        by_order = chained is None or backward
+        g = any_gemm if by_order else gemm
+        w = _WINDOW if by_order else len(nm)
+        before = [j for j in range(max(0, i - w), i) if g[j] and end[j] <= ts[i] + 1e-3]
+        after = [j for j in range(i + 1, min(len(nm), i + 1 + w)) if g[j] and ts[j] >= end[i] - 1e-3]
         if before and after:
             # the outermost GEMM op before (aten::matmul around its aten::bmm), the first one after
             a, b = min(j for j in before if end[j] >= end[before[-1]]), after[0]

@@ -71,8 +71,8 @@ def layer_rows(results: list[RunResult]) -> tuple[list[str], list[tuple[str, lis
             la = next((x for x in r.model.layers if x.layer == n), None)  # type: ignore[union-attr]
             if la is None:
                 cells.append("-")
-            elif la.bwd_us is not None:
-                cells.append(f"{fmt_us(la.fwd_us)} + {fmt_us(la.bwd_us)}")
+            elif la.bwd_us is not None:  # forward + backward, both in ms: one narrow cell
+                cells.append(f"{la.fwd_us / 1e3:.3g} + {la.bwd_us / 1e3:.3g}")
             else:
                 cells.append(fmt_us(la.fwd_us))
         rows.append((str(n), cells))
@@ -151,8 +151,8 @@ def render_model(record: RunRecord, out: Path | None, *, no_color: bool = False)
     console.print(_summary_table(record))
     layers = _layers_table(record)
     if layers is not None:
-        bwd = " + backward" if m.backward else ""
-        console.print(f"[bold]attention per layer[/] (µs per step in the profiled steps, forward{bwd}):")
+        what = "ms forward + ms backward" if m.backward else "time"
+        console.print(f"[bold]attention per layer[/] ({what} per step in the profiled steps):")
         console.print(layers)
     _findings(console, record)
     for r in record.results:
