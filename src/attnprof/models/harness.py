@@ -157,7 +157,15 @@ def _attention_workload(loaded: Loaded, opts: ModelOptions, batch: int, seq: int
     kv = int(getattr(cfg, "num_key_value_heads", None) or heads)
     head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
     decode = opts.phase == "decode"
+    if loaded.kind == "encoder":
+        mask = "padding=" + ",".join(str(n) for n in _padded_lengths(batch, seq))
+    else:
+        mask = "causal" if loaded.kind == "causal-lm" else "none"
+    # the workload fields of `attnprof run` (mask, backward, phase) describe the same call
     return Workload(
+        mask=mask,
+        backward=opts.backward,
+        phase=opts.phase,
         batch=batch,
         heads=heads,
         kv_heads=kv,
@@ -169,6 +177,11 @@ def _attention_workload(loaded: Loaded, opts: ModelOptions, batch: int, seq: int
         causal=loaded.kind == "causal-lm",
         seed=opts.seed,
     )
+
+
+def _padded_lengths(batch: int, seq: int) -> list[int]:
+    """Real tokens per sequence of an encoder's padded batch: seq - b * seq / (2 * batch)."""
+    return [seq - (b * seq) // (2 * batch) for b in range(batch)]
 
 
 def _inputs(
@@ -184,8 +197,7 @@ def _inputs(
     vocab = int(_text_config(cfg).vocab_size)
     ids = torch.randint(0, vocab, (batch, seq), generator=gen).to(device)
     if loaded.kind == "encoder":
-        # a padded batch: sequence b keeps seq - b * seq / (2 * batch) real tokens
-        lengths = [seq - (b * seq) // (2 * batch) for b in range(batch)]
+        lengths = _padded_lengths(batch, seq)
         mask = torch.zeros(batch, seq, dtype=torch.long)
         for b, n in enumerate(lengths):
             mask[b, :n] = 1
