@@ -96,6 +96,8 @@ class TimingSummary(msgspec.Struct, kw_only=True):
     # timed together, whose i-th samples come from the same round)
     load: MachineLoad | None = None
     rounds_paired: bool = False  # samples interleaved with the other variants of the same run
+    allocator: str | None = None  # the allocator state timed in (harness/allocator.py)
+    minor_faults_per_call: float | None = None  # getrusage minor page faults per call (CPU)
 
 
 class Accuracy(msgspec.Struct, kw_only=True):

@@ -94,6 +94,8 @@ class Row(msgspec.Struct, kw_only=True):
     source: str
     input: int = 0  # position of its run directory or trace among the inputs
     workload: str | None = None  # workload_key of its run; None for a bare trace
+    minor_faults_per_call: float | None = None  # page faults per call while timing (getrusage)
+    allocator: str | None = None  # the allocator state it was timed in
     variant: str | None = None
     mode: str | None = None
     status: str = "ok"
@@ -627,6 +629,8 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         samples_ms=list(t.samples_ms) if t else [],
         noisy=t.noisy if t else None,
         paired_rounds=bool(t and t.rounds_paired),
+        minor_faults_per_call=t.minor_faults_per_call if t else None,
+        allocator=t.allocator if t else None,
         unreliable=bool(t and t.load and t.load.unreliable),
         load_reasons=list(t.load.reasons) if t and t.load else [],
         threads=t.threads if t else None,
@@ -675,6 +679,29 @@ def _peak_check(row: Row, record: RunRecord) -> None:
                 "peak_tflops": env.peak_tflops,
                 "peak_source": env.peak_source,
             },
+        )
+    )
+
+
+# minor page faults per call from which a variant's time includes mapping fresh memory: 64 faults
+# are 256 KiB of 4 KiB pages touched for the first time, on every call
+PAGE_FAULTS_PER_CALL = 64
+
+
+def _fault_check(row: Row) -> None:
+    """PAGE_FAULTS: the variant maps fresh memory on every call even in the warm allocator state
+    (an allocation above its 32 MiB mmap threshold, or memory a library maps itself), so
+    allocation and page faults, not arithmetic, are part of what its time measures."""
+    n = row.minor_faults_per_call
+    if n is None or n < PAGE_FAULTS_PER_CALL:
+        return
+    row.findings.append(
+        FindingRef(
+            code="PAGE_FAULTS",
+            severity="warning",
+            message=f"{n:.0f} minor page faults per call while timing ({n * 4 / 1024:.1f} MiB of fresh 4 KiB "
+            "pages each call): allocation and page faults, not arithmetic, are part of this variant's time",
+            evidence={"minor_faults_per_call": round(n), "allocator": row.allocator},
         )
     )
 
@@ -832,6 +859,7 @@ def compare(
                         row.analysis_error = f"trace {row.trace} is missing"
                         notes.append(f"{row.label}: {row.analysis_error}")
                 _peak_check(row, src.record)
+                _fault_check(row)
                 _gate(row, res, src.record.workload.dtype)
                 row.input = i
                 rows.append(row)

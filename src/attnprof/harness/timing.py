@@ -10,11 +10,13 @@ the measurement as noisy when IQR / median exceeds 10%.
 
 from __future__ import annotations
 
+import resource
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
+from attnprof.harness.allocator import warm_allocator
 from attnprof.harness.load import LoadMeter
 from attnprof.records import TimingSummary
 
@@ -92,6 +94,7 @@ def time_interleaved(
     import torch
 
     labels = list(calls)
+    allocator = warm_allocator()  # one deliberate allocator state for every timing (allocator.py)
     cuda = device.startswith("cuda")
     setups: dict[str, Callable[[], Any] | None] = {}
     plain: dict[str, Callable[[Any], Any]] = {}
@@ -116,6 +119,8 @@ def time_interleaved(
         per_call = (time.perf_counter() - t0) / n
         inner[label] = 1 if cuda or per_call <= 0 else max(1, int(1e-3 / per_call))
     samples: dict[str, list[float]] = {label: [] for label in labels}
+    faults: dict[str, int] = dict.fromkeys(labels, 0)
+    ncalls: dict[str, int] = dict.fromkeys(labels, 0)
     meter = LoadMeter().start()
     deadline = time.perf_counter() + budget_s
     rnd = 0
@@ -137,19 +142,24 @@ def time_interleaved(
                 end.record()
                 end.synchronize()
                 samples[label].append(start.elapsed_time(end))
-            elif setup is None:
-                t0 = time.perf_counter()
-                for _ in range(k):
-                    call(None)
-                samples[label].append((time.perf_counter() - t0) * 1e3 / k)
             else:
-                spent = 0.0
-                for _ in range(k):
-                    arg = setup()
+                # page faults of these k calls (and their setup, if any), read outside the timed span
+                f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+                if setup is None:
                     t0 = time.perf_counter()
-                    call(arg)
-                    spent += time.perf_counter() - t0
-                samples[label].append(spent * 1e3 / k)
+                    for _ in range(k):
+                        call(None)
+                    samples[label].append((time.perf_counter() - t0) * 1e3 / k)
+                else:
+                    spent = 0.0
+                    for _ in range(k):
+                        arg = setup()
+                        t0 = time.perf_counter()
+                        call(arg)
+                        spent += time.perf_counter() - t0
+                    samples[label].append(spent * 1e3 / k)
+                faults[label] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+                ncalls[label] += k
     method = "cuda events, L2 flushed between calls" if cuda else "perf_counter"
     if len(labels) > 1:
         method += ", interleaved"
@@ -157,7 +167,10 @@ def time_interleaved(
     out = {label: summarize(s, threads=threads, method=method) for label, s in samples.items()}
     spread = max((s.iqr_ms / s.median_ms for s in out.values() if s.median_ms > 0), default=None)
     load = meter.stop(spread)
-    for s in out.values():
+    for label, s in out.items():
         s.load = load
         s.rounds_paired = len(labels) > 1
+        s.allocator = allocator
+        if ncalls[label]:
+            s.minor_faults_per_call = faults[label] / ncalls[label]
     return out

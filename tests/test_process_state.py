@@ -1,0 +1,56 @@
+"""The process state clean timing runs in: a deliberate, recorded allocator state, and minor page
+faults counted per call, with a PAGE_FAULTS finding where a variant maps fresh memory each call."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from attnprof.analysis.compare import compare
+from attnprof.harness.run import RunOptions, run
+from attnprof.report.data import build_report_data
+from attnprof.report.i18n import Translator
+from attnprof.report.tables import finding_items
+from attnprof.workload import Workload
+
+FRESH = textwrap.dedent(
+    '''
+    import torch
+    import torch.nn.functional as F
+
+    def fresh_buffer(q, k, v, is_causal=False, scale=None):
+        """SDPA plus a 64 MiB scratch buffer written on every call: above the warm mmap threshold."""
+        scratch = torch.ones(16 * 1024 * 1024)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale) + scratch[0] - 1
+    '''
+)
+
+
+def test_page_faults_are_counted_and_flagged(tmp_path: Path) -> None:
+    src = tmp_path / "fresh.py"
+    src.write_text(FRESH)
+    out = tmp_path / "r"
+    rec = run(
+        Workload(batch=1, heads=2, seq=64, head_dim=16),
+        ["sdpa", f"{src}:fresh_buffer"],
+        out=out,
+        options=RunOptions(profile=False, time_budget_s=0.2, min_samples=5),
+    )
+    by = {r.variant: r for r in rec.results}
+    for r in by.values():
+        assert r.timing is not None and r.timing.allocator is not None
+        assert r.timing.allocator.startswith("warm: glibc M_MMAP_THRESHOLD 32 MiB")
+    fresh = by["fresh_buffer"].timing
+    plain = by["sdpa"].timing
+    assert fresh is not None and plain is not None
+    assert fresh.minor_faults_per_call is not None and fresh.minor_faults_per_call > 10_000  # 64 MiB of pages
+    assert plain.minor_faults_per_call is not None and plain.minor_faults_per_call < 64
+
+    comp = compare([out], analyse=False)
+    assert "PAGE_FAULTS" in comp.row("fresh_buffer").finding_codes  # fires where it must ...
+    assert "PAGE_FAULTS" not in comp.row("sdpa").finding_codes  # ... and not where it must not
+    data = build_report_data(out, expect=None)
+    for lang in ("id", "th"):
+        msgs = [m for v, code, _, m, _ in finding_items(data, Translator(lang)) if code == "PAGE_FAULTS"]
+        count = str(round(fresh.minor_faults_per_call))
+        assert len(msgs) == 1 and count in msgs[0]  # the same count as the English finding
