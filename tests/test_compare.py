@@ -157,3 +157,26 @@ def test_units() -> None:
     )
     assert short_name(name) == "pytorch_flash::flash_fwd_kernel<…>"
     assert short_name("aten::bmm") == "aten::bmm"
+
+
+def test_compiled_regions_are_not_compared_op_by_op() -> None:
+    """flex's trace is one generated region: no kernel diff against an eager variant, no reason
+    drawn from its ops or findings, and the comparison says so."""
+    from attnprof.analysis.compare import FindingRef, OpStat, Row, diffs_for
+    from attnprof.report.i18n import Translator
+    from attnprof.report.summary import reasons
+
+    ops = [OpStat(name="aten::bmm", category="gemm", family="gemm", count=2, time_us=10)]
+    eager = Row(label="naive-inplace", kind="run", source="r", variant="naive-inplace", median_ms=2.0,
+                ops=ops, ops_lane="cpu", cpu_ops_per_forward=36,
+                findings=[FindingRef(code="UNFUSED_ATTENTION")])  # fmt: skip
+    flex = Row(label="flex", kind="run", source="r", variant="flex", backend="flex", median_ms=1.0,
+               ops=ops[:0], ops_lane="cpu", cpu_ops_per_forward=4)  # fmt: skip
+    plain = Row(
+        label="naive", kind="run", source="r", variant="naive", median_ms=2.5, ops=ops, ops_lane="cpu"
+    )
+    comp = Comparison(baseline="naive-inplace", rows=[eager, flex, plain], sources=["r"])
+    diffs = diffs_for(comp, ["run"])
+    assert [(d.a, d.b) for d in diffs] == [("naive-inplace", "naive")]  # the eager pair only
+    assert any(n.startswith("flex runs as compiled code") for n in comp.notes)
+    assert reasons(flex, eager, Translator("en")) is None  # "materialises the scores" is no evidence here

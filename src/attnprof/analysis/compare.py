@@ -168,6 +168,12 @@ class Row(msgspec.Struct, kw_only=True):
         return self.status == "ok"
 
     @property
+    def compiled_region(self) -> bool:
+        """Runs as compiled code: its trace shows one generated region, not the ops an eager
+        variant runs, so its ops cannot be set against an eager variant's one by one."""
+        return self.mode == "compile" or (self.backend or "") in ("inductor", "flex")
+
+    @property
     def profiler_inflation(self) -> float | None:
         """Trace time per forward over the clean median: how much the profiler stretched this
         variant (per-op times in its trace are inflated alike, so they are shown as shares)."""
@@ -1022,6 +1028,16 @@ def diffs_for(comp: Comparison, kinds: Sequence[str]) -> list[Diff]:
     out = []
     for r in rows:
         base = baseline_for(comp, r)
-        if base is not None and r.label != base.label:
-            out.append(diff_rows(base, r))
+        if base is None or r.label == base.label:
+            continue
+        if r.compiled_region != base.compiled_region:
+            compiled, eager = (r, base) if r.compiled_region else (base, r)
+            note = (
+                f"{compiled.label} runs as compiled code (one generated region in its trace): "
+                f"not diffed op by op against eager {eager.label}"
+            )
+            if note not in comp.notes:
+                comp.notes.append(note)
+            continue
+        out.append(diff_rows(base, r))
     return out

@@ -51,9 +51,9 @@ SAME_SPEED = 1.1
 
 
 def opaque(row: Row) -> bool:
-    """Runs as compiled code: its trace shows one generated region, not the ops an eager variant
-    runs, so its op counts and op-level findings cannot be set against an eager variant's."""
-    return row.mode == "compile" or (row.backend or "") in ("inductor", "flex")
+    """Runs as compiled code (Row.compiled_region): its op counts and op-level findings cannot be
+    set against an eager variant's."""
+    return row.compiled_region
 
 
 def reasons(fast: Row, slow: Row, t: Translator) -> tuple[str, str] | None:
