@@ -300,9 +300,7 @@ def _prepare(
         estimate_bytes=estimate,
     )
     if workload.backward:
-        result.flop_convention = (
-            f"backward = {BACKWARD_FLOP_FACTOR:g} x forward matmul FLOPs (FlashAttention's convention)"
-        )
+        result.flop_convention = f"backward FLOPs = {BACKWARD_FLOP_FACTOR:g} x the forward's matmul FLOPs, FlashAttention's convention"
     note = progress or (lambda label, stage: None)
 
     decision = check(v, workload)

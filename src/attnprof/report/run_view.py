@@ -78,15 +78,17 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
     ok = [r for r in record.results if r.status == "ok" and r.timing and not is_incorrect(r.accuracy)]
     fastest = min((r.timing.median_ms for r in ok if r.timing), default=None)
     wide = console.width >= 130
+    backward = record.workload.backward
     table = Table(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
     columns = [
         ("variant", "left"),
         ("backend", "left"),
-        ("median ± IQR", "right"),
+        ("fwd median ± IQR" if backward else "median ± IQR", "right"),
         ("vs fastest", "right"),
-        ("peak mem", "right"),
-        ("max err", "right"),
-    ] + ([("trace", "left")] if wide else [])
+    ]
+    if backward:
+        columns += [("bwd median", "right"), ("fwd+bwd", "right"), ("grad err", "right")]
+    columns += [("peak mem", "right"), ("max err", "right")] + ([("trace", "left")] if wide else [])
     for col, justify in columns:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     traces: list[str] = []
@@ -107,9 +109,19 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
             r.backend or "-",
             f"{fmt_ms(r.timing.median_ms)} ± {fmt_ms(r.timing.iqr_ms)}",
             versus,
-            mem,
-            err,
         ]
+        if backward:
+            grads = list(r.grad_accuracy.values())
+            grad_err = "-"
+            if grads:
+                worst = max(a.max_abs_err for a in grads)
+                grad_err = f"{worst:.1e}" + ("" if all(a.ok for a in grads) else " [red]✗[/]")
+            row += [
+                fmt_ms(r.timing_bwd.median_ms) if r.timing_bwd else "-",
+                fmt_ms(r.timing_total.median_ms) if r.timing_total else "-",
+                grad_err,
+            ]
+        row += [mem, err]
         if wide:
             row.append(Path(r.trace).name if r.trace else "-")
         elif r.trace:
@@ -119,6 +131,7 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
     for r in record.results:
         if r.status == "ok" and r.accuracy is not None and is_incorrect(r.accuracy):
             console.print(f"[bold red]{r.label}: {r.accuracy.failure(record.workload.dtype)}[/]")
+    _render_workload_notes(console, record)
     for r in record.results:
         if r.status == "unsupported":
             console.print(f"[dim]not available: {r.reason}[/]")
@@ -133,6 +146,8 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
     w = record.workload
     # GQA and a KV length of its own change the work done: the footer names them when they differ
     kv = [f"kv heads {w.kv_heads}"] * (w.kv_heads != w.heads) + [f"kv len {w.kv_seq}"] * (w.kv_seq != w.seq)
+    kv += [f"mask {w.mask}"] * (w.mask not in ("", "causal")) + ["decode"] * (w.phase == "decode")
+    kv += ["forward + backward"] * w.backward
     shape = f"{w.batch}x{w.heads}x{w.seq}x{w.head_dim}" + (f" ({', '.join(kv)})" if kv else "")
     console.print(
         f"[dim]{shape} "
@@ -142,6 +157,43 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
     console.print(
         f"run directory: {out}  (run.json, traces/, tables/; open a trace in https://ui.perfetto.dev)"
     )
+
+
+def _render_workload_notes(console: Any, record: RunRecord) -> None:
+    """Under the table: per direction the FLOP convention and TFLOP/s, and for a mask other than
+    plain causal (or decode) how each variant expressed it and what that let it skip."""
+    w = record.workload
+    ran = [r for r in record.results if r.status == "ok"]
+    if w.backward and ran:
+        conv = next((r.flop_convention for r in ran if r.flop_convention), None)
+        parts = []
+        for r in ran:
+            f = f"{r.tflops_useful:.3g}" if r.tflops_useful is not None else "-"
+            b = f"{r.tflops_useful_bwd:.3g}" if r.tflops_useful_bwd is not None else "-"
+            parts.append(f"{r.label} {f} fwd / {b} bwd")
+        console.print(f"[dim]useful TFLOP/s: {'; '.join(parts)}; {conv}[/]")
+        for r in ran:
+            bad = [n for n, a in r.grad_accuracy.items() if not a.ok]
+            if bad:
+                console.print(f"[bold red]{r.label}: incorrect gradient(s) {', '.join(bad)}[/]")
+    if w.mask in ("", "causal") and w.phase != "decode":
+        return
+    useful = record.results[0].flops_useful if record.results else 0.0
+    dense = 4.0 * w.batch * w.heads * w.seq * w.kv_seq * w.head_dim
+    share = f"{useful / dense:.1%} of pairs visible" if dense else ""
+    console.print(f"mask {w.mask or ('causal' if w.causal else 'none')}: {share}")
+    for r in ran:
+        line = f"  {r.label}: {r.mask_path or 'unknown'}"
+        if r.block_sparsity is not None:
+            line += f"; skips {r.block_sparsity:.1%} of its blocks"
+        if r.flops_executed and dense:
+            line += f"; computes {r.flops_executed / dense:.0%} of the dense FLOPs"
+        console.print(line)
+    sdpa = next((r for r in ran if r.backend_rules), None)
+    if sdpa is not None:
+        rules = "; ".join(f"{b} {why}" for b, why in sdpa.backend_rules.items())
+        pick = f"PyTorch's dispatch picks {sdpa.pytorch_choice}; " if sdpa.pytorch_choice else ""
+        console.print(f"  [dim]SDPA for this mask: {pick}{rules}[/]")
 
 
 def render_list(

@@ -87,21 +87,63 @@ def _capability(workload: Workload) -> Decision:
         )
     if workload.dtype == "fp32":
         return Decision.no("hub-flash needs fp16 or bf16; got fp32 (use --dtype bf16)")
+    kind = workload.mask_spec.kind
+    if kind not in ("causal", "none", "sliding", "alibi"):
+        return Decision.no(
+            f"hub-flash: flash_attn_func takes causal, window_size and alibi_slopes; a {kind} mask "
+            "needs its varlen entry point, which attnprof does not drive: use flex or sdpa"
+        )
+    if kind != "none" and workload.phase == "prefill" and workload.seq != workload.kv_seq:
+        return Decision.no(
+            "hub-flash: FlashAttention aligns the causal mask bottom-right when Sq != Skv; attnprof's "
+            "prefill is top-left (as SDPA's is_causal): use --phase decode or equal lengths"
+        )
     reason = _missing_reason()
     return Decision.no(f"hub-flash: {reason}") if reason else Decision.ok()
 
 
 def _build(workload: Workload, inputs: Inputs) -> Built:
+    import torch
+
+    from attnprof.masks import alibi_slopes
+
     mod = load_flash_kernel()
-    # [B, H, S, D] -> [B, S, H, D], done once outside the timed call
-    q, k, v = (t.transpose(1, 2).contiguous() for t in (inputs.q, inputs.k, inputs.v))
-    causal, scale = workload.causal, inputs.scale
+    # [B, H, S, D] -> [B, S, H, D], done once outside the timed call; with backward these copies
+    # are the leaves the gradients are taken of (GQA: k and v keep their kv heads, FA2 takes that)
+    q, k, v = (
+        t.detach().transpose(1, 2).contiguous().requires_grad_(workload.backward)
+        for t in (inputs.q, inputs.k, inputs.v)
+    )
+    spec = workload.mask_spec
+    scale = inputs.scale
+    kwargs: dict[str, Any] = {"causal": spec.kind != "none", "softmax_scale": scale}
+    how = ["causal=True" if spec.kind != "none" else "causal=False"]
+    if spec.kind == "sliding":
+        kwargs["window_size"] = (spec.value - 1, 0)  # W keys: the query's own and W-1 before it
+        how.append(f"window_size=({spec.value - 1}, 0)")
+    if spec.kind == "alibi":
+        kwargs["alibi_slopes"] = torch.tensor(alibi_slopes(workload.heads), device=workload.device)
+        how.append("alibi_slopes")
+    kvcache = getattr(mod, "flash_attn_with_kvcache", None)
+    if workload.phase == "decode" and kvcache is not None and not workload.backward:
+        # the serving entry point: new queries against a full cache (bottom-right causal)
+        def call() -> Any:
+            return kvcache(q, k, v, **kwargs)
 
-    def call() -> Any:
-        out = mod.flash_attn_func(q, k, v, causal=causal, softmax_scale=scale)
-        return out[0] if isinstance(out, tuple) else out
+        entry = "flash_attn_with_kvcache"
+    else:
 
-    return Built(call=call, to_bhsd=lambda t: t.transpose(1, 2))
+        def call() -> Any:
+            out = mod.flash_attn_func(q, k, v, **kwargs)
+            return out[0] if isinstance(out, tuple) else out
+
+        entry = "flash_attn_func"
+    return Built(
+        call=call,
+        to_bhsd=lambda t: t.transpose(1, 2),
+        leaves=(q, k, v),
+        mask_path=f"{entry}({', '.join(how)})",
+    )
 
 
 VARIANTS = [

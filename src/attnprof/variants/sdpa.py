@@ -18,7 +18,15 @@ if TYPE_CHECKING:
 
     from attnprof.workload import Inputs, Workload
 
-__all__ = ["BACKEND_OPS", "VARIANTS", "backend_from_ops", "backend_rules", "mask_form", "pytorch_choice"]
+__all__ = [
+    "BACKEND_OPS",
+    "VARIANTS",
+    "attn_mask",
+    "backend_from_ops",
+    "backend_rules",
+    "mask_form",
+    "pytorch_choice",
+]
 
 # aten op name (as it appears in a trace) -> backend
 BACKEND_OPS: dict[str, str] = {
@@ -204,7 +212,7 @@ def _capability(backend: str):  # type: ignore[no-untyped-def]
     return check
 
 
-def _attn_mask(workload: Workload, inputs: Inputs) -> Any:
+def attn_mask(workload: Workload, inputs: Inputs) -> Any:
     """The attn_mask SDPA gets for this workload (None for is_causal or no mask)."""
     form, _ = mask_form(workload)
     if form == "lower_right":
@@ -234,7 +242,7 @@ def _builder(backend: str):  # type: ignore[no-untyped-def]
         gqa = workload.kv_heads != workload.heads
         form, desc = mask_form(workload)
         causal = form == "is_causal"
-        mask = _attn_mask(workload, inputs)
+        mask = attn_mask(workload, inputs)
 
         if backend == "auto":
 

@@ -1,13 +1,17 @@
 """User variants: `--variant my_module:my_attention` or `--variant path/to/file.py:my_attention`.
 
 The callable takes q, k, v ([B, H, S, D]) and keywords is_causal and scale, and returns the
-output in the same layout. The first line of its docstring becomes the description.
+output in the same layout. The first line of its docstring becomes the description. For a mask
+other than causal or none (--mask) it also gets attn_mask, exactly as F.scaled_dot_product_attention
+takes it (bool, True = attend, or an additive float mask); a function without an attn_mask (or
+**kwargs) parameter is then rejected with that reason.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,15 +60,39 @@ def load_user_variant(spec: str) -> Variant:
     doc = (fn.__doc__ or "").strip().splitlines()
     description = doc[0] if doc else f"user variant {func_name} from {ref}"
 
+    try:
+        params = inspect.signature(fn).parameters
+        takes_mask = "attn_mask" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    except (TypeError, ValueError):  # a builtin without a signature: try it
+        takes_mask = True
+
+    def capability(workload: Workload) -> Decision:
+        from attnprof.variants.sdpa import mask_form
+
+        form, desc = mask_form(workload)
+        if form not in ("none", "is_causal") and not takes_mask:
+            return Decision.no(
+                f"{func_name}: the --mask {workload.mask} workload passes {desc}, and {func_name} has no "
+                "attn_mask parameter: add attn_mask=None to it"
+            )
+        return Decision.ok()
+
     def build(workload: Workload, inputs: Inputs) -> Built:
-        q, k, v, scale, causal = inputs.q, inputs.k, inputs.v, inputs.scale, workload.causal
-        return Built(call=lambda: fn(q, k, v, is_causal=causal, scale=scale))
+        from attnprof.variants.sdpa import attn_mask, mask_form
+
+        q, k, v, scale = inputs.q, inputs.k, inputs.v, inputs.scale
+        form, desc = mask_form(workload)
+        causal = form == "is_causal"
+        if form in ("none", "is_causal"):
+            return Built(call=lambda: fn(q, k, v, is_causal=causal, scale=scale), mask_path=desc)
+        mask = attn_mask(workload, inputs)
+        return Built(call=lambda: fn(q, k, v, is_causal=False, scale=scale, attn_mask=mask), mask_path=desc)
 
     return Variant(
         name=func_name if func_name not in ("forward", "attention") else f"{Path(ref).stem}.{func_name}",
         description=description,
         build=build,
-        capability=lambda w: Decision.ok(),
+        capability=capability,
         family="user",
         source=f"{Path(ref).resolve()}:{func_name}" if ref.endswith(".py") else spec,
         # unknown implementation: assume it may materialise the scores like a naive one
