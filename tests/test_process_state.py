@@ -54,3 +54,22 @@ def test_page_faults_are_counted_and_flagged(tmp_path: Path) -> None:
         msgs = [m for v, code, _, m, _ in finding_items(data, Translator(lang)) if code == "PAGE_FAULTS"]
         count = str(round(fresh.minor_faults_per_call))
         assert len(msgs) == 1 and count in msgs[0]  # the same count as the English finding
+
+
+def test_lean_and_rich_profiler_passes_give_the_inflation(cpu_run) -> None:  # type: ignore[no-untyped-def]
+    """Every profiled variant has a lean pass (no shapes, memory or stacks) beside the exported
+    rich one; both against the clean median are the profiler's inflation, shown per variant."""
+    from attnprof.report.tables import comparison_table
+
+    out, record = cpu_run
+    profiled = [r for r in record.results if r.status == "ok" and r.profile is not None]
+    assert profiled
+    for r in profiled:
+        assert r.profile.lean_cpu_time_us_per_forward and r.profile.lean_cpu_time_us_per_forward > 0
+    comp = compare([out], analyse=False)
+    rows = [r for r in comp.rows if r.ok]
+    assert all(r.lean_inflation is not None and r.profiler_inflation is not None for r in rows)
+    data = build_report_data(out, expect=None)
+    table = comparison_table(data, Translator("en"))
+    col = table.header.index("Trace time / clean (rich / lean pass)")
+    assert all(" / " in row[col] for row in table.rows)

@@ -150,6 +150,10 @@ class ProfileSummary(msgspec.Struct, kw_only=True):
     gpu_ops_per_backward: float | None = None
     cpu_time_us_per_backward: float | None = None
     gpu_time_us_per_backward: float | None = None
+    # per forward from a lean pass before the exported one (no shapes, memory or stacks): the
+    # profiler's own cost without the rich pass's recording (harness/profile.py)
+    lean_cpu_time_us_per_forward: float | None = None
+    lean_gpu_time_us_per_forward: float | None = None
 
 
 class LayerAttention(msgspec.Struct, kw_only=True):

@@ -95,6 +95,7 @@ class Row(msgspec.Struct, kw_only=True):
     input: int = 0  # position of its run directory or trace among the inputs
     workload: str | None = None  # workload_key of its run; None for a bare trace
     minor_faults_per_call: float | None = None  # page faults per call while timing (getrusage)
+    lean_time_us_per_forward: float | None = None  # the lean profiler pass's (no shapes/memory)
     allocator: str | None = None  # the allocator state it was timed in
     variant: str | None = None
     mode: str | None = None
@@ -182,6 +183,14 @@ class Row(msgspec.Struct, kw_only=True):
         if not traced or not self.median_ms:
             return None
         return traced / 1000.0 / self.median_ms
+
+    @property
+    def lean_inflation(self) -> float | None:
+        """The lean profiler pass's time per forward over the clean median (no shapes, memory or
+        stacks recorded): what profiling costs before the rich pass's recording."""
+        if not self.lean_time_us_per_forward or not self.median_ms:
+            return None
+        return self.lean_time_us_per_forward / 1000.0 / self.median_ms
 
     @property
     def above_peak(self) -> bool:
@@ -661,6 +670,10 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         row.gpu_time_us_per_forward = res.profile.gpu_time_us_per_forward
         row.cpu_time_us_per_forward = res.profile.cpu_time_us_per_forward
         row.forwards = res.profile.forwards
+        gpu = bool(res.profile.gpu_ops_per_forward)
+        row.lean_time_us_per_forward = (
+            res.profile.lean_gpu_time_us_per_forward if gpu else res.profile.lean_cpu_time_us_per_forward
+        )
     return row
 
 
