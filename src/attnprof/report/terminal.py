@@ -95,7 +95,8 @@ def _timing_table(console: Console, comp: Comparison) -> None:
         timing.add_column("workload", overflow="fold", max_width=22)
     timing.add_column("backend", overflow="fold", max_width=14)
     for name in ("median", "IQR", "speed", "peak mem", "max err", "TFLOP/s"):
-        timing.add_column(name, justify="right", no_wrap=True)
+        # the speed may wrap between the ratio and its [interval]; numbers never do
+        timing.add_column(name, justify="right", no_wrap=name != "speed")
     for r in comp.rows:
         if not r.ran or r.median_ms is None:  # not run: listed below with the reason; traces: untimed
             continue
@@ -250,8 +251,10 @@ def render_expectations(console: Console, results: Sequence[ExpectationResult], 
     table = Table(title=title or "Expectations", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
     table.add_column("variant", overflow="fold", max_width=18)
     table.add_column("check", overflow="fold", max_width=19)
-    table.add_column("expected", overflow="fold", max_width=28)
-    table.add_column("observed", overflow="fold", max_width=25)
+    # widths that fit 100 columns with the result column: expected holds the longest finding code
+    # with its comma (TRANSPOSES_BEFORE_KERNEL,), observed wraps between words
+    table.add_column("expected", overflow="fold", max_width=26)
+    table.add_column("observed", overflow="fold", max_width=20)
     table.add_column("result", no_wrap=True)
     style = {"met": "green", "not met": "bold red", "skipped": "dim"}
     for r, n in _grouped(results):
