@@ -72,3 +72,17 @@ def test_profile_splits_forward_from_backward_and_memory_includes_saved(tmp_path
     assert flash.memory and flash.memory.peak_bytes is not None
     assert flash.memory.peak_bytes < w.score_bytes()
     assert rec.workload.backward is True
+    # the analyser splits them: --region attn_bwd counts the backward's FLOPs (2.5x)
+    import subprocess
+    import sys
+
+    for region, factor in (("attn_fwd", 1.0), ("attn_bwd", BACKWARD_FLOP_FACTOR)):
+        p = subprocess.run(
+            [sys.executable, "-m", "attnprof", "analyze", str(tmp_path / "r" / (flash.trace or "")),
+             "--region", region, "--json"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr
+        data = json.loads(p.stdout)
+        assert data["roofline"]["region"] == region
+        assert data["roofline"]["flops_useful"] == pytest.approx(factor * w.flops_useful())

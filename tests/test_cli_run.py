@@ -29,6 +29,11 @@ def attnprof(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpr
         (["--steps", "1,1"], "WAIT,WARMUP,ACTIVE"),
         (["--seq", "abc"], "--seq"),
         (["--variants", "no_such_file.py:f"], "does not exist"),
+        (["--mask", "sliding"], "needs a value"),
+        (["--mask", "window=3"], "unknown --mask"),
+        (["--no-causal", "--mask", "alibi"], "contradict"),
+        (["--mask", "padding=3,4"], "one key length per batch element"),
+        (["--phase", "decode", "--decode-queries", "9", "--kv-seq", "4"], "kv-seq >= --decode-queries"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:

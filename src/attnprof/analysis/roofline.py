@@ -55,8 +55,16 @@ def roofline(
     gpu = device.get("kind") == "gpu" and region.get("gpu_ops_per_instance", 0) > 0
     basis = "gpu busy time per instance" if gpu else "cpu time per instance"
     t_us = float(region["gpu_time_us_per_instance"] if gpu else region["cpu_time_us_per_instance"])
-    flops = workload.flops_useful()
-    executed = workload.flops_executed(materialises)
+    # a --backward run's regions: attn_bwd holds the backward (2.5x the forward's FLOPs,
+    # FlashAttention's convention), attn_fwd the forward, any wider region (a profiler step) both
+    from attnprof.workload import BACKWARD_FLOP_FACTOR
+
+    name = str(region.get("name") or "")
+    factor = 1.0
+    if workload.backward and "attn_fwd" not in name:
+        factor = BACKWARD_FLOP_FACTOR if "attn_bwd" in name else 1.0 + BACKWARD_FLOP_FACTOR
+    flops = workload.flops_useful() * factor
+    executed = workload.flops_executed(materialises) * factor
     nbytes = workload.bytes_min()
     out: dict[str, Any] = {
         "basis": basis,
