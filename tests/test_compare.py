@@ -180,3 +180,22 @@ def test_compiled_regions_are_not_compared_op_by_op() -> None:
     assert [(d.a, d.b) for d in diffs] == [("naive-inplace", "naive")]  # the eager pair only
     assert any(n.startswith("flex runs as compiled code") for n in comp.notes)
     assert reasons(flex, eager, Translator("en")) is None  # "materialises the scores" is no evidence here
+
+
+def test_cpu_diff_shows_an_op_whose_share_moved_at_equal_count() -> None:
+    """Equal counts, but copy_ went from 10% to 60% of the traced forward: "changed", not hidden;
+    the same op at the same share with inflated absolute times stays "same"."""
+    from attnprof.analysis.compare import OpStat, Row, diff_rows
+
+    def row(label: str, copy_us: float, bmm_us: float) -> Row:
+        ops = [
+            OpStat(name="aten::copy_", category="copy", family="copy", count=1, time_us=copy_us),
+            OpStat(name="aten::bmm", category="gemm", family="gemm", count=2, time_us=bmm_us),
+        ]
+        return Row(label=label, kind="run", source="r", ops=ops, ops_lane="cpu")
+
+    d = diff_rows(row("a", 10, 90), row("b", 60, 40))
+    changes = {k.name: k.change for f in d.families for k in f.kernels}
+    assert changes == {"aten::copy_": "changed", "aten::bmm": "changed"} and d.changed == 2
+    same = diff_rows(row("a", 10, 90), row("c", 30, 270))  # 3x inflated, the same shares
+    assert {k.change for f in same.families for k in f.kernels} == {"same"}

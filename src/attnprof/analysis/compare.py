@@ -957,14 +957,18 @@ def baseline_for(comp: Comparison, row: Row) -> Row | None:
 # -- kernel-level diff -----------------------------------------------------------------------------
 
 
+# a CPU op whose share of its side's traced time moves by this much is "changed" at equal counts
+CPU_SHARE_CHANGE = 0.10
+
+
 def diff_rows(a: Row, b: Row) -> Diff:
     """GPU ops of B against A per forward, grouped by family, with time deltas.
 
     A kernel name in B only is "added", in A only "removed", in both with a different count per
-    forward (or, for GPU ops, a time that moved by more than half) "changed". CPU op times at
-    small shapes are mostly noise, so on the CPU lane only counts decide; the time delta is
-    shown either way. When neither side ran GPU ops (CPU
-    runs), the same is done for the CPU ops by name."""
+    forward, or a time that moved by more than half (GPU), or a share of its side's traced time
+    that moved by 10 points or more (CPU: the profiler inflates CPU op times, more for variants
+    with many ops, so shares compare where absolute times do not), "changed". When neither side
+    ran GPU ops (CPU runs), the same is done for the CPU ops by name."""
     lane = "gpu"
     ops_a = [o for o in a.ops if a.ops_lane == "gpu"]
     ops_b = [o for o in b.ops if b.ops_lane == "gpu"]
@@ -974,6 +978,8 @@ def diff_rows(a: Row, b: Row) -> Diff:
         ops_b = [o for o in b.ops if b.ops_lane == "cpu"]
     by_a = {o.name: o for o in ops_a}
     by_b = {o.name: o for o in ops_b}
+    total_a = sum(o.time_us for o in ops_a) or 1.0
+    total_b = sum(o.time_us for o in ops_b) or 1.0
     groups: dict[str, list[KernelChange]] = {}
     cat_of: dict[str, str] = {}
     counts = {"added": 0, "removed": 0, "changed": 0, "same": 0}
@@ -987,7 +993,11 @@ def diff_rows(a: Row, b: Row) -> Diff:
             change: Literal["added", "removed", "changed", "same"] = "added"
         elif ob is None:
             change = "removed"
-        elif abs(ca - cb) > 1e-9 or (lane == "gpu" and abs(tb - ta) > 0.5 * max(ta, tb)):
+        elif (
+            abs(ca - cb) > 1e-9
+            or (lane == "gpu" and abs(tb - ta) > 0.5 * max(ta, tb))
+            or (lane == "cpu" and abs(tb / total_b - ta / total_a) >= CPU_SHARE_CHANGE)
+        ):
             change = "changed"
         else:
             change = "same"

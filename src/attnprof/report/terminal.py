@@ -190,11 +190,13 @@ def _footer(console: Console, comp: Comparison) -> None:
 
 def render_diff(console: Console, diff: Diff, *, top: int = 12) -> None:
     """Families with the largest time change first; within each, kernels by |delta|."""
+    # no absolute totals here: op times are the profiler's (inflated), and the clean medians above
+    # are the times; the Δ column is traced time, for ranking the changes
     head = (
         f"{_label(diff.b)} vs {_label(diff.a)} ({diff.lane.upper()} ops per forward): "
-        f"{fmt_count(diff.ops_a)} -> {fmt_count(diff.ops_b)} ops, "
-        f"{fmt_us(diff.time_a_us)} -> {fmt_us(diff.time_b_us)}; "
-        f"+{diff.added} added, -{diff.removed} removed, ~{diff.changed} changed"
+        f"{fmt_count(diff.ops_a)} -> {fmt_count(diff.ops_b)} ops; "
+        f"+{diff.added} added, -{diff.removed} removed, ~{diff.changed} changed "
+        "(Δ: traced time, inflated by the profiler)"
     )
     console.print(Text(head, style="bold"))
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
