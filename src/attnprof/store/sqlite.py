@@ -568,7 +568,9 @@ class Store:
             f"SELECT {', '.join(cols)} FROM results r LEFT JOIN environments e ON e.id = r.environment_id"
             + (f" WHERE {' AND '.join(where)}" if where else "")
             + " ORDER BY r.device, r.dtype, r.batch, r.heads, r.kv_heads, r.seq, r.kv_seq, r.head_dim,"
-            " r.causal, r.variant, r.mode"
+            " r.causal, "
+            + ("r.mask, r.backward, r.phase, " if "mask" in present else "")
+            + "r.variant, r.mode"
         )
         out: list[StoredResult] = []
         with self._reading():
