@@ -23,7 +23,8 @@ def row(variant: str, seq: int, median: float | None, *, ok: bool = True, accura
     return StoredResult(
         samples_ms=samples,
         job_key=f"{variant}-{seq}-{batch}-{dtype}", variant=variant, mode="eager", batch=batch, heads=2, kv_heads=2,
-        seq=seq, kv_seq=seq, head_dim=16, dtype=dtype, device="cpu", causal=True, seed=0,
+        seq=seq, kv_seq=seq, head_dim=16, dtype=dtype, device="cpu", causal=True, mask="causal", backward=False,
+        phase="prefill", seed=0,
         status="ok" if ok else "error", reason=None if ok else "boom", backend=backend, pytorch_choice=choice,
         median_ms=median, iqr_ms=iqr, n_samples=3, gpu_ops_per_forward=None, cpu_ops_per_forward=None,
         peak_bytes=None, estimate_bytes=None, max_abs_err=1e-7 if accurate else 0.5, accuracy_ok=accurate,
