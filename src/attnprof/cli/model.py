@@ -10,7 +10,16 @@ from typing import Annotated
 import typer
 
 from attnprof.cli import app
-from attnprof.cli.options import Device, Dtype, JsonOut, NoColor, Seed, resolve_device, split_list
+from attnprof.cli.options import (
+    Device,
+    Dtype,
+    JsonOut,
+    NoColor,
+    Seed,
+    TensorboardDir,
+    resolve_device,
+    split_list,
+)
 from attnprof.errors import UserError
 
 __all__: list[str] = []
@@ -57,15 +66,7 @@ def model_command(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Run directory (default ./attnprof-runs/<timestamp>).")
     ] = None,
-    tensorboard: Annotated[
-        Path | None,
-        typer.Option(
-            "--tensorboard",
-            metavar="DIR",
-            help="Also write the traces as torch.profiler.tensorboard_trace_handler does, under "
-            "DIR/<run name>/ (TensorBoard, HTA and `attnprof analyze DIR` read that layout).",
-        ),
-    ] = None,
+    tensorboard: TensorboardDir = None,
     json_out: JsonOut = False,
     no_color: NoColor = False,
 ) -> None:

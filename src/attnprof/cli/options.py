@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -83,6 +84,16 @@ Variants = Annotated[
 ]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 NoColor = Annotated[bool, typer.Option("--no-color", help="No colours in the output.")]
+# run and model write their traces in tensorboard_trace_handler's layout the same way
+TensorboardDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--tensorboard",
+        metavar="DIR",
+        help="Also write the traces as torch.profiler.tensorboard_trace_handler does, under "
+        "DIR/<run name>/ (TensorBoard, HTA and `attnprof analyze DIR` read that layout).",
+    ),
+]
 
 
 def split_list(values: list[str] | None, flag: str = "--variants") -> list[str]:

@@ -29,6 +29,7 @@ from attnprof.cli.options import (
     Seed,
     Seq,
     Shape,
+    TensorboardDir,
     Variants,
     build_workload,
     split_list,
@@ -84,15 +85,7 @@ def run_command(
         float | None, typer.Option("--time-budget", help="Seconds of clean timing per variant.")
     ] = None,
     no_profile: Annotated[bool, typer.Option("--no-profile", help="Time only; no traces.")] = False,
-    tensorboard: Annotated[
-        Path | None,
-        typer.Option(
-            "--tensorboard",
-            metavar="DIR",
-            help="Also write the traces as torch.profiler.tensorboard_trace_handler does, under "
-            "DIR/<run name>/ (TensorBoard, HTA and `attnprof analyze DIR` read that layout).",
-        ),
-    ] = None,
+    tensorboard: TensorboardDir = None,
     json_out: JsonOut = False,
     expect: Annotated[
         str | None,
