@@ -43,7 +43,10 @@ def test_page_faults_are_counted_and_flagged(tmp_path: Path) -> None:
     fresh = by["fresh_buffer"].timing
     plain = by["sdpa"].timing
     assert fresh is not None and plain is not None
-    assert fresh.minor_faults_per_call is not None and fresh.minor_faults_per_call > 10_000  # 64 MiB of pages
+    # 64 MiB is 16384 small pages, but the kernel's fault-around and huge pages map several per
+    # fault, so the count varies by machine (CI saw 4915); 1024 faults (at least 4 MiB mapped
+    # fresh per call) still sits over an order of magnitude above sdpa's warm reuse (< 64).
+    assert fresh.minor_faults_per_call is not None and fresh.minor_faults_per_call > 1024
     assert plain.minor_faults_per_call is not None and plain.minor_faults_per_call < 64
 
     comp = compare([out], analyse=False)
