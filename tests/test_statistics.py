@@ -1,4 +1,4 @@
-"""Ratio intervals and the loaded-machine check, on real runs: two identical kernels tie; a run
+"""Ratio intervals and the loaded-machine check, on real runs: two identical calls tie; a run
 made while busy loops load every core is flagged unreliable and explains nothing."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,31 +36,48 @@ def test_ratio_interval_paired_and_unpaired() -> None:
     assert ratio_interval([1.0, 2.0], base, paired=False) is None  # too few samples
 
 
-@pytest.mark.skip(
-    reason="sdpa and sdpa-flash are not identical calls: pinning costs a real 1-10% per call "
-    "(measured intervals 0.985-0.992 at S=1024, 0.90-0.92 at S=256), so a tie is not guaranteed"
+SAME = textwrap.dedent(
+    """
+    import torch.nn.functional as F
+
+    def same_a(q, k, v, is_causal=False, scale=None):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)
+
+    def same_b(q, k, v, is_causal=False, scale=None):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)
+    """
 )
-def test_identical_kernels_tie(tmp_path: Path) -> None:
-    """sdpa (default dispatch) and sdpa-flash run the same CPU kernel: the interval of their
-    ratio holds 1, so no report calls either faster. The shape is large enough for the kernel to
-    dominate: at B1 H4 S256 D32 sdpa-flash measured 8-10% slower on an idle 2-core machine
-    (interval 0.90-0.92), a real per-call cost of pinning the backend, not noise."""
-    wl = Workload(batch=1, heads=8, seq=1024, head_dim=64)
-    out = tmp_path / "r"
+
+
+def _identical_pair_interval(tmp_path: Path, attempt: int) -> tuple[Path, float, float, bool]:
+    src = tmp_path / "same.py"
+    src.write_text(SAME)
+    out = tmp_path / f"r{attempt}"
     run(
-        wl,
-        ["sdpa", "sdpa-flash"],
+        Workload(batch=1, heads=4, seq=256, head_dim=32),
+        [f"{src}:same_a", f"{src}:same_b"],
         out=out,
         options=RunOptions(profile=False, time_budget_s=0.6, min_samples=20),
     )
-    comp = compare([out], baseline="sdpa", analyse=False)
-    flash = comp.row("sdpa-flash")
-    assert flash.speedup_low is not None and flash.speedup_high is not None
-    assert flash.speedup_low <= 1.0 <= flash.speedup_high, (flash.speedup_low, flash.speedup_high)
-    assert flash.tie
-    data = build_report_data(out, expect=None, baseline="sdpa")
+    row = compare([out], baseline="same_a", analyse=False).row("same_b")
+    assert row.speedup_low is not None and row.speedup_high is not None
+    return out, row.speedup_low, row.speedup_high, row.tie
+
+
+def test_identical_calls_tie(tmp_path: Path) -> None:
+    """Two variants that make the very same call, timed interleaved: the interval of their ratio
+    holds 1 and no report line calls either faster. A 95% interval misses 1 for about one
+    identical pair in twenty by construction, so a miss gets one more, independent run (both
+    missing: about 1 in 400); a systematic bias (order, placement, a per-call cost that is not
+    the call) misses every time and fails."""
+    tries = [_identical_pair_interval(tmp_path, 0)]
+    if not tries[0][3]:
+        tries.append(_identical_pair_interval(tmp_path, 1))
+    out, low, high, tie = tries[-1]
+    assert tie and low <= 1.0 <= high, [(t[1], t[2]) for t in tries]
+    data = build_report_data(out, expect=None, baseline="same_a")
     en = summarize(data, Translator("en"))
-    assert any(line.startswith("sdpa-flash and sdpa are tied in fp32") for line in en), en
+    assert any(line.startswith("same_b and same_a are tied in fp32") for line in en), en
     assert any(line.startswith("Fastest here, tied within noise: ") for line in en), en
     assert not any("faster than" in line for line in en), en
 
