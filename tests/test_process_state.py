@@ -76,3 +76,56 @@ def test_lean_and_rich_profiler_passes_give_the_inflation(cpu_run) -> None:  # t
     table = comparison_table(data, Translator("en"))
     col = table.header.index("Trace time / clean (rich / lean pass)")
     assert all(" / " in row[col] for row in table.rows)
+
+
+SCRATCH = textwrap.dedent(
+    '''
+    import torch
+    import torch.nn.functional as F
+
+    def scratch_16mib(q, k, v, is_causal=False, scale=None):
+        """SDPA plus a 16 MiB buffer written on every call: under the warm threshold (reused from
+        the heap), over the cold one (mapped and faulted in afresh each call)."""
+        scratch = torch.ones(4 * 1024 * 1024)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale) + scratch[0] - 1
+    '''
+)
+
+
+def test_cold_allocator_state_is_timed_and_flagged(tmp_path: Path) -> None:
+    """The cold state (a fresh process's 128 KiB mmap threshold, free pages released before each
+    sample) is timed beside the warm one; COLD_ALLOCATOR fires for a variant whose per-call buffer
+    is faulted in afresh only when cold, and not for sdpa at a shape whose buffers are small."""
+    src = tmp_path / "scratch.py"
+    src.write_text(SCRATCH)
+    out = tmp_path / "r"
+    rec = run(
+        Workload(batch=1, heads=2, seq=64, head_dim=16),
+        ["sdpa", f"{src}:scratch_16mib"],
+        out=out,
+        options=RunOptions(profile=False, time_budget_s=0.4, min_samples=8),
+    )
+    by = {r.variant: r.timing for r in rec.results}
+    scratch, plain = by["scratch_16mib"], by["sdpa"]
+    assert scratch is not None and plain is not None
+    assert scratch.cold is not None and plain.cold is not None
+    assert scratch.cold.allocator.startswith("cold: glibc M_MMAP_THRESHOLD 128 KiB")
+    assert scratch.cold.n >= 8 and len(scratch.cold.samples_ms) == scratch.cold.n
+    # warm: the 16 MiB buffer is reused; cold: its 4096 pages come back on every call (fault-around
+    # and huge pages may map several per fault, hence a margin)
+    assert scratch.minor_faults_per_call is not None and scratch.minor_faults_per_call < 64
+    assert scratch.cold.minor_faults_per_call is not None and scratch.cold.minor_faults_per_call > 512
+    assert plain.cold.minor_faults_per_call is not None and plain.cold.minor_faults_per_call < 64
+
+    comp = compare([out], analyse=False)
+    row = comp.row("scratch_16mib")
+    assert row.cold_median_ms == scratch.cold.median_ms
+    assert "COLD_ALLOCATOR" not in comp.row("sdpa").finding_codes  # no extra faults: never fires
+    if row.unreliable:  # load between the two states would pass for a cause: no finding at all
+        assert "COLD_ALLOCATOR" not in row.finding_codes
+        return
+    assert "COLD_ALLOCATOR" in row.finding_codes
+    data = build_report_data(out, expect=None)
+    for lang in ("id", "th"):
+        msgs = [m for v, code, _, m, _ in finding_items(data, Translator(lang)) if code == "COLD_ALLOCATOR"]
+        assert len(msgs) == 1 and str(round(scratch.cold.minor_faults_per_call)) in msgs[0]

@@ -98,6 +98,20 @@ class TimingSummary(msgspec.Struct, kw_only=True):
     rounds_paired: bool = False  # samples interleaved with the other variants of the same run
     allocator: str | None = None  # the allocator state timed in (harness/allocator.py)
     minor_faults_per_call: float | None = None  # getrusage minor page faults per call (CPU)
+    cold: ColdTiming | None = None  # the same calls in the cold allocator state (CPU, glibc)
+
+
+class ColdTiming(msgspec.Struct, kw_only=True):
+    """The same calls timed in the cold allocator state (harness/allocator.py): larger per-call
+    buffers mapped and page-faulted afresh on every call, as in a fresh process. Interleaved like
+    the warm samples, but in rounds of their own after them."""
+
+    allocator: str
+    median_ms: float
+    iqr_ms: float
+    n: int
+    samples_ms: list[float]
+    minor_faults_per_call: float | None = None
 
 
 class Accuracy(msgspec.Struct, kw_only=True):

@@ -30,7 +30,7 @@ import msgspec
 
 from attnprof.analysis.stats import RatioInterval, ratio_interval
 from attnprof.errors import UserError
-from attnprof.records import RunRecord, RunResult, WorkloadRecord, decode_run, is_incorrect
+from attnprof.records import RunRecord, RunResult, TimingSummary, WorkloadRecord, decode_run, is_incorrect
 
 __all__ = [
     "COMPARE_SCHEMA",
@@ -97,6 +97,8 @@ class Row(msgspec.Struct, kw_only=True):
     minor_faults_per_call: float | None = None  # page faults per call while timing (getrusage)
     lean_time_us_per_forward: float | None = None  # the lean profiler pass's (no shapes/memory)
     allocator: str | None = None  # the allocator state it was timed in
+    cold_median_ms: float | None = None  # the same calls in the cold allocator state (CPU, glibc)
+    cold_minor_faults_per_call: float | None = None
     variant: str | None = None
     mode: str | None = None
     status: str = "ok"
@@ -646,6 +648,8 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         paired_rounds=bool(t and t.rounds_paired),
         minor_faults_per_call=t.minor_faults_per_call if t else None,
         allocator=t.allocator if t else None,
+        cold_median_ms=t.cold.median_ms if t and t.cold else None,
+        cold_minor_faults_per_call=t.cold.minor_faults_per_call if t and t.cold else None,
         unreliable=bool(t and t.load and t.load.unreliable),
         load_reasons=list(t.load.reasons) if t and t.load else [],
         threads=t.threads if t else None,
@@ -721,6 +725,49 @@ def _fault_check(row: Row) -> None:
             message=f"{n:.0f} minor page faults per call while timing ({n * 4 / 1024:.1f} MiB of fresh 4 KiB "
             "pages each call): allocation and page faults, not arithmetic, are part of this variant's time",
             evidence={"minor_faults_per_call": round(n), "allocator": row.allocator},
+        )
+    )
+
+
+# the least cold/warm ratio (its interval's lower end) that COLD_ALLOCATOR reports: smaller
+# differences, even when outside noise, change no ranking the reports make
+COLD_MIN_RATIO = 1.05
+
+
+def _cold_check(row: Row, t: TimingSummary | None) -> None:
+    """COLD_ALLOCATOR: in the cold allocator state (as in a fresh process) the variant is slower
+    than in the warm one beyond noise, AND it page-faults more there: only then do allocation and
+    page faults, not arithmetic, account for the difference (a slower cold time without the
+    faults names no cause). Not on an unreliable run: the two states are timed one after the
+    other, so load that came and went between them would pass for a cause."""
+    if t is None or t.cold is None or (t.load is not None and t.load.unreliable):
+        return
+    cold = t.cold
+    iv = ratio_interval(cold.samples_ms, t.samples_ms, paired=False)
+    warm_faults = t.minor_faults_per_call or 0.0
+    cold_faults = cold.minor_faults_per_call
+    if iv is None or iv.low < COLD_MIN_RATIO or cold_faults is None:
+        return
+    if cold_faults - warm_faults < PAGE_FAULTS_PER_CALL:
+        return
+    row.findings.append(
+        FindingRef(
+            code="COLD_ALLOCATOR",
+            severity="warning",
+            message=f"In the cold allocator state (larger buffers mapped afresh each call, as in a fresh "
+            f"process) {cold.median_ms:.3g} ms per call, {iv.ratio:.2f}x ({iv.low:.2f}-{iv.high:.2f}) the "
+            f"warm {t.median_ms:.3g} ms, with {cold_faults:.0f} minor page faults per call against "
+            f"{warm_faults:.0f}: allocation and page faults, not arithmetic, make the difference. The "
+            "times shown are warm.",
+            evidence={
+                "cold_ms": round(cold.median_ms, 4),
+                "warm_ms": round(t.median_ms, 4),
+                "ratio": round(iv.ratio, 2),
+                "ratio_low": round(iv.low, 2),
+                "ratio_high": round(iv.high, 2),
+                "cold_faults_per_call": round(cold_faults),
+                "warm_faults_per_call": round(warm_faults),
+            },
         )
     )
 
@@ -879,6 +926,7 @@ def compare(
                         notes.append(f"{row.label}: {row.analysis_error}")
                 _peak_check(row, src.record)
                 _fault_check(row)
+                _cold_check(row, res.timing)
                 _gate(row, res, src.record.workload.dtype)
                 row.input = i
                 rows.append(row)

@@ -16,13 +16,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from attnprof.harness.allocator import warm_allocator
+from attnprof.harness.allocator import WARM_PREFIX, cold_allocator, release_free_memory, warm_allocator
 from attnprof.harness.load import LoadMeter
-from attnprof.records import TimingSummary
+from attnprof.records import ColdTiming, TimingSummary
 
 __all__ = ["NOISE_THRESHOLD", "summarize", "time_call", "time_interleaved"]
 
 NOISE_THRESHOLD = 0.10
+
+# the cold state's share of the timing budget, and its least sample count: enough for the
+# interval that decides whether the two states differ beyond noise (compare's COLD_ALLOCATOR)
+COLD_SHARE = 0.25
+COLD_MIN_SAMPLES = 8
 
 
 def summarize(samples_ms: list[float], *, threads: int, method: str) -> TimingSummary:
@@ -84,13 +89,18 @@ def time_interleaved(
     min_samples: int = 10,
     max_samples: int = 500,
     warmup_s: float = 0.05,
+    cold_share: float = COLD_SHARE,
 ) -> dict[str, TimingSummary]:
     """Time several calls in rounds, one sample of each per round (rotating the order), for
     about `budget_s` seconds in all. On a shared machine a burst of background load then lands
     on every variant alike, so their ratios hold even when absolute times wander. Samples are
     taken as in time_call: perf_counter batches of >= 1 ms on CPU, CUDA events with an L2
     flush on GPU. A (setup, call) pair times call(setup()) with setup outside the clock (the
-    backward after its forward); the L2 flush then comes after the setup."""
+    backward after its forward); the L2 flush then comes after the setup.
+
+    On CPU with glibc, the samples are taken in the warm allocator state, and a further
+    `cold_share` of the budget in the cold one (harness/allocator.py), recorded as `cold`: the
+    two differ where allocation and page faults, not arithmetic, are part of a variant's time."""
     import torch
 
     labels = list(calls)
@@ -103,7 +113,6 @@ def time_interleaved(
             setups[label], plain[label] = c
         else:
             setups[label], plain[label] = None, _ignore_arg(c)
-    flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=device) if cuda else None
     inner: dict[str, int] = {}
     for label in labels:  # warm-up, and the batch size that makes a CPU sample last >= 1 ms
         t_end = time.perf_counter() + warmup_s
@@ -118,31 +127,106 @@ def time_interleaved(
             torch.cuda.synchronize(device)
         per_call = (time.perf_counter() - t0) / n
         inner[label] = 1 if cuda or per_call <= 0 else max(1, int(1e-3 / per_call))
-    samples: dict[str, list[float]] = {label: [] for label in labels}
-    faults: dict[str, int] = dict.fromkeys(labels, 0)
-    ncalls: dict[str, int] = dict.fromkeys(labels, 0)
+    rounds = _Rounds(labels, plain, setups, inner, device=device)
     meter = LoadMeter().start()
-    deadline = time.perf_counter() + budget_s
-    rnd = 0
-    while True:
-        done = min(len(v) for v in samples.values())
-        if done >= max_samples or (done >= min_samples and time.perf_counter() >= deadline):
-            break
-        order = labels[rnd % len(labels) :] + labels[: rnd % len(labels)]
-        rnd += 1
-        for label in order:
-            call, setup, k = plain[label], setups[label], inner[label]
-            if cuda:
-                assert flush is not None
-                arg = setup() if setup else None
-                flush.zero_()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                call(arg)
-                end.record()
-                end.synchronize()
-                samples[label].append(start.elapsed_time(end))
-            else:
+    rounds.take(budget_s=budget_s, min_samples=min_samples, max_samples=max_samples)
+    method = "cuda events, L2 flushed between calls" if cuda else "perf_counter"
+    if len(labels) > 1:
+        method += ", interleaved"
+    threads = torch.get_num_threads()
+    out = {label: summarize(s, threads=threads, method=method) for label, s in rounds.samples.items()}
+    spread = max((s.iqr_ms / s.median_ms for s in out.values() if s.median_ms > 0), default=None)
+    for label, s in out.items():
+        s.rounds_paired = len(labels) > 1
+        s.allocator = allocator
+        s.minor_faults_per_call = rounds.faults_per_call(label)
+    cold_state = (
+        cold_allocator() if not cuda and allocator.startswith(WARM_PREFIX) and cold_share > 0 else None
+    )
+    if cold_state is not None:
+        try:
+            cold = _Rounds(labels, plain, setups, inner, device=device)
+            cold.take(
+                budget_s=budget_s * cold_share,
+                min_samples=COLD_MIN_SAMPLES,
+                max_samples=max_samples,
+                before_sample=release_free_memory,
+            )
+        finally:
+            warm_allocator()
+        for label, s in out.items():
+            samples = cold.samples[label]
+            cs = summarize(samples, threads=threads, method=method)
+            s.cold = ColdTiming(
+                allocator=cold_state,
+                median_ms=cs.median_ms,
+                iqr_ms=cs.iqr_ms,
+                n=cs.n,
+                samples_ms=samples,
+                minor_faults_per_call=cold.faults_per_call(label),
+            )
+    load = meter.stop(spread)  # over both states: a burst in either makes their comparison moot
+    for s in out.values():
+        s.load = load
+    return out
+
+
+class _Rounds:
+    """Interleaved rounds over prepared calls: samples (ms per call) and minor page faults."""
+
+    def __init__(
+        self,
+        labels: list[str],
+        plain: dict[str, Callable[[Any], Any]],
+        setups: dict[str, Callable[[], Any] | None],
+        inner: dict[str, int],
+        *,
+        device: str,
+    ) -> None:
+        self.labels, self.plain, self.setups, self.inner, self.device = labels, plain, setups, inner, device
+        self.samples: dict[str, list[float]] = {label: [] for label in labels}
+        self.faults: dict[str, int] = dict.fromkeys(labels, 0)
+        self.ncalls: dict[str, int] = dict.fromkeys(labels, 0)
+
+    def faults_per_call(self, label: str) -> float | None:
+        return self.faults[label] / self.ncalls[label] if self.ncalls[label] else None
+
+    def take(
+        self,
+        *,
+        budget_s: float,
+        min_samples: int,
+        max_samples: int,
+        before_sample: Callable[[], None] | None = None,
+    ) -> None:
+        import torch
+
+        cuda = self.device.startswith("cuda")
+        flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=self.device) if cuda else None
+        labels, samples = self.labels, self.samples
+        deadline = time.perf_counter() + budget_s
+        rnd = 0
+        while True:
+            done = min(len(v) for v in samples.values())
+            if done >= max_samples or (done >= min_samples and time.perf_counter() >= deadline):
+                break
+            order = labels[rnd % len(labels) :] + labels[: rnd % len(labels)]
+            rnd += 1
+            for label in order:
+                call, setup, k = self.plain[label], self.setups[label], self.inner[label]
+                if cuda:
+                    assert flush is not None
+                    arg = setup() if setup else None
+                    flush.zero_()
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    call(arg)
+                    end.record()
+                    end.synchronize()
+                    samples[label].append(start.elapsed_time(end))
+                    continue
+                if before_sample is not None:
+                    before_sample()
                 # page faults of these k calls (and their setup, if any), read outside the timed span
                 f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 if setup is None:
@@ -158,19 +242,5 @@ def time_interleaved(
                         call(arg)
                         spent += time.perf_counter() - t0
                     samples[label].append(spent * 1e3 / k)
-                faults[label] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
-                ncalls[label] += k
-    method = "cuda events, L2 flushed between calls" if cuda else "perf_counter"
-    if len(labels) > 1:
-        method += ", interleaved"
-    threads = torch.get_num_threads()
-    out = {label: summarize(s, threads=threads, method=method) for label, s in samples.items()}
-    spread = max((s.iqr_ms / s.median_ms for s in out.values() if s.median_ms > 0), default=None)
-    load = meter.stop(spread)
-    for label, s in out.items():
-        s.load = load
-        s.rounds_paired = len(labels) > 1
-        s.allocator = allocator
-        if ncalls[label]:
-            s.minor_faults_per_call = faults[label] / ncalls[label]
-    return out
+                self.faults[label] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+                self.ncalls[label] += k
