@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from _paths import trace
-from attnprof.analysis.compare import Comparison, compare, diff_rows
 from attnprof.cli import main
+from attnprof.compare.compare import Comparison, compare, diff_rows
 from attnprof.errors import UserError
-from attnprof.report.units import fmt_bytes, fmt_count, fmt_ms, fmt_ratio, short_name
+from attnprof.units import fmt_bytes, fmt_count, fmt_ms, fmt_ratio, short_name
 
 A100_UNFUSED = "harryjmoss__particle_transformer"
 H100_FLASH = "AMD-AGI__TraceLens__tests__traces__h100"
@@ -122,7 +122,7 @@ def test_cli_json_and_terminal(cpu_run: tuple[Path, object], capsys: pytest.Capt
 def test_terminal_colours_relative_speed() -> None:
     from io import StringIO
 
-    from attnprof.analysis.compare import Row
+    from attnprof.compare.compare import Row
     from attnprof.report.console import make_console
     from attnprof.report.terminal import render_comparison
 
@@ -162,7 +162,7 @@ def test_units() -> None:
 def test_compiled_regions_are_not_compared_op_by_op() -> None:
     """flex's trace is one generated region: no kernel diff against an eager variant, no reason
     drawn from its ops or findings, and the comparison says so."""
-    from attnprof.analysis.compare import FindingRef, OpStat, Row, diffs_for
+    from attnprof.compare.compare import FindingRef, OpStat, Row, diffs_for
     from attnprof.report.i18n import Translator
     from attnprof.report.summary import reasons
 
@@ -185,7 +185,7 @@ def test_compiled_regions_are_not_compared_op_by_op() -> None:
 def test_cpu_diff_shows_an_op_whose_share_moved_at_equal_count() -> None:
     """Equal counts, but copy_ went from 10% to 60% of the traced forward: "changed", not hidden;
     the same op at the same share with inflated absolute times stays "same"."""
-    from attnprof.analysis.compare import OpStat, Row, diff_rows
+    from attnprof.compare.compare import OpStat, Row, diff_rows
 
     def row(label: str, copy_us: float, bmm_us: float) -> Row:
         ops = [

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnprof.analysis.compare import INCORRECT, compare
+from attnprof.compare.compare import INCORRECT, compare
 from attnprof.errors import UserError
 from attnprof.harness.accuracy import compare as check
 from attnprof.harness.accuracy import tolerance

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from _paths import trace
-from attnprof.analysis.expect import (
+from attnprof.cli import main
+from attnprof.compare.expect import (
     CHECKS,
     check_expectations,
     enforce,
     load_expectations,
     resolve_expectation_path,
 )
-from attnprof.cli import main
 from attnprof.errors import ExpectationMismatch, UserError
 from attnprof.records import decode_run
 

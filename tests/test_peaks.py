@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from attnprof.analysis.compare import compare
+from attnprof.compare.compare import compare
 from attnprof.harness.env import cache_path, environment, peak_for
 from attnprof.harness.run import RunOptions, run
 from attnprof.records import decode_run, encode_json

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from attnprof.analysis.compare import compare
+from attnprof.compare.compare import compare
 from attnprof.harness.run import RunOptions, run
 from attnprof.report.data import build_report_data
 from attnprof.report.i18n import Translator

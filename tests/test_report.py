@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from _records import environment
-from attnprof.analysis.compare import Comparison, FindingRef, Row
 from attnprof.cli import main
+from attnprof.compare.compare import Comparison, FindingRef, Row
 from attnprof.records import RunRecord
 from attnprof.report.data import ReportData, build_report_data
 from attnprof.report.i18n import LANGUAGES, Translator, load_catalog, parse_po, placeholders

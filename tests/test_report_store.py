@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from attnprof.analysis.expect import OBSERVED, ExpectationResult
 from attnprof.cli import main
+from attnprof.compare.expect import OBSERVED, ExpectationResult
 from attnprof.recommend import recommend
 from attnprof.report.i18n import LANGUAGES, Translator, load_catalog, placeholders
 from attnprof.report.reasons import HARNESS_REASONS, translate_reason

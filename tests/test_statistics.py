@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from attnprof.analysis.compare import compare
 from attnprof.analysis.stats import ratio_interval
+from attnprof.compare.compare import compare
 from attnprof.harness.run import RunOptions, run
 from attnprof.report.data import build_report_data
 from attnprof.report.i18n import Translator

@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from attnprof.analysis.compare import compare
+from attnprof.compare.compare import compare
 from attnprof.errors import UserError
 from attnprof.harness.run import RunOptions, run
 from attnprof.report.data import build_report_data

@@ -39,7 +39,7 @@ _state = {"debug": False}
 
 def _show_version(value: bool) -> None:
     if value:
-        from attnprof import __version__
+        from attnprof._version import __version__
 
         sys.stdout.write(f"attnprof {__version__}\n")
         raise typer.Exit(0)

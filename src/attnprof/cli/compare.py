@@ -1,5 +1,5 @@
-"""`attnprof compare` and `attnprof report`: thin commands over attnprof.analysis.compare,
-attnprof.analysis.expect and attnprof.report."""
+"""`attnprof compare` and `attnprof report`: thin commands over attnprof.compare.compare,
+attnprof.compare.expect and attnprof.report."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def compare_cmd(
     """Compare variants and traces side by side; optionally diff kernels and check expectations."""
     import msgspec
 
-    from attnprof.analysis.compare import compare
-    from attnprof.analysis.expect import check_comparison, enforce, load_expectations
+    from attnprof.compare.compare import compare
+    from attnprof.compare.expect import check_comparison, enforce, load_expectations
 
     spec = load_expectations(expect) if expect else None  # a bad file fails before any work
     comp = compare(paths, baseline=baseline, diff=diff, mixed_workloads=mixed_workloads)

@@ -147,7 +147,7 @@ def run_command(
                     f"note: --compile adds no twin of {v.name}: {v.no_twin_reason or 'not compilable'}\n"
                 )
     if expect:  # a bad expectations file fails before the run, not after it
-        from attnprof.analysis.expect import load_expectations
+        from attnprof.compare.expect import load_expectations
 
         load_expectations(expect)
     out_dir = prepare_out_dir(out if out is not None else default_out_dir())

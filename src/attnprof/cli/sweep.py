@@ -374,7 +374,7 @@ def _config_key(r: StoredResult) -> tuple[Any, ...]:
 
 def _speed_style(ratio: float) -> str:
     """Colour for a time relative to the fastest of its configuration (1.0 = the fastest)."""
-    from attnprof.report.units import NOTABLE_SPEEDUP
+    from attnprof.units import NOTABLE_SPEEDUP
 
     return "green" if ratio < NOTABLE_SPEEDUP else ("yellow" if ratio < 2 else "red")
 
@@ -396,7 +396,7 @@ def _results_tables(rows: list[StoredResult]) -> list[Any]:
     from rich.table import Table
     from rich.text import Text
 
-    from attnprof.report.units import fmt_bytes, fmt_count, fmt_err, fmt_ms
+    from attnprof.units import fmt_bytes, fmt_count, fmt_err, fmt_ms
 
     rows = sorted(rows, key=_device)  # stable: the store's order of configurations stays
     fastest: dict[tuple[Any, ...], float] = {}
@@ -588,7 +588,7 @@ def _recommend_tables(recs: list[Recommendation]) -> list[Any]:
     from rich.table import Table
     from rich.text import Text
 
-    from attnprof.report.units import NOTABLE_SPEEDUP, fmt_ratio
+    from attnprof.units import NOTABLE_SPEEDUP, fmt_ratio
 
     groups: dict[tuple[str, str], list[Recommendation]] = {}
     for r in recs:
@@ -679,7 +679,7 @@ def recommend_command(
     con = make_console(no_color=no_color)
     for table in _recommend_tables(recs):
         print_table(con, table)
-    from attnprof.report.units import fmt_ratio
+    from attnprof.units import fmt_ratio
 
     for r in recs:
         if r.pin_gain is None or r.default_variant is None or r.best_sdpa is None:

@@ -30,7 +30,7 @@ def cpu_model() -> str:
 def environment(device: str) -> Environment:
     import torch
 
-    from attnprof import __version__
+    from attnprof._version import __version__
 
     env = Environment(
         attnprof_version=__version__,

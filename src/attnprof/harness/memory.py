@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from attnprof.report.units import fmt_bytes as format_bytes
+from attnprof.units import fmt_bytes as format_bytes
 
 __all__ = ["available_bytes", "cuda_peak_bytes", "format_bytes", "peak_from_trace_events"]
 

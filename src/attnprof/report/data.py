@@ -11,8 +11,8 @@ from pathlib import Path
 
 import msgspec
 
-from attnprof.analysis.compare import Comparison, compare
-from attnprof.analysis.expect import (
+from attnprof.compare.compare import Comparison, compare
+from attnprof.compare.expect import (
     ExpectationResult,
     builtin_for_device,
     check_comparison,
@@ -95,7 +95,7 @@ def build_report_data(
 ) -> ReportData:
     """Compare every variant of the run(s), check expectations ("auto": the built-in file for
     the run's device; None: none) and collect scaling points when several shapes are present."""
-    from attnprof import __version__
+    from attnprof._version import __version__
 
     dirs = find_run_dirs(run_dir)
     records = [decode_run((d / "run.json").read_bytes(), source=str(d / "run.json")) for d in dirs]

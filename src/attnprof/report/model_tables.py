@@ -7,7 +7,7 @@ from attnprof.records import RunRecord
 from attnprof.report.i18n import Translator
 from attnprof.report.model_view import layer_rows
 from attnprof.report.tables import TextTable
-from attnprof.report.units import fmt_ms
+from attnprof.units import fmt_ms
 
 __all__ = ["layers_table", "model_table"]
 

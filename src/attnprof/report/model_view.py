@@ -12,7 +12,7 @@ from rich.table import Table
 
 from attnprof.report.console import make_console
 from attnprof.report.run_view import ProgressReporter
-from attnprof.report.units import fmt_bytes, fmt_ms, fmt_us
+from attnprof.units import fmt_bytes, fmt_ms, fmt_us
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from attnprof.analysis.compare import Row
+from attnprof.compare.compare import Row
 from attnprof.report.data import ScalingPoint
 from attnprof.store import StoredResult
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from attnprof.report.html import _env
 from attnprof.report.i18n import Translator
 from attnprof.report.tables import TextTable
-from attnprof.report.units import fmt_us
+from attnprof.units import fmt_us
 
 if TYPE_CHECKING:
     from attnprof.analysis.ranks import FolderRun
@@ -84,7 +84,7 @@ def _slowest_line(run: FolderRun, t: Translator) -> str:
 
 
 def render_ranks_html(runs: Sequence[FolderRun], t: Translator, *, folder: str) -> str:
-    from attnprof import __version__
+    from attnprof._version import __version__
 
     sections = [
         {

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from attnprof.report.console import make_console, print_table
-from attnprof.report.units import fmt_us
+from attnprof.units import fmt_us
 
 if TYPE_CHECKING:
     from attnprof.analysis.ranks import FolderRun

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from attnprof.records import is_incorrect
 from attnprof.report.console import make_console, print_table
-from attnprof.report.units import fmt_bytes, fmt_ms
+from attnprof.units import fmt_bytes, fmt_ms
 
 if TYPE_CHECKING:
     from attnprof.records import RunRecord
@@ -233,7 +233,7 @@ def render_list(
 
 def check_run_expectations(out: Path, expect: str, *, strict: bool, no_color: bool) -> None:
     """Check a finished run against an expectations file or built-in name (cpu, blog-cuda)."""
-    from attnprof.analysis.expect import check_expectations, enforce
+    from attnprof.compare.expect import check_expectations, enforce
     from attnprof.report.terminal import print_expectations
 
     results = check_expectations(out, expect)

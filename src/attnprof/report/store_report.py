@@ -19,8 +19,8 @@ from attnprof.recommend import Recommendation, recommend
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
 from attnprof.report.tables import TextTable
-from attnprof.report.units import fmt_err, fmt_ms, fmt_ratio, number_locale
 from attnprof.store import StoredResult
+from attnprof.units import fmt_err, fmt_ms, fmt_ratio, number_locale
 
 __all__ = [
     "StoreReportData",
@@ -41,7 +41,7 @@ class StoreReportData(msgspec.Struct, kw_only=True):
 
 def build_store_report_data(store: str | Path) -> StoreReportData:
     """Read every result of the store and the recommendation records for them."""
-    from attnprof import __version__
+    from attnprof._version import __version__
     from attnprof.store import Store
 
     with Store(store, readonly=True) as st:

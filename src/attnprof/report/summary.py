@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from attnprof.analysis.compare import INCORRECT, Row, baseline_for, interval
 from attnprof.analysis.stats import RatioInterval
+from attnprof.compare.compare import INCORRECT, Row, baseline_for, interval
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
-from attnprof.report.units import (
+from attnprof.units import (
     fmt_bytes,
     fmt_count,
     fmt_err,

@@ -8,13 +8,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnprof.analysis.compare import INCORRECT, Diff, Row
-from attnprof.analysis.expect import ExpectationResult
+from attnprof.compare.compare import INCORRECT, Diff, Row
+from attnprof.compare.expect import ExpectationResult
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
 from attnprof.report.summary import summarize
-from attnprof.report.units import (
+from attnprof.units import (
     fmt_bytes,
     fmt_count,
     fmt_delta_us,

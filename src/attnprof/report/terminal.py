@@ -15,10 +15,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attnprof.analysis.compare import INCORRECT, Comparison, Diff, Row
-from attnprof.analysis.expect import ExpectationResult, summarize_results
+from attnprof.compare.compare import INCORRECT, Comparison, Diff, Row
+from attnprof.compare.expect import ExpectationResult, summarize_results
 from attnprof.report.console import make_console, print_table
-from attnprof.report.units import (
+from attnprof.units import (
     fmt_bytes,
     fmt_count,
     fmt_delta_us,

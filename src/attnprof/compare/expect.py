@@ -18,7 +18,7 @@ An expectation file is TOML (docs/expectations.md):
     time_ratio = { min = 2.0 }        # this variant's median / the baseline's median
     findings = ["OUT_OF_PLACE_COPY"]
 
-Checks read a comparison Row (attnprof.analysis.compare): the harness's clean timing and the trace
+Checks read a comparison Row (attnprof.compare.compare): the harness's clean timing and the trace
 analysis. Each check gives one ExpectationResult: met, not met (with what was observed), or
 skipped (the variant is not in the run, could not run on this machine, or `when` excludes it).
 A check whose observation is missing (no trace analysis) is not met: silence is not a pass.
@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from attnprof.analysis.compare import Comparison, Row, compare
+from attnprof.compare.compare import Comparison, Row, compare
 from attnprof.errors import ExpectationMismatch, UserError
 from attnprof.records import RunRecord
 
