@@ -10,7 +10,8 @@ import pytest
 
 from _paths import trace
 from attnprof.cli import main
-from attnprof.compare.compare import Comparison, compare, diff_rows
+from attnprof.compare.compare import Comparison, compare
+from attnprof.compare.diff import diff_rows
 from attnprof.errors import UserError
 from attnprof.units import fmt_bytes, fmt_count, fmt_ms, fmt_ratio, short_name
 
@@ -185,7 +186,8 @@ def test_compiled_regions_are_not_compared_op_by_op() -> None:
 def test_cpu_diff_shows_an_op_whose_share_moved_at_equal_count() -> None:
     """Equal counts, but copy_ went from 10% to 60% of the traced forward: "changed", not hidden;
     the same op at the same share with inflated absolute times stays "same"."""
-    from attnprof.compare.compare import OpStat, Row, diff_rows
+    from attnprof.compare.compare import OpStat, Row
+    from attnprof.compare.diff import diff_rows
 
     def row(label: str, copy_us: float, bmm_us: float) -> Row:
         ops = [

@@ -1,4 +1,4 @@
-"""Side-by-side comparison of variants and traces, and a kernel-level diff of two of them.
+"""Side-by-side comparison of variants and traces, and which pairs get a kernel-level diff (diff.py).
 
 Inputs are run directories (every variant in their run.json) and trace files, mixed. Each becomes
 one Row that joins what the harness measured (clean timing, memory, accuracy) with what the
@@ -29,6 +29,7 @@ from typing import Any, Literal
 import msgspec
 
 from attnprof.analysis.stats import RatioInterval, ratio_interval
+from attnprof.compare.diff import Diff, diff_rows
 from attnprof.errors import UserError
 from attnprof.records import RunRecord, RunResult, TimingSummary, WorkloadRecord, decode_run, is_incorrect
 
@@ -37,16 +38,12 @@ __all__ = [
     "DEFAULT_BASELINE",
     "INCORRECT",
     "Comparison",
-    "Diff",
-    "FamilyDiff",
     "FindingRef",
-    "KernelChange",
     "Row",
     "Source",
     "TimelineOp",
     "baseline_for",
     "compare",
-    "diff_rows",
     "diffs_for",
     "interval",
     "load_sources",
@@ -212,51 +209,6 @@ class Row(msgspec.Struct, kw_only=True):
     def ran(self) -> bool:
         """Ran to the end, correct or not: shown in the tables (an incorrect row with its error)."""
         return self.status in ("ok", INCORRECT)
-
-
-class KernelChange(msgspec.Struct, kw_only=True):
-    name: str
-    short: str = ""
-    change: Literal["added", "removed", "changed", "same"]
-    count_a: float
-    count_b: float
-    time_a_us: float
-    time_b_us: float
-
-    @property
-    def delta_us(self) -> float:
-        return self.time_b_us - self.time_a_us
-
-
-class FamilyDiff(msgspec.Struct, kw_only=True):
-    family: str
-    category: str
-    count_a: float
-    count_b: float
-    time_a_us: float
-    time_b_us: float
-    kernels: list[KernelChange]
-
-    @property
-    def delta_us(self) -> float:
-        return self.time_b_us - self.time_a_us
-
-
-class Diff(msgspec.Struct, kw_only=True):
-    """B against A, per forward. lane is "gpu" (kernels, memcpy, memset) or "cpu" (aten ops, used
-    when neither side has GPU ops, as on a CPU run)."""
-
-    a: str
-    b: str
-    lane: str
-    ops_a: float
-    ops_b: float
-    time_a_us: float
-    time_b_us: float
-    added: int
-    removed: int
-    changed: int
-    families: list[FamilyDiff]
 
 
 class Comparison(msgspec.Struct, kw_only=True):
@@ -1002,88 +954,7 @@ def baseline_for(comp: Comparison, row: Row) -> Row | None:
     return next((r for r in comp.rows if r.label == label), None)
 
 
-# -- kernel-level diff -----------------------------------------------------------------------------
-
-
-# a CPU op whose share of its side's traced time moves by this much is "changed" at equal counts
-CPU_SHARE_CHANGE = 0.10
-
-
-def diff_rows(a: Row, b: Row) -> Diff:
-    """GPU ops of B against A per forward, grouped by family, with time deltas.
-
-    A kernel name in B only is "added", in A only "removed", in both with a different count per
-    forward, or a time that moved by more than half (GPU), or a share of its side's traced time
-    that moved by 10 points or more (CPU: the profiler inflates CPU op times, more for variants
-    with many ops, so shares compare where absolute times do not), "changed". When neither side
-    ran GPU ops (CPU runs), the same is done for the CPU ops by name."""
-    lane = "gpu"
-    ops_a = [o for o in a.ops if a.ops_lane == "gpu"]
-    ops_b = [o for o in b.ops if b.ops_lane == "gpu"]
-    if not ops_a and not ops_b:
-        lane = "cpu"
-        ops_a = [o for o in a.ops if a.ops_lane == "cpu"]
-        ops_b = [o for o in b.ops if b.ops_lane == "cpu"]
-    by_a = {o.name: o for o in ops_a}
-    by_b = {o.name: o for o in ops_b}
-    total_a = sum(o.time_us for o in ops_a) or 1.0
-    total_b = sum(o.time_us for o in ops_b) or 1.0
-    groups: dict[str, list[KernelChange]] = {}
-    cat_of: dict[str, str] = {}
-    counts = {"added": 0, "removed": 0, "changed": 0, "same": 0}
-    for name in list(by_a) + [n for n in by_b if n not in by_a]:
-        oa, ob = by_a.get(name), by_b.get(name)
-        ref = oa or ob
-        assert ref is not None
-        ca, cb = (oa.count if oa else 0.0), (ob.count if ob else 0.0)
-        ta, tb = (oa.time_us if oa else 0.0), (ob.time_us if ob else 0.0)
-        if oa is None:
-            change: Literal["added", "removed", "changed", "same"] = "added"
-        elif ob is None:
-            change = "removed"
-        elif (
-            abs(ca - cb) > 1e-9
-            or (lane == "gpu" and abs(tb - ta) > 0.5 * max(ta, tb))
-            or (lane == "cpu" and abs(tb / total_b - ta / total_a) >= CPU_SHARE_CHANGE)
-        ):
-            change = "changed"
-        else:
-            change = "same"
-        counts[change] += 1
-        fam = (ob.family if ob else None) or ref.family
-        cat_of.setdefault(fam, ref.category)
-        groups.setdefault(fam, []).append(
-            KernelChange(
-                name=name, short=ref.short, change=change, count_a=ca, count_b=cb, time_a_us=ta, time_b_us=tb
-            )
-        )
-    fams = [
-        FamilyDiff(
-            family=fam,
-            category=cat_of[fam],
-            count_a=sum(k.count_a for k in ks),
-            count_b=sum(k.count_b for k in ks),
-            time_a_us=sum(k.time_a_us for k in ks),
-            time_b_us=sum(k.time_b_us for k in ks),
-            kernels=sorted(ks, key=lambda k: -abs(k.delta_us)),
-        )
-        for fam, ks in groups.items()
-    ]
-    # attention first (the point of the diff: did it fuse?), then by the size of the time change
-    fams.sort(key=lambda f: (f.category != "attention", -abs(f.delta_us)))
-    return Diff(
-        a=a.label,
-        b=b.label,
-        lane=lane,
-        ops_a=sum(o.count for o in ops_a),
-        ops_b=sum(o.count for o in ops_b),
-        time_a_us=sum(o.time_us for o in ops_a),
-        time_b_us=sum(o.time_us for o in ops_b),
-        added=counts["added"],
-        removed=counts["removed"],
-        changed=counts["changed"],
-        families=fams,
-    )
+# -- kernel-level diff (the pair itself: compare/diff.py) ----------------------------------------
 
 
 def diffs_for(comp: Comparison, kinds: Sequence[str]) -> list[Diff]:

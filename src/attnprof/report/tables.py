@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnprof.compare.compare import INCORRECT, Diff, Row
+from attnprof.compare.compare import INCORRECT, Row
+from attnprof.compare.diff import Diff
 from attnprof.compare.expect import ExpectationResult
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator

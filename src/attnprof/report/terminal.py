@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attnprof.compare.compare import INCORRECT, Comparison, Diff, Row
+from attnprof.compare.compare import INCORRECT, Comparison, Row
+from attnprof.compare.diff import Diff
 from attnprof.compare.expect import ExpectationResult, summarize_results
 from attnprof.report.console import make_console, print_table
 from attnprof.units import (
