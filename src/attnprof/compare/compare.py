@@ -641,7 +641,7 @@ def _peak_check(row: Row, record: RunRecord) -> None:
     if row.pct_of_peak is None or row.pct_of_peak <= 1.0:
         return
     env = record.environment
-    pct = int(f"{row.pct_of_peak * 100:.0f}")  # as the tables print it (report.units.fmt_pct)
+    pct = int(f"{row.pct_of_peak * 100:.0f}")  # as the tables print it (units.fmt_pct)
     row.findings.append(
         FindingRef(
             code="ABOVE_PEAK",

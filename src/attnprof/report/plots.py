@@ -88,7 +88,7 @@ def _order(cats: Iterable[str]) -> list[str]:
 
 
 def _unit(ms: float) -> tuple[float, str]:
-    """The tables' unit for a time in ms: ms from 1 ms, else µs (report.units.fmt_ms)."""
+    """The tables' unit for a time in ms: ms from 1 ms, else µs (units.fmt_ms)."""
     return (1.0, "ms") if ms >= 1.0 else (1000.0, "µs")
 
 
