@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from attnprof.compare.compare import compare
-from attnprof.harness.env import cache_path, environment, peak_for
+from attnprof.harness.env import cache_path, environment, run_peak
 from attnprof.harness.run import RunOptions, run
 from attnprof.records import decode_run, encode_json
 from attnprof.report.data import build_report_data
@@ -30,14 +30,14 @@ def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_peak_is_measured_large_and_cached_with_provenance(fresh_cache: Path) -> None:
     env = environment("cpu")
-    tflops, source = peak_for(env, "fp32")
+    tflops, source = run_peak(env, "fp32")
     assert tflops > 0 and "fp32 2048" in source and "threads" in source
     assert cache_path() == fresh_cache
     if fresh_cache.exists():  # not written when the machine was busy while measuring (said so)
         data = json.loads(fresh_cache.read_text())
         (entry,) = data["peaks"].values()
         assert entry["tflops"] == tflops and "best square GEMM" in entry["what"]
-        again, source2 = peak_for(env, "fp32")  # from the cache, at once
+        again, source2 = run_peak(env, "fp32")  # from the cache, at once
         assert again == tflops and "cached in" in source2
     else:
         assert "not cached" in source

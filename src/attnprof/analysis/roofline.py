@@ -6,7 +6,7 @@ implementation that materialises the scores. The time is the region's mean per i
 busy time (sum of GPU-op durations) on GPU traces, the annotation's CPU duration on CPU traces,
 so one region instance must be one forward call of the workload (as attn_fwd is).
 
-Peaks are dense spec figures (never sparse), matched on the device name; on CPU there is no spec
+Peaks are dense spec figures (never sparse), matched on the device name (attnprof.device); on CPU there is no spec
 peak: the peak measured with a GEMM by the harness is used when run.json carries one, else none
 is claimed. A result above 100% of peak is a measurement error (wrong peak, wrong workload, or
 a time that misses work), and findings say so.
@@ -16,31 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from attnprof.device import peak_for
 from attnprof.workload import Workload
 
-__all__ = ["PEAKS", "peak_for", "roofline"]
-
-# device-name substring -> {dtype: dense TFLOP/s}, HBM TB/s; first match wins (GH200 before H200)
-PEAKS: tuple[tuple[str, dict[str, float], float], ...] = (
-    ("GH200", {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0}, 4.0),
-    ("H200", {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0}, 4.8),
-    ("H100 PCIe", {"bf16": 756.0, "fp16": 756.0, "fp32": 51.0}, 2.0),
-    ("H100", {"bf16": 989.0, "fp16": 989.0, "fp32": 67.0}, 3.35),
-    ("B200", {"bf16": 2250.0, "fp16": 2250.0}, 8.0),
-    ("A100-SXM4-40GB", {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5}, 1.555),
-    ("A100-PCIE-40GB", {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5}, 1.555),
-    ("A100", {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5}, 2.0),
-)
-_SOURCE = "dense spec sheet figures (flash-attention benchmark_attn.py convention; DOMAIN.md section 6)"
-
-
-def peak_for(device_name: str | None, dtype: str) -> tuple[float | None, float | None, str | None]:
-    if not device_name:
-        return None, None, None
-    for key, flops, tbps in PEAKS:
-        if key in device_name:
-            return flops.get(dtype), tbps, f"{key}: {_SOURCE}"
-    return None, None, None
+__all__ = ["roofline"]
 
 
 def roofline(

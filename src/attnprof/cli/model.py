@@ -17,9 +17,9 @@ from attnprof.cli.options import (
     NoColor,
     Seed,
     TensorboardDir,
-    resolve_device,
     split_list,
 )
+from attnprof.device import resolve_device
 from attnprof.errors import UserError
 
 __all__: list[str] = []

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from attnprof.device import resolve_device
 from attnprof.errors import UserError
 from attnprof.workload import Workload, parse_shape
 
@@ -32,7 +33,6 @@ __all__ = [
     "Shape",
     "Variants",
     "build_workload",
-    "resolve_device",
     "split_list",
 ]
 
@@ -107,37 +107,6 @@ def split_list(values: list[str] | None, flag: str = "--variants") -> list[str]:
             f"{flag} {','.join(values)!r} names nothing: give at least one name, e.g. {flag} naive"
         )
     return out
-
-
-def resolve_device(device: str) -> str:
-    dev = device.strip().lower()
-    if dev == "auto":
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if dev == "cpu":
-        return "cpu"
-    if dev == "cuda" or dev.startswith("cuda:"):
-        import torch
-
-        if not torch.cuda.is_available():
-            build = (
-                "a CPU-only build"
-                if "+cpu" in torch.__version__ or not torch.version.cuda
-                else "a CUDA build"
-            )
-            raise UserError(
-                f"--device {device}: no CUDA GPU is visible to torch {torch.__version__} ({build}); use --device cpu"
-            )
-        if ":" in dev:
-            idx = dev.split(":", 1)[1]
-            if not idx.isdigit() or int(idx) >= torch.cuda.device_count():
-                raise UserError(
-                    f"--device {device}: this machine has {torch.cuda.device_count()} GPU(s), cuda:0 to "
-                    f"cuda:{torch.cuda.device_count() - 1}"
-                )
-        return dev
-    raise UserError(f"unknown --device {device!r}: use auto, cpu, cuda or cuda:N")
 
 
 def build_workload(

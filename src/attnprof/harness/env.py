@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from attnprof.device import peak_for
 from attnprof.harness.load import LoadMeter
 from attnprof.records import Environment
 
-__all__ = ["cache_path", "cpu_model", "environment", "measured_peak", "peak_for"]
+__all__ = ["cache_path", "cpu_model", "environment", "measured_peak", "run_peak"]
 
 
 def cpu_model() -> str:
@@ -176,18 +177,16 @@ def measured_peak(env: Environment, dtype: str, *, refresh: bool = False) -> tup
     return best, f"{what}; cached in {path}"
 
 
-def peak_for(env: Environment, dtype: str) -> tuple[float, str]:
+def run_peak(env: Environment, dtype: str) -> tuple[float, str]:
     """Peak TFLOP/s for this device and dtype, and where the figure comes from.
 
-    GPUs in analysis.roofline.PEAKS use the dense bf16/fp16 spec figure for half precision. Everything else
+    GPUs in attnprof.device.PEAKS use the dense bf16/fp16 spec figure for half precision. Everything else
     (CPUs, fp32, unknown GPUs) is measured by measured_peak: square GEMMs in the run's dtype and
     thread count, a peak we can actually reach, never a sparse or marketing figure.
     """
     if env.device.startswith("cuda") and dtype in ("bf16", "fp16"):
-        # the analyser's table of dense spec peaks: one table for runs and for any trace
-        from attnprof.analysis.roofline import peak_for as spec_peak
-
-        tflops, _tbps, source = spec_peak(env.device_name, dtype)
+        # the table of dense spec peaks: one table for runs and for any trace
+        tflops, _tbps, source = peak_for(env.device_name, dtype)
         if tflops is not None:
             return tflops, f"{source} ({dtype})"
     return measured_peak(env, dtype)

@@ -525,7 +525,7 @@ def _run_suite(
     resuming: bool,
 ) -> RunRecord:
     from attnprof.harness.env import environment as get_env
-    from attnprof.harness.env import peak_for
+    from attnprof.harness.env import run_peak
     from attnprof.variants.registry import resolve_variants
 
     if variants and not any(isinstance(x, str) for x in variants):
@@ -535,7 +535,7 @@ def _run_suite(
     if out is not None and not resuming:
         out = prepare_out_dir(out)
     env = environment or get_env(workload.device)
-    peak, source = peak_for(env, workload.dtype)
+    peak, source = run_peak(env, workload.dtype)
     env.peak_tflops, env.peak_source = peak, source
     partial.chosen, partial.env = chosen, env
 

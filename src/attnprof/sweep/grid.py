@@ -54,6 +54,7 @@ from typing import Any
 
 import msgspec
 
+from attnprof.device import resolve_device
 from attnprof.errors import UserError
 from attnprof.records import WorkloadRecord
 from attnprof.workload import Workload
@@ -337,13 +338,8 @@ def expand(cfg: SweepConfig) -> tuple[list[JobSpec], list[str]]:
     bad = [p for p in g.phase if p not in ("prefill", "decode")]
     if bad:
         raise UserError(f"unknown phase {bad[0]!r}: use prefill, decode or both")
-    device = g.device.strip().lower()
-    if device == "auto":
-        from attnprof.sweep.local import auto_device
-
-        device = auto_device()
-    elif not (device in ("cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit())):
-        raise UserError(f"unknown device {g.device!r}: use auto, cpu, cuda or cuda:N")
+    # the spelling only: the executor checks that the GPUs are there where its jobs run
+    device = resolve_device(g.device, flag="device", probe=False)
     variants = [check_variant_name(n) for n in dict.fromkeys(g.variants)] or default_variants()
     jobs: list[JobSpec] = []
     dropped: dict[str, int] = {}

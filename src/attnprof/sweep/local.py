@@ -11,47 +11,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 
 import msgspec
 
+from attnprof.device import auto_device, visible_gpus
 from attnprof.errors import UserError
 from attnprof.records import Environment
 from attnprof.sweep.executor import Finished, ShouldRun
 from attnprof.sweep.jobs import JobRequest
 from attnprof.sweep.pool import Task, WorkerPool
 
-__all__ = ["LocalExecutor", "auto_device", "visible_gpus"]
-
-
-def visible_gpus() -> list[str]:
-    """The GPU ids this process may use, as CUDA_VISIBLE_DEVICES entries."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
-    try:
-        import torch
-
-        # device_count() asks NVML and does not create a CUDA context in this (parent) process
-        return [str(i) for i in range(torch.cuda.device_count())]
-    except Exception:  # pragma: no cover - broken driver: report no GPU
-        return []
-
-
-def auto_device() -> str:
-    """cuda when this machine has a GPU that torch can use, else cpu.
-
-    Without an NVIDIA device node there is no GPU, and torch is not imported here just to learn
-    that (the sweep process itself never needs torch).
-    """
-    if not any(Path("/dev").glob("nvidia[0-9]*")) and not os.environ.get("CUDA_VISIBLE_DEVICES"):
-        return "cpu"
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except Exception:  # pragma: no cover - a broken CUDA install: fall back to the CPU
-        return "cpu"
+__all__ = ["LocalExecutor"]
 
 
 class LocalExecutor:

@@ -1,0 +1,67 @@
+"""attnprof.device: the one --device resolution (commands and a sweep's grid) and the one table of
+GPU spec peaks (runs and traces), importable without torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from attnprof.device import PEAKS, auto_device, peak_for, resolve_device
+from attnprof.errors import UserError
+from attnprof.sweep.grid import GridSpec, SweepConfig, expand
+
+
+def test_spec_peaks_by_name_first_match_wins() -> None:
+    tflops, tbps, source = peak_for("NVIDIA H100 80GB HBM3", "bf16")
+    assert (tflops, tbps) == (989.0, 3.35) and source is not None and source.startswith("H100: dense spec")
+    assert peak_for("NVIDIA H100 PCIe", "fp16")[0] == 756.0  # the PCIe part, not the SXM figure
+    assert peak_for("NVIDIA GH200 480GB", "bf16")[1] == 4.0  # GH200 is matched before H200
+    assert peak_for("NVIDIA B200", "fp32")[:2] == (None, 8.0)  # no fp32 figure in the table: none claimed
+    # no spec peak is claimed for a device the table does not name, a CPU, or no name at all
+    assert peak_for("Intel(R) Xeon(R) Platinum 8480+", "fp32") == (None, None, None)
+    assert peak_for(None, "bf16") == (None, None, None)
+    assert all(key for key, _, _ in PEAKS)
+
+
+def test_resolve_device_spelling() -> None:
+    assert resolve_device(" CPU ") == "cpu"
+    assert resolve_device("cuda:1", probe=False) == "cuda:1"  # a grid's spelling check only
+    for bad in ("tpu", "cuda:x", "cuda:", "gpu"):
+        with pytest.raises(UserError, match=r"unknown --device .*: use auto, cpu, cuda or cuda:N"):
+            resolve_device(bad)
+    with pytest.raises(UserError, match=r"^unknown device 'tpu'"):
+        resolve_device("tpu", flag="device", probe=False)
+
+
+def test_auto_and_cuda_agree_with_torch() -> None:
+    import torch
+
+    assert resolve_device("auto") == auto_device() == ("cuda" if torch.cuda.is_available() else "cpu")
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        assert resolve_device("cuda:0") == "cuda:0"
+        with pytest.raises(UserError, match=f"this machine has {n} GPU"):
+            resolve_device(f"cuda:{n}")
+    else:
+        with pytest.raises(UserError, match=r"no CUDA GPU is visible to torch .*; use --device cpu"):
+            resolve_device("cuda")
+
+
+def test_sweep_grid_uses_the_same_resolution() -> None:
+    cfg = SweepConfig(grid=GridSpec(device="tpu", seq=[16], variants=["naive"]))
+    with pytest.raises(UserError, match=r"^unknown device 'tpu': use auto, cpu, cuda or cuda:N"):
+        expand(cfg)
+    jobs, _ = expand(SweepConfig(grid=GridSpec(device=" CPU", seq=[16], variants=["naive"])))
+    assert jobs and {j.workload.device for j in jobs} == {"cpu"}
+
+
+def test_device_module_does_not_import_torch() -> None:
+    code = (
+        "import sys, attnprof.device as d; d.peak_for('NVIDIA H100', 'bf16'); "
+        "d.resolve_device('cpu'); print('torch' in sys.modules)"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "False"
