@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from attnprof.analysis.classify import CATEGORIES
+from attnprof.analysis.context import Context, gpu_unfused_count
 from attnprof.analysis.cpu_ops import OUT_OF_PLACE_CLONERS
-from attnprof.analysis.pipeline import Context, gpu_unfused_count, short_name
+from attnprof.analysis.names import short_name
 from attnprof.analysis.result import Finding
 from attnprof.trace.model import Kind, unique
 

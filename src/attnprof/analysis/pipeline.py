@@ -6,20 +6,18 @@ region instances or findings, never over events.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from attnprof.analysis.classify import CATEGORIES, Classification, classify, device_event_category
-from attnprof.analysis.cpu_ops import CpuEvidence, count_gemm_softmax_gemm, cpu_evidence
+from attnprof.analysis.context import Context
+from attnprof.analysis.cpu_ops import cpu_evidence
 from attnprof.analysis.devices import device_info, gap_warnings
 from attnprof.analysis.idle import HostActivity, IdleBreakdown, host_activity, idle_breakdown, union
 from attnprof.analysis.links import Links, link
+from attnprof.analysis.names import short_name
 from attnprof.analysis.occupancy import DeviceLimits, theoretical_occupancy
 from attnprof.analysis.regions import RULE_NAMES, Instance, Region, backward_links, cpu_nesting, find_region
 from attnprof.analysis.result import TraceAnalysis
@@ -27,36 +25,12 @@ from attnprof.analysis.roofline import roofline
 from attnprof.trace.model import Kind, Trace, unique
 from attnprof.workload import Workload
 
-__all__ = ["Context", "analyze_trace", "short_name"]
+__all__ = ["analyze_trace"]
 
 # Kineto reports 0% achieved occupancy for every kernel launched with more than 48 KB of
 # (dynamic) shared memory, whatever the launch API (seen across real traces): such a 0 is a
 # profiler gap, not a measurement
 SMEM_OCCUPANCY_GAP = 48 * 1024
-
-
-@dataclass
-class Context:
-    """What the finding rules read (attnprof.analysis.findings)."""
-
-    trace: Trace
-    links: Links
-    gpu_cat: npt.NDArray[np.int16]  # category index (CATEGORIES) per GPU op
-    gpu_class: list[Classification]  # per unique GPU-op name, indexed by gpu_name_idx
-    gpu_name_idx: npt.NDArray[np.int64]
-    gpu_unique_names: list[str]
-    region: Region
-    region_dict: dict[str, Any]
-    cpu: CpuEvidence
-    device: dict[str, Any]
-    kernels: list[dict[str, Any]]  # all kernels, by time (before --top)
-    totals: dict[str, Any]
-    roofline: dict[str, Any] | None
-    workload: Workload | None
-    idle: list[IdleBreakdown]  # per region instance; one for the whole trace
-    host: HostActivity
-    gap_facts: dict[str, Any]
-    unfused: dict[str, Any]  # attnprof.analysis.cpu_ops.unfused_chains, with GPU kernels
 
 
 _CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
@@ -241,61 +215,6 @@ def _rank(trace: Trace) -> int | None:
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         return int(info["rank"])
     return None
-
-
-_STRIP = re.compile(r"^(void|std::enable_if<[^>]*>::type)\s+")
-_NS = re.compile(
-    r"\b(at::native::|at::cuda::|\(anonymous namespace\)::|c10::|cutlass::|at::detail::|std::|binary_internal::)"
-)
-
-
-def _cut_params(name: str) -> str:
-    """Drop the parameter list: the first '(' at template depth 0 (kept when it opens the name)."""
-    depth = 0
-    for i, ch in enumerate(name):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(0, depth - 1)
-        elif ch == "(" and depth == 0 and i > 0:
-            return name[:i]
-    return name
-
-
-def _collapse(name: str, keep_depth: int) -> str:
-    out, depth = [], 0
-    for ch in name:
-        if ch == "<":
-            depth += 1
-            if depth == keep_depth + 1:
-                out.append("<…")
-            if depth > keep_depth:
-                continue
-        elif ch == ">":
-            depth -= 1
-            if depth == keep_depth:
-                out.append(">")
-            if depth >= keep_depth:
-                continue
-        if depth <= keep_depth:
-            out.append(ch)
-    return "".join(out)
-
-
-@lru_cache(maxsize=8192)  # a region lists up to 500 ops, most of them the same few kernels
-def short_name(name: str, width: int = 60) -> str:
-    """A kernel name a person can read in a table: no 'void', no parameters, fewer namespaces,
-    inner template arguments folded, cut to width. Memcpy / memset names are kept whole."""
-    if name.startswith(("Memcpy", "Memset")):
-        return name if len(name) <= width else name[: width - 1] + "…"
-    s = _STRIP.sub("", name.strip()).replace("(anonymous namespace)::", "")
-    s = _NS.sub("", _cut_params(s))
-    for depth in (2, 1):  # fold inner template arguments until it fits; the outer ones name the op
-        if len(s) > width:
-            s = _collapse(s, depth)
-    if len(s) > width:
-        s = s[: width - 1] + "…"
-    return s
 
 
 def _kernel_table(
@@ -727,11 +646,3 @@ def _cpu_ops(trace: Trace, insts: list[Instance]) -> tuple[list[dict[str, Any]],
         for i in np.argsort(-times, kind="stable").tolist()
     ]
     return ordered, by_name
-
-
-def gpu_unfused_count(ctx: Context, idx: np.ndarray) -> int:
-    """GEMM -> softmax -> GEMM among GPU ops idx (in time order), within 6 ops each way."""
-    cats = ctx.gpu_cat[idx]
-    return count_gemm_softmax_gemm(
-        cats == CATEGORIES.index("gemm"), cats == CATEGORIES.index("softmax"), window=6
-    )

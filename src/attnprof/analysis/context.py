@@ -1,0 +1,56 @@
+"""What the finding rules read of one analysed trace (attnprof.analysis.findings).
+
+The pipeline builds one Context per trace and hands it to the rules; it lives in a module of its
+own so that the rules and the pipeline both import it and neither imports the other at module
+level (the pipeline calls the rules; the rules never call the pipeline).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from attnprof.analysis.classify import CATEGORIES, Classification
+from attnprof.analysis.cpu_ops import CpuEvidence, count_gemm_softmax_gemm
+from attnprof.analysis.idle import HostActivity, IdleBreakdown
+from attnprof.analysis.links import Links
+from attnprof.analysis.regions import Region
+from attnprof.trace.model import Trace
+from attnprof.workload import Workload
+
+__all__ = ["Context", "gpu_unfused_count"]
+
+
+@dataclass
+class Context:
+    """What the finding rules read (attnprof.analysis.findings)."""
+
+    trace: Trace
+    links: Links
+    gpu_cat: npt.NDArray[np.int16]  # category index (CATEGORIES) per GPU op
+    gpu_class: list[Classification]  # per unique GPU-op name, indexed by gpu_name_idx
+    gpu_name_idx: npt.NDArray[np.int64]
+    gpu_unique_names: list[str]
+    region: Region
+    region_dict: dict[str, Any]
+    cpu: CpuEvidence
+    device: dict[str, Any]
+    kernels: list[dict[str, Any]]  # all kernels, by time (before --top)
+    totals: dict[str, Any]
+    roofline: dict[str, Any] | None
+    workload: Workload | None
+    idle: list[IdleBreakdown]  # per region instance; one for the whole trace
+    host: HostActivity
+    gap_facts: dict[str, Any]
+    unfused: dict[str, Any]  # attnprof.analysis.cpu_ops.unfused_chains, with GPU kernels
+
+
+def gpu_unfused_count(ctx: Context, idx: np.ndarray) -> int:
+    """GEMM -> softmax -> GEMM among GPU ops idx (in time order), within 6 ops each way."""
+    cats = ctx.gpu_cat[idx]
+    return count_gemm_softmax_gemm(
+        cats == CATEGORIES.index("gemm"), cats == CATEGORIES.index("softmax"), window=6
+    )
