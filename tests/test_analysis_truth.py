@@ -12,7 +12,7 @@ import pytest
 
 from _paths import TRACES, trace
 from attnprof.analysis import analyze
-from attnprof.analysis.result import TraceAnalysis
+from attnprof.analysis.result import Backward, ThreadOps, TraceAnalysis
 
 A100 = {"id": 0, "name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8, "computeMinor": 0, "numSms": 108}
 V100 = {"id": 0, "name": "Tesla V100-SXM2-32GB", "computeMajor": 7, "computeMinor": 0, "numSms": 80}
@@ -61,24 +61,24 @@ def _backward_chunk(op: str) -> list[dict[str, Any]]:
 def test_backward_kernels_from_the_autograd_thread_belong_to_the_region(tmp_path: Path) -> None:
     a = run(tmp_path, _backward_chunk("autograd::engine::evaluate_function: MmBackward0"), region="attn(B)")
     r = a.regions[0]
-    assert r["gpu_ops_per_instance"] == 1
-    assert r["attribution"]["rules"] == {"autograd thread": 1}
-    assert r["attribution"]["threads"] == [{"thread": "1/2", "gpu_ops_per_instance": 1}]
+    assert r.gpu_ops_per_instance == 1
+    assert r.attribution.rules == {"autograd thread": 1}
+    assert r.attribution.threads == [ThreadOps(thread="1/2", gpu_ops_per_instance=1)]
 
 
 def test_other_threads_only_with_threads_all(tmp_path: Path) -> None:
     events = _backward_chunk("aten::mm")  # not a backward op: another thread's own work
-    assert run(tmp_path, events, region="attn(B)").regions[0]["gpu_ops_per_instance"] == 0
+    assert run(tmp_path, events, region="attn(B)").regions[0].gpu_ops_per_instance == 0
     r = run(tmp_path, events, region="attn(B)", threads="all").regions[0]
-    assert r["gpu_ops_per_instance"] == 1 and r["attribution"]["rules"] == {"other thread": 1}
+    assert r.gpu_ops_per_instance == 1 and r.attribution.rules == {"other thread": 1}
 
 
 def test_shared_backward_thread_trace_counts_its_kernel() -> None:
     path = TRACES / "facebookresearch__HolisticTraceAnalysis__tests__data__call_stack__backward_thread.json"
     step = analyze(path)
-    assert step.regions[0]["name"] == "ProfilerStep#*" and step.regions[0]["gpu_ops_per_instance"] == 1
+    assert step.regions[0].name == "ProfilerStep#*" and step.regions[0].gpu_ops_per_instance == 1
     bwd = analyze(path, region="## backward ##").regions[0]
-    assert bwd["gpu_ops_per_instance"] == 1 and bwd["attribution"]["rules"] == {"autograd thread": 1}
+    assert bwd.gpu_ops_per_instance == 1 and bwd.attribution.rules == {"autograd thread": 1}
 
 
 @pytest.mark.parametrize("link", ["fwdbwd", "seq"])
@@ -105,12 +105,12 @@ def test_forward_region_reports_its_linked_backward(tmp_path: Path, link: str) -
             {"ph": "f", "cat": "fwdbwd", "name": "fwdbwd", "id": 3, "pid": 1, "tid": 2, "ts": 500, "bp": "e"},
         ]
     r = run(tmp_path, events).regions[0]
-    assert r["gpu_ops_per_instance"] == 1  # the forward region stays the forward
-    assert r["backward"] == {
-        "linked_by": "fwdbwd flows" if link == "fwdbwd" else "sequence numbers",
-        "gpu_ops_per_instance": 1,
-        "gpu_time_us_per_instance": 80.0,
-    }
+    assert r.gpu_ops_per_instance == 1  # the forward region stays the forward
+    assert r.backward == Backward(
+        linked_by="fwdbwd flows" if link == "fwdbwd" else "sequence numbers",
+        gpu_ops_per_instance=1,
+        gpu_time_us_per_instance=80.0,
+    )
 
 
 # -- other accelerators ------------------------------------------------------------------------
@@ -147,9 +147,9 @@ def test_shared_mtia_trace_is_an_mtia_device() -> None:
 def test_rocm_trace_gets_no_nvidia_occupancy_or_tensor_core_advice(tmp_path: Path) -> None:
     events = [launch(0, 1, name="hipLaunchKernel"), kernel("sgemm_fp32_kernel", 10, 100, 1)]
     a = run(tmp_path, events, props=MI300, top=0)
-    assert a.device["accelerator"] == "rocm" and a.device["arch_limits_source"] is None
+    assert a.device.accelerator == "rocm" and a.device.arch_limits_source is None
     assert a.finding("CUDA_CORE_GEMM") is None
-    assert a.kernels[0]["occupancy"] is None or a.kernels[0]["occupancy"]["theoretical_pct"] is None
+    assert a.kernels[0].occupancy is None or a.kernels[0].occupancy.theoretical_pct is None
 
 
 @pytest.mark.parametrize(
@@ -227,8 +227,8 @@ def test_shared_moe_trace_counts_attention_softmaxes_not_router_softmaxes() -> N
     assert f is not None and f.evidence["confidence"] == "confirmed"
     assert (f.evidence["occurrences"], f.evidence["rejected_by_shapes"]) == (10, 11)
     assert f.evidence["shape_chains"][0]["scores_shape"] == [8, 8, 1024, 1024]
-    att = a.share["attention"]
-    assert att["fused_us"] == 0 and att["unfused_us"] > 0 and att["time_us"] == att["unfused_us"]
+    att = a.share.attention
+    assert att.fused_us == 0 and att.unfused_us > 0 and att.time_us == att.unfused_us
 
 
 # -- why the device idles ----------------------------------------------------------------------
@@ -285,7 +285,7 @@ def test_busy_device_has_no_idle_finding(tmp_path: Path) -> None:
     assert not {"GPU_IDLE_SYNC", "GPU_IDLE_HOST_COMPUTE", "LAUNCH_BOUND", "GPU_IDLE_UNRECORDED"} & set(
         a.codes
     )
-    assert a.regions[0]["idle"]["idle_pct"] < 1
+    assert a.regions[0].idle.idle_pct < 1
 
 
 def test_busy_union_counts_overlapping_streams_once(tmp_path: Path) -> None:
@@ -293,7 +293,7 @@ def test_busy_union_counts_overlapping_streams_once(tmp_path: Path) -> None:
     k2["tid"] = 8
     events = _step([launch(0, 1), launch(5, 2)], [kernel("ampere_sgemm_128x64_nn", 10, 100, 1), k2])
     r = run(tmp_path, events).regions[0]
-    assert r["gpu_time_us_per_instance"] == 200 and r["gpu_busy_union_us_per_instance"] == 140
+    assert r.gpu_time_us_per_instance == 200 and r.gpu_busy_union_us_per_instance == 140
 
 
 # -- advice the hardware can take ---------------------------------------------------------------
@@ -454,8 +454,8 @@ def test_unfused_backward_is_counted_in_the_share(tmp_path: Path) -> None:
         launch(210, 2, tid=2),
         kernel("void (anonymous namespace)::softmax_warp_backward<float, float, float, 7>(...)", 220, 20, 2),
     ]
-    att = run(tmp_path, events, region="attn").share["attention"]
-    assert (att["unfused_us"], att["fwd_us"], att["bwd_us"], att["unfused_bwd_us"]) == (
+    att = run(tmp_path, events, region="attn").share.attention
+    assert (att.unfused_us, att.fwd_us, att.bwd_us, att.unfused_bwd_us) == (
         30.0,
         10.0,
         20.0,
@@ -469,8 +469,8 @@ def test_xpu_trace_is_an_xpu_device_with_its_kernels(tmp_path: Path) -> None:
         kernel("gemm_kernel_sgemm_fp32", 10, 100, 1),
     ]
     a = run(tmp_path, events, props={"id": 0, "name": "Intel(R) Data Center GPU Max 1550"}, top=0)
-    assert a.device["accelerator"] == "xpu" and a.device["arch_limits_source"] is None
-    assert a.totals["kernels"] == 1 and a.kernels[0]["launch_apis"] == {"urEnqueueKernelLaunch": 1}
+    assert a.device.accelerator == "xpu" and a.device.arch_limits_source is None
+    assert a.totals.kernels == 1 and a.kernels[0].launch_apis == {"urEnqueueKernelLaunch": 1}
     assert a.finding("CUDA_CORE_GEMM") is None
 
 
@@ -498,7 +498,7 @@ def test_idle_before_the_first_launch_of_a_step_is_named(tmp_path: Path) -> None
         [kernel("ampere_sgemm_128x64_nn", 1610, 40, 1)],
     )
     a = run(tmp_path, events)
-    idle = a.regions[0]["idle"]
-    assert idle["before_first_launch_us_per_instance"] == 1600.0
+    idle = a.regions[0].idle
+    assert idle.before_first_launch_us_per_instance == 1600.0
     f = a.finding("GPU_IDLE_HOST_COMPUTE")
     assert f is not None and "1600.0 us per instance of the idle time is before the first launch" in f.message

@@ -14,6 +14,7 @@ import pytest
 from _live import VARIANTS, record
 from _paths import TRACES, trace
 from attnprof.analysis import SCHEMA, TraceAnalysis, analyze, analyze_many
+from attnprof.analysis.result import KernelStat
 from attnprof.errors import UserError
 
 ALL = sorted(TRACES.glob("*.json.gz"))
@@ -78,56 +79,56 @@ def test_every_trace_analyses_and_totals_match_a_plain_count(path: Path) -> None
     json.dumps(d)  # JSON-ready, no numpy scalars
 
 
-def _attention(a: TraceAnalysis) -> list[dict[str, Any]]:
-    return [k for k in a.kernels if k["category"] == "attention"]
+def _attention(a: TraceAnalysis) -> list[KernelStat]:
+    return [k for k in a.kernels if k.category == "attention"]
 
 
 def test_h100_bert_has_4_pytorch_flash_kernels_and_tensor_core_s16816_gemms() -> None:
     a = analyze(trace(H100), top=0)
     att = _attention(a)
-    assert sum(k["count"] for k in att) == 4
-    assert {k["family"] for k in att} == {"PyTorch flash (FA2)"}
-    s16816 = [k for k in a.kernels if "s16816" in k["name"]]
-    assert s16816 and all(k["category"] == "gemm" and k["tensor_cores"] is True for k in s16816)
-    assert all(k["precision"] == "bf16" for k in s16816)
+    assert sum(k.count for k in att) == 4
+    assert {k.family for k in att} == {"PyTorch flash (FA2)"}
+    s16816 = [k for k in a.kernels if "s16816" in k.name]
+    assert s16816 and all(k.category == "gemm" and k.tensor_cores is True for k in s16816)
+    assert all(k.precision == "bf16" for k in s16816)
     assert "FUSED_ATTENTION" in a.codes
     assert "UNFUSED_ATTENTION" not in a.codes
-    assert a.device["name"] == "NVIDIA H100 80GB HBM3" and a.device["compute_capability"] == "9.0"
+    assert a.device.name == "NVIDIA H100 80GB HBM3" and a.device.compute_capability == "9.0"
     region = a.regions[0]
-    assert region["name"] == "ProfilerStep#*" and region["instances"] == 1
-    assert region["gpu_ops_per_instance"] == 61  # 60 kernels + 1 memcpy, all launched inside the step
+    assert region.name == "ProfilerStep#*" and region.instances == 1
+    assert region.gpu_ops_per_instance == 61  # 60 kernels + 1 memcpy, all launched inside the step
 
 
 def test_rtx4090_llama_has_4_memory_efficient_kernels_and_cuda_core_sgemm() -> None:
     a = analyze(trace(RTX4090), top=0)
     att = _attention(a)
-    assert [(k["short_name"][:13], k["count"]) for k in att] == [("fmha_cutlassF", 4)]
-    assert "memory-efficient" in att[0]["family"]
+    assert [(k.short_name[:13], k.count) for k in att] == [("fmha_cutlassF", 4)]
+    assert "memory-efficient" in att[0].family
     cc = a.finding("CUDA_CORE_GEMM")
     assert cc is not None and "fp32" in cc.evidence["precisions"]
-    assert any(c["category"] == "communication" for c in a.categories)
+    assert any(c.category == "communication" for c in a.categories)
 
 
 def test_l40_split_kv_flash_kernels_come_from_one_cuda_graph_launch() -> None:
     a = analyze(trace(L40), top=0)
     att = _attention(a)
-    assert sum(k["count"] for k in att) == 64
+    assert sum(k.count for k in att) == 64
     for k in att:
-        assert k["launch_apis"] == {"cudaGraphLaunch": k["count"]}
+        assert k.launch_apis == {"cudaGraphLaunch": k.count}
     graph = a.finding("CUDA_GRAPH")
     assert graph is not None
     assert graph.evidence["graph_launches"] == 1
     assert graph.evidence["attention_kernels"] == 64
-    assert a.totals["graph_kernels"] == 1387
+    assert a.totals.graph_kernels == 1387
 
 
 def test_gh200_xmma_ffma_gemm_runs_on_cuda_cores() -> None:
     a = analyze(trace(GH200), top=0)
-    xmma = [k for k in a.kernels if "xmma" in k["name"]]
-    assert xmma and all("ffma" in k["name"] for k in xmma)
-    assert all(k["category"] == "gemm" and k["tensor_cores"] is False for k in xmma)
+    xmma = [k for k in a.kernels if "xmma" in k.name]
+    assert xmma and all("ffma" in k.name for k in xmma)
+    assert all(k.category == "gemm" and k.tensor_cores is False for k in xmma)
     finding = a.finding("CUDA_CORE_GEMM")
-    assert finding is not None and finding.evidence["count"] == sum(k["count"] for k in xmma)
+    assert finding is not None and finding.evidence["count"] == sum(k.count for k in xmma)
 
 
 def test_legacy_2021_trace_links_kernels_to_operators() -> None:
@@ -142,13 +143,13 @@ def test_legacy_2021_trace_links_kernels_to_operators() -> None:
     ops = {t.names[int(t.name[r])] for r in links.cpu_op[kernels][:2000]}
     assert any(o.startswith("aten::") for o in ops)
     a = analyze(trace(LEGACY))
-    assert a.regions[0]["name"] == "ProfilerStep#*" and a.regions[0]["instances"] == 6
-    assert {x["api"] for x in a.launch_apis} >= {"cudaLaunchKernel", "cudaMemsetAsync"}
+    assert a.regions[0].name == "ProfilerStep#*" and a.regions[0].instances == 6
+    assert {x.api for x in a.launch_apis} >= {"cudaLaunchKernel", "cudaMemsetAsync"}
 
 
 def test_trace_with_no_kernels_but_launches_says_gpu_activity_is_missing() -> None:
     a = analyze(trace("HazyResearch__zoology"))
-    assert a.totals["kernels"] == 0
+    assert a.totals.kernels == 0
     assert "NO_GPU_ACTIVITY" in a.codes
 
 
@@ -160,7 +161,7 @@ def test_unfused_fp16_model_trace() -> None:
 
 def test_region_by_regex_and_unknown_region() -> None:
     a = analyze(trace(GH200), region=r"ProfilerStep#\d+")
-    assert a.regions[0]["selector"] == "regex" and a.regions[0]["instances"] == 3
+    assert a.regions[0].selector == "regex" and a.regions[0].instances == 3
     with pytest.raises(UserError, match="matches no annotation"):
         analyze(trace(GH200), region="no_such_region_xyz")
 
@@ -174,8 +175,8 @@ def test_gpu_user_annotation_places_kernels_without_launch_events(tmp_path: Path
     names = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "gpu_user_annotation"}
     region = sorted(names)[0]
     a = analyze(p, region=region)
-    assert a.totals["unlaunched_gpu_ops"] == a.totals["gpu_ops"]
-    assert a.regions[0]["gpu_ops_per_instance"] > 0
+    assert a.totals.unlaunched_gpu_ops == a.totals.gpu_ops
+    assert a.regions[0].gpu_ops_per_instance > 0
     assert "UNATTRIBUTED_GPU_OPS" in a.codes
 
 
@@ -208,14 +209,14 @@ def test_live_naive_has_out_of_place_copy(live: dict[str, TraceAnalysis]) -> Non
     f = a.finding("OUT_OF_PLACE_COPY")
     assert f is not None
     assert f.evidence["parents"] == {"aten::masked_fill": 3}
-    assert a.regions[0]["name"] == "attn_fwd" and a.regions[0]["instances"] == 3
+    assert a.regions[0].name == "attn_fwd" and a.regions[0].instances == 3
     assert "UNFUSED_ATTENTION" in a.codes
 
 
 def test_live_naive_inplace_has_no_copy(live: dict[str, TraceAnalysis]) -> None:
     a = live["naive-inplace"]
     assert "OUT_OF_PLACE_COPY" not in a.codes
-    assert a.regions[0]["cpu_ops_per_instance"] < live["naive"].regions[0]["cpu_ops_per_instance"]
+    assert a.regions[0].cpu_ops_per_instance < live["naive"].regions[0].cpu_ops_per_instance
 
 
 def test_live_sdpa_math_bf16_upcasts_rebuilds_mask_and_uses_safe_softmax(
@@ -234,7 +235,7 @@ def test_live_sdpa_flash_transposes_before_the_fused_op(live: dict[str, TraceAna
     assert "FUSED_ATTENTION" in a.codes
     for code in ("UNFUSED_ATTENTION", "FP32_UPCAST", "MASK_REBUILT_EACH_CALL", "OUT_OF_PLACE_COPY"):
         assert code not in a.codes
-    assert a.device["kind"] == "cpu"
+    assert a.device.kind == "cpu"
 
 
 def _plain_cpu_self_times(path: Path, region: str) -> tuple[dict[str, list[float]], int]:
@@ -314,9 +315,9 @@ def test_live_roofline_on_cpu_states_that_no_peak_is_known(tmp_path: Path) -> No
     a = analyze(record("naive-inplace", tmp_path), workload=wl)
     roof = a.roofline
     assert roof is not None
-    assert roof["flops_useful"] == wl.flops_useful()
-    assert roof["achieved_tflops"] > 0
-    assert roof["peak_tflops"] is None and "no peak" in roof["note"]
+    assert roof.flops_useful == wl.flops_useful()
+    assert roof.achieved_tflops > 0
+    assert roof.peak_tflops is None and "no peak" in roof.note
 
 
 # -- a run directory made by the harness ---------------------------------------------------------
@@ -328,20 +329,20 @@ def test_run_directory_traces_take_the_workload_and_peak_from_run_json(cpu_run: 
     naive = next(p for n, p in traces.items() if "_naive_" in n)
     inplace = next(p for n, p in traces.items() if "_naive-inplace_" in n)
     a = analyze(naive)
-    assert a.regions[0]["name"] == "attn_fwd"
+    assert a.regions[0].name == "attn_fwd"
     assert "OUT_OF_PLACE_COPY" in a.codes
     assert "OUT_OF_PLACE_COPY" not in analyze(inplace).codes
     roof = a.roofline
     assert roof is not None, "the workload should come from run.json"
     wl = record_.workload
-    assert roof["flops_useful"] == pytest.approx(
+    assert roof.flops_useful == pytest.approx(
         4 * wl.batch * wl.heads * wl.seq * (wl.seq + 1) // 2 * wl.head_dim
     )
-    assert roof["flops_executed"] > roof["flops_useful"]  # naive computes the full square
-    if roof["peak_tflops"] is not None:
-        assert "run.json" in roof["peak_source"]
+    assert roof.flops_executed > roof.flops_useful  # naive computes the full square
+    if roof.peak_tflops is not None:
+        assert "run.json" in roof.peak_source
     else:
-        assert "no peak" in roof["note"]
+        assert "no peak" in roof.note
 
 
 def test_result_above_peak_is_reported_as_a_measurement_error() -> None:
@@ -351,8 +352,8 @@ def test_result_above_peak_is_reported_as_a_measurement_error() -> None:
     huge = Workload(batch=64, heads=64, seq=8192, head_dim=128, dtype="bf16", device="cuda")
     a = analyze(trace(H100), workload=huge)
     roof = a.roofline
-    assert roof is not None and roof["peak_tflops"] == 989.0 and "H100" in roof["peak_source"]
-    assert roof["pct_of_peak_flops"] > 100
+    assert roof is not None and roof.peak_tflops == 989.0 and "H100" in roof.peak_source
+    assert roof.pct_of_peak_flops > 100
     f = a.finding("ABOVE_PEAK")
     assert f is not None and f.severity == "error"
     small = Workload(batch=1, heads=2, seq=64, head_dim=16, dtype="bf16", device="cuda")

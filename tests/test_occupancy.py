@@ -10,6 +10,7 @@ import pytest
 from _paths import trace
 from attnprof.analysis import analyze
 from attnprof.analysis.occupancy import ARCH, device_limits, theoretical_occupancy
+from attnprof.analysis.result import LaunchApi
 
 SM80 = ARCH[(8, 0)]
 
@@ -76,11 +77,12 @@ def test_device_properties_override_the_table() -> None:
 
 def test_flash_kernel_in_the_h100_trace_is_12_5_percent_by_design() -> None:
     a = analyze(trace("AMD-AGI__TraceLens__tests__traces__h100"), top=0)
-    flash = next(k for k in a.kernels if k["family"].startswith("PyTorch flash"))
-    occ = flash["occupancy"]
-    assert (occ["registers"], occ["threads_per_block"]) == (255, 128)
-    assert occ["theoretical_pct"] == pytest.approx(12.5)
-    assert occ["limiter"] == "registers"
+    flash = next(k for k in a.kernels if k.family.startswith("PyTorch flash"))
+    occ = flash.occupancy
+    assert occ is not None
+    assert (occ.registers, occ.threads_per_block) == (255, 128)
+    assert occ.theoretical_pct == pytest.approx(12.5)
+    assert occ.limiter == "registers"
     low = [f for f in a.findings if f.code == "LOW_OCCUPANCY_BY_DESIGN" and "flash" in f.evidence["kernel"]]
     assert low
 
@@ -93,22 +95,22 @@ def test_zero_with_more_than_48kb_shared_memory_is_not_measured() -> None:
     assert f is not None and "48 KB of shared memory" in f.message and "driver" not in f.message
     gapped = {k["kernel"] for k in f.evidence["kernels"]}
     for k in a.kernels:
-        occ = k["occupancy"]
-        if occ and k["name"] in gapped:
-            assert occ["measured"] is False and occ["achieved_pct"] is None
-            assert occ["shared_mem_bytes"] > 48 * 1024 and "48 KB" in occ["not_measured_reason"]
-        elif occ and occ["measured"]:
-            assert occ["achieved_pct"] is not None
+        occ = k.occupancy
+        if occ and k.name in gapped:
+            assert occ.measured is False and occ.achieved_pct is None
+            assert occ.shared_mem_bytes > 48 * 1024 and "48 KB" in occ.not_measured_reason
+        elif occ and occ.measured:
+            assert occ.achieved_pct is not None
     # cudaLaunchKernel launches with large shared memory are gaps too (not only driver launches)
-    apis = {api for k in a.kernels if k["name"] in gapped for api in k["launch_apis"]}
+    apis = {api for k in a.kernels if k.name in gapped for api in k.launch_apis}
     assert apis
 
 
 def test_driver_launch_with_small_shared_memory_is_measured() -> None:
     a = analyze(trace("facebookresearch__HolisticTraceAnalysis__tests__data__triton_example"), top=0)
     (k,) = a.kernels
-    assert k["launch_apis"] == {"cuLaunchKernel": 1}
-    assert k["occupancy"]["measured"] is True and k["occupancy"]["shared_mem_bytes"] <= 48 * 1024
+    assert k.launch_apis == {"cuLaunchKernel": 1}
+    assert k.occupancy.measured is True and k.occupancy.shared_mem_bytes <= 48 * 1024
     assert a.finding("OCCUPANCY_NOT_MEASURED") is None
 
 
@@ -181,15 +183,15 @@ def test_cudnn_sdpa_via_culaunchkernelex_reporting_zero_is_a_measurement_gap(tmp
     p.write_text(json.dumps({"deviceProperties": [a100], "traceEvents": events}))
     a = analyze(p)
     (k,) = a.kernels
-    assert (k["category"], k["family"], k["launch_apis"]) == (
+    assert (k.category, k.family, k.launch_apis) == (
         "attention",
         "cuDNN SDPA",
         {"cuLaunchKernelEx": 1},
     )
-    assert k["occupancy"]["measured"] is False
-    assert k["occupancy"]["theoretical_pct"] == pytest.approx(12.5)
+    assert k.occupancy.measured is False
+    assert k.occupancy.theoretical_pct == pytest.approx(12.5)
     f = a.finding("OCCUPANCY_NOT_MEASURED")
     assert f is not None and f.evidence["kernels"][0]["shared_mem_bytes"] == 98304
-    assert k["occupancy"]["limiter"] == "registers"
-    assert a.regions[0]["name"] == "attn_fwd" and a.regions[0]["gpu_ops_per_instance"] == 1
-    assert a.launch_apis == [{"api": "cuLaunchKernelEx", "gpu_ops": 1, "kernels": 1}]
+    assert k.occupancy.limiter == "registers"
+    assert a.regions[0].name == "attn_fwd" and a.regions[0].gpu_ops_per_instance == 1
+    assert a.launch_apis == [LaunchApi(api="cuLaunchKernelEx", gpu_ops=1, kernels=1)]

@@ -18,6 +18,7 @@ from attnprof.analysis.cpu_ops import CpuEvidence, count_gemm_softmax_gemm
 from attnprof.analysis.idle import HostActivity, IdleBreakdown
 from attnprof.analysis.links import Links
 from attnprof.analysis.regions import Region
+from attnprof.analysis.result import Device, Gaps, KernelStat, RegionStat, Roofline, Totals
 from attnprof.trace.model import Trace
 from attnprof.workload import Workload
 
@@ -35,16 +36,16 @@ class Context:
     gpu_name_idx: npt.NDArray[np.int64]
     gpu_unique_names: list[str]
     region: Region
-    region_dict: dict[str, Any]
+    region_stat: RegionStat  # the region as the analysis reports it
     cpu: CpuEvidence
-    device: dict[str, Any]
-    kernels: list[dict[str, Any]]  # all kernels, by time (before --top)
-    totals: dict[str, Any]
-    roofline: dict[str, Any] | None
+    device: Device
+    kernels: list[KernelStat]  # all kernels, by time (before --top)
+    totals: Totals
+    roofline: Roofline | None
     workload: Workload | None
     idle: list[IdleBreakdown]  # per region instance; one for the whole trace
     host: HostActivity
-    gap_facts: dict[str, Any]
+    gap_facts: Gaps
     unfused: dict[str, Any]  # attnprof.analysis.cpu_ops.unfused_chains, with GPU kernels
 
 

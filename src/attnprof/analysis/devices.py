@@ -29,6 +29,7 @@ import numpy as np
 
 from attnprof.analysis.links import Links
 from attnprof.analysis.occupancy import DeviceLimits, device_limits
+from attnprof.analysis.result import Device, Gaps
 from attnprof.trace.model import Kind, Trace, unique
 
 __all__ = ["TENSOR_CORE_DTYPES", "accelerator", "device_info", "gap_warnings", "is_launch"]
@@ -80,8 +81,8 @@ def accelerator(trace: Trace, props: dict[str, Any] | None) -> str | None:
     return "other" if has_device or apis else None
 
 
-def device_info(trace: Trace, links: Links) -> tuple[dict[str, Any], DeviceLimits | None]:
-    """The device record of the analysis (see attnprof.analysis.result) and, for CUDA devices
+def device_info(trace: Trace, links: Links) -> tuple[Device, DeviceLimits | None]:
+    """The device record of the analysis and, for CUDA devices
     with a compute capability, the per-SM limits for theoretical occupancy."""
     props = trace.device_properties
     kdev = trace.device[trace.device >= 0]
@@ -104,18 +105,18 @@ def device_info(trace: Trace, links: Links) -> tuple[dict[str, Any], DeviceLimit
         cc = f"{entry['computeMajor']}.{entry['computeMinor']}"
     # occupancy limits are NVIDIA's: a ROCm "9.4" is gfx942, not sm94
     limits = device_limits(entry) if entry is not None and acc == "cuda" else None
-    device = {
-        "kind": kind,
-        "accelerator": acc,
-        "name": entry.get("name") if entry is not None else None,
-        "compute_capability": cc,
-        "num_sms": entry.get("numSms") if entry is not None else None,
-        "total_memory_bytes": entry.get("totalGlobalMem") if entry is not None else None,
-        "count": len(props),
-        "id": dev_id if entry is not None else None,
-        "arch_limits_source": limits.source if limits is not None else None,
-        "tensor_core_dtypes": tensor_core_dtypes(acc, cc),
-    }
+    device = Device(
+        kind=kind,
+        accelerator=acc,
+        name=entry.get("name") if entry is not None else None,
+        compute_capability=cc,
+        num_sms=entry.get("numSms") if entry is not None else None,
+        total_memory_bytes=entry.get("totalGlobalMem") if entry is not None else None,
+        count=len(props),
+        id=dev_id if entry is not None else None,
+        arch_limits_source=limits.source if limits is not None else None,
+        tensor_core_dtypes=tensor_core_dtypes(acc, cc),
+    )
     return device, limits
 
 
@@ -133,10 +134,10 @@ def tensor_core_dtypes(acc: str | None, cc: str | None) -> list[str] | None:
     return []  # before Volta: no tensor cores
 
 
-def gap_warnings(trace: Trace, links: Links) -> tuple[list[str], dict[str, Any]]:
+def gap_warnings(trace: Trace, links: Links) -> tuple[list[str], Gaps]:
     """Warnings for what the trace failed to record, and the figures behind them."""
     out: list[str] = []
-    facts: dict[str, Any] = {}
+    facts = Gaps()
     rows = trace.rows(Kind.RUNTIME, Kind.DRIVER)
     if rows.size:
         names = np.array(trace.names, dtype=object)[trace.name[rows]] if trace.names else np.zeros(0, object)
@@ -145,8 +146,8 @@ def gap_warnings(trace: Trace, links: Links) -> tuple[list[str], dict[str, Any]]
         linked = np.zeros(trace.n_events, bool)
         linked[links.launch[links.launch >= 0]] = True
         missing = int((~linked[klaunch]).sum())
-        facts["kernel_launches"] = int(klaunch.size)
-        facts["launches_without_device_op"] = missing
+        facts.kernel_launches = int(klaunch.size)
+        facts.launches_without_device_op = missing
         if klaunch.size and links.gpu_rows.size == 0:
             out.append(
                 f"{klaunch.size} kernel launches but no device ops at all: device activity was not "
@@ -166,7 +167,7 @@ def gap_warnings(trace: Trace, links: Links) -> tuple[list[str], dict[str, Any]]
     if has.any():
         early = trace.ts[links.gpu_rows[has]] - trace.ts[links.launch[has]]
         skew = early < -1.0  # 1 us of rounding is ordinary
-        facts["device_ops_before_launch"] = int(skew.sum())
+        facts.device_ops_before_launch = int(skew.sum())
         if skew.any():
             out.append(
                 f"{int(skew.sum())} device ops start before their launch call (by up to "
@@ -175,7 +176,7 @@ def gap_warnings(trace: Trace, links: Links) -> tuple[list[str], dict[str, Any]]
             )
     dropped = {k: v for k, v in trace.dropped.items() if k.split("/")[0].lower() not in _ORDINARY_DROPS}
     if dropped:
-        facts["dropped_categories"] = dropped
+        facts.dropped_categories = dropped
     return out, facts
 
 

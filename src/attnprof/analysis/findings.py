@@ -17,13 +17,14 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from attnprof.analysis.classify import CATEGORIES
 from attnprof.analysis.context import Context, gpu_unfused_count
 from attnprof.analysis.cpu_ops import OUT_OF_PLACE_CLONERS
 from attnprof.analysis.names import short_name
-from attnprof.analysis.result import Finding
+from attnprof.analysis.result import Finding, KernelStat, Occupancy
 from attnprof.trace.model import Kind, unique
 
 __all__ = ["CODES", "RULES", "evaluate"]
@@ -69,17 +70,17 @@ def no_gpu_activity(ctx: Context) -> list[Finding]:
 
 def fused_attention(ctx: Context) -> list[Finding]:
     out = []
-    att = [k for k in ctx.kernels if k["category"] == "attention"]
+    att = [k for k in ctx.kernels if k.category == "attention"]
     if att:
         fams: dict[str, dict[str, Any]] = {}
         for k in att:
             f = fams.setdefault(
-                k["family"], {"count": 0, "time_us": 0.0, "kernels": [], "by_direction": Counter()}
+                k.family, {"count": 0, "time_us": 0.0, "kernels": [], "by_direction": Counter()}
             )
-            f["count"] += k["count"]
-            f["time_us"] += k["time_us"]
-            f["kernels"].append(k["short_name"])
-            f["by_direction"][k.get("direction") or "fwd"] += k["time_us"]
+            f["count"] += k.count
+            f["time_us"] += k.time_us
+            f["kernels"].append(k.short_name)
+            f["by_direction"][k.direction or "fwd"] += k.time_us
         for fam, f in fams.items():
             dirs = {d: _r(v) for d, v in sorted(f["by_direction"].items())}
             split = ", ".join(f"{d} {v:g} us" for d, v in dirs.items()) if len(dirs) > 1 else next(iter(dirs))
@@ -214,20 +215,20 @@ def _gemm_advice(precisions: list[str], tc: list[str] | None, arch: str) -> str:
 
 
 def cuda_core_gemm(ctx: Context) -> list[Finding]:
-    if ctx.device.get("accelerator") != "cuda":
+    if ctx.device.accelerator != "cuda":
         return []  # the tensor-core markers in these rules are NVIDIA's
-    tc = ctx.device.get("tensor_core_dtypes")
+    tc = ctx.device.tensor_core_dtypes
     if tc == []:
         return []  # no tensor cores before Volta
-    gemm = [k for k in ctx.kernels if k["category"] == "gemm"]
-    slow = [k for k in gemm if k["tensor_cores"] is False and "gemv" not in k["family"]]
+    gemm = [k for k in ctx.kernels if k.category == "gemm"]
+    slow = [k for k in gemm if k.tensor_cores is False and "gemv" not in k.family]
     if not slow:
         return []
-    gemm_time = sum(k["time_us"] for k in gemm) or 1.0
-    t = sum(k["time_us"] for k in slow)
-    n = sum(k["count"] for k in slow)
-    precisions = sorted({k["precision"] or "unknown" for k in slow})
-    cc = ctx.device.get("compute_capability")
+    gemm_time = sum(k.time_us for k in gemm) or 1.0
+    t = sum(k.time_us for k in slow)
+    n = sum(k.count for k in slow)
+    precisions = sorted({k.precision or "unknown" for k in slow})
+    cc = ctx.device.compute_capability
     arch = f"sm{cc.replace('.', '')}" if cc else "compute capability unknown"
     hint = _gemm_advice(precisions, tc, arch)
     return [
@@ -242,9 +243,7 @@ def cuda_core_gemm(ctx: Context) -> list[Finding]:
                 "pct_of_gemm_time": round(100 * t / gemm_time, 2),
                 "precisions": precisions,
                 "tensor_core_dtypes": tc,
-                "kernels": [
-                    {"name": k["short_name"], "count": k["count"], "time_us": k["time_us"]} for k in slow[:8]
-                ],
+                "kernels": [{"name": k.short_name, "count": k.count, "time_us": k.time_us} for k in slow[:8]],
             },
         )
     ]
@@ -281,8 +280,7 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
             places.append(f"{in_chain / n:g} inside unfused attention (GEMM -> softmax -> GEMM)")
         where = "; ".join(places) if places else "none inside scaled_dot_product_attention"
         fp32_cc = any(
-            k["category"] == "gemm" and k["tensor_cores"] is False and k["precision"] == "fp32"
-            for k in ctx.kernels
+            k.category == "gemm" and k.tensor_cores is False and k.precision == "fp32" for k in ctx.kernels
         )
         return [
             Finding(
@@ -326,7 +324,7 @@ def mask_rebuilt(ctx: Context) -> list[Finding]:
         for inst in ctx.region.instances
         if inst.gpu.size
     ]
-    tri_gpu = [k for k in ctx.kernels if "triu_tril" in k["name"]]
+    tri_gpu = [k for k in ctx.kernels if "triu_tril" in k.name]
     cpu_every = n > 0 and ev.mask_instances == n
     gpu_every = bool(tri_gpu) and n > 0 and len(mask_gpu) == n and all(m > 0 for m in mask_gpu)
     if ctx.region.selector == "whole trace":
@@ -334,7 +332,7 @@ def mask_rebuilt(ctx: Context) -> list[Finding]:
         cpu_every = (
             cpu_every and sum(v for k, v in ev.mask_ops.items() if k in ("aten::tril", "aten::triu")) >= 2
         )
-        gpu_every = gpu_every and sum(k["count"] for k in tri_gpu) >= 2
+        gpu_every = gpu_every and sum(k.count for k in tri_gpu) >= 2
     if not (cpu_every or gpu_every):
         return []
     ops = {k: v / max(n, 1) for k, v in ev.mask_ops.items()}
@@ -344,12 +342,12 @@ def mask_rebuilt(ctx: Context) -> list[Finding]:
             "warning",
             f"The causal mask is built again on every call ({ctx.region.name}: "
             + ", ".join(f"{k} x{v:g}" for k, v in ops.items())
-            + (f"; {sum(k['count'] for k in tri_gpu)} triu_tril kernels on GPU" if tri_gpu else "")
+            + (f"; {sum(k.count for k in tri_gpu)} triu_tril kernels on GPU" if tri_gpu else "")
             + "). Build it once outside the call, or pass is_causal=True to a fused backend",
             {
                 "instances": n,
                 "cpu_ops_per_instance": ops,
-                "gpu_mask_kernels": [{"name": k["short_name"], "count": k["count"]} for k in tri_gpu],
+                "gpu_mask_kernels": [{"name": k.short_name, "count": k.count} for k in tri_gpu],
             },
         )
     ]
@@ -423,42 +421,41 @@ def out_of_place_copy(ctx: Context) -> list[Finding]:
 
 def occupancy_findings(ctx: Context) -> list[Finding]:
     out = []
-    total = ctx.totals["kernel_time_us"] or 1.0
-    low = []
-    gaps = []
+    total = ctx.totals.kernel_time_us or 1.0
+    low: list[tuple[KernelStat, Occupancy]] = []
+    gaps: list[tuple[KernelStat, Occupancy]] = []
     for k in ctx.kernels:
-        occ = k.get("occupancy")
-        if not occ:
+        occ = k.occupancy
+        if occ is None:
             continue
-        if occ.get("launches_not_measured"):
-            gaps.append(k)
-        th = occ.get("theoretical_pct")
+        if occ.launches_not_measured:
+            gaps.append((k, occ))
+        th = occ.theoretical_pct
         if (
-            k["category"] in ("attention", "gemm", "conv")
+            k.category in ("attention", "gemm", "conv")
             and th is not None
             and th <= 25.0
-            and occ.get("limiter") in ("registers", "shared memory")
-            and k["time_us"] >= 0.01 * total
+            and occ.limiter in ("registers", "shared memory")
+            and k.time_us >= 0.01 * total
         ):
-            low.append(k)
-    for k in low[:5]:
-        occ = k["occupancy"]
+            low.append((k, occ))
+    for k, occ in low[:5]:
         out.append(
             Finding(
                 "LOW_OCCUPANCY_BY_DESIGN",
                 "info",
-                f"{k['short_name']}: theoretical occupancy {occ['theoretical_pct']:g}% "
-                f"({occ['registers']} registers x {occ['threads_per_block']} threads, "
-                f"{occ['shared_mem_bytes']} B shared; limited by {occ['limiter']}). Tiled "
+                f"{k.short_name}: theoretical occupancy {occ.theoretical_pct:g}% "
+                f"({occ.registers} registers x {occ.threads_per_block} threads, "
+                f"{occ.shared_mem_bytes} B shared; limited by {occ.limiter}). Tiled "
                 "attention, GEMM and convolution kernels trade occupancy for registers and shared memory "
                 "on purpose: low occupancy here is not a problem by itself",
-                {"kernel": k["name"], "family": k["family"], **occ},
+                {"kernel": k.name, "family": k.family, **msgspec.structs.asdict(occ)},
             )
         )
     if gaps:
-        n = sum(k["occupancy"]["launches_not_measured"] for k in gaps)
-        t = sum(k["time_us"] for k in gaps)
-        names = [k["short_name"] for k in gaps[:5]]
+        n = sum(occ.launches_not_measured for _, occ in gaps)
+        t = sum(k.time_us for k, _ in gaps)
+        names = [k.short_name for k, _ in gaps[:5]]
         out.append(
             Finding(
                 "OCCUPANCY_NOT_MEASURED",
@@ -470,13 +467,13 @@ def occupancy_findings(ctx: Context) -> list[Finding]:
                 {
                     "kernels": [
                         {
-                            "kernel": k["name"],
-                            "launches": k["occupancy"]["launches_not_measured"],
-                            "shared_mem_bytes": k["occupancy"]["shared_mem_bytes"],
-                            "theoretical_pct": k["occupancy"]["theoretical_pct"],
-                            "reason": k["occupancy"]["not_measured_reason"],
+                            "kernel": k.name,
+                            "launches": occ.launches_not_measured,
+                            "shared_mem_bytes": occ.shared_mem_bytes,
+                            "theoretical_pct": occ.theoretical_pct,
+                            "reason": occ.not_measured_reason,
                         }
-                        for k in gaps[:10]
+                        for k, occ in gaps[:10]
                     ],
                     "launches": n,
                     "time_us": _r(t),
@@ -512,19 +509,18 @@ def _top_names(
 
 
 def gpu_idle(ctx: Context) -> list[Finding]:
-    """Why the device idles inside the region: one finding per dominant host activity."""
+    """Why the device idles inside the region: one finding per dominant host activity (CAUSES,
+    attnprof.analysis.idle), each built the same way from what _idle_cause says of its cause."""
     if ctx.links.gpu_rows.size == 0 or not ctx.region.instances:
         return []
-    idle = ctx.region_dict["idle"]
-    window = idle["window_us_per_instance"]
-    idle_us = idle["idle_us_per_instance"]
-    if window <= 0 or idle["idle_pct"] < _IDLE_PCT or idle_us < _IDLE_MIN_US:
+    idle = ctx.region_stat.idle
+    window = idle.window_us_per_instance
+    idle_us = idle.idle_us_per_instance
+    if window <= 0 or idle.idle_pct < _IDLE_PCT or idle_us < _IDLE_MIN_US:
         return []
-    causes = idle["host_during_idle_us_per_instance"]
-    r = ctx.region_dict
-    name = r["name"]
+    name = ctx.region_stat.name
     head = (
-        f"{name}: the device idles {idle['idle_pct']:.0f}% of the time ({_r(idle_us)} of {_r(window)} us per "
+        f"{name}: the device idles {idle.idle_pct:.0f}% of the time ({_r(idle_us)} of {_r(window)} us per "
         f"instance, busy = union of device ops)"
     )
     windows = [
@@ -532,8 +528,8 @@ def gpu_idle(ctx: Context) -> list[Finding]:
     ]
     if ctx.region.instances[0].row < 0 and ctx.host.busy[0].size:
         windows = [(float(ctx.host.busy[0][0]), float(ctx.host.busy[1][-1]))]
-    base = {"region": name, **idle}
-    before = idle.get("before_first_launch_us_per_instance")
+    base = {"region": name, **msgspec.structs.asdict(idle)}
+    before = idle.before_first_launch_us_per_instance
     # the part of the idle time before the instance's first launch (a step's data loading and
     # set-up), said where the cause is host work or nothing recorded
     pre = (
@@ -542,87 +538,85 @@ def gpu_idle(ctx: Context) -> list[Finding]:
         else ""
     )
     out = []
-    for cause, us in sorted(causes.items(), key=lambda kv: -kv[1]):
+    for cause, us in sorted(idle.host_during_idle_us_per_instance.items(), key=lambda kv: -kv[1]):
         if us < _CAUSE_OF_IDLE * idle_us or us < _CAUSE_OF_WINDOW * window:
             continue
         share = f"{100 * us / idle_us:.0f}% of the idle time ({_r(us)} us per instance)"
-        if cause == "sync":
-            calls = _top_names(ctx, ctx.host.sync_rows, windows)
-            out.append(
-                Finding(
-                    "GPU_IDLE_SYNC",
-                    "warning",
-                    f"{head}; {share} the host waits in synchronizing calls ({', '.join(calls) or 'sync'}) "
-                    "or blocking copies, so no new work is queued. Remove the synchronisation from the loop: "
-                    ".item(), .cpu(), .tolist(), printing or logging tensor values, torch.cuda.synchronize(), "
-                    "blocking device-to-host copies (use non_blocking=True with pinned memory and read the "
-                    "values later)",
-                    {**base, "cause": cause, "cause_us_per_instance": us, "sync_calls_us": calls},
-                )
+        code, severity, what, facts = _idle_cause(ctx, cause, us, windows, pre)
+        out.append(
+            Finding(
+                code,
+                severity,
+                f"{head}; {share} {what}",
+                {**base, "cause": cause, "cause_us_per_instance": us, **facts},
             )
-        elif cause == "host_compute":
-            ops = _top_names(ctx, ctx.host.compute_rows, windows)
-            out.append(
-                Finding(
-                    "GPU_IDLE_HOST_COMPUTE",
-                    "warning",
-                    f"{head}; {share} the host runs CPU ops that launch nothing ({', '.join(ops)}){pre}. The "
-                    "device waits for host computation, not for launches: create tensors on the device "
-                    "(torch.randn(..., device='cuda')), move preprocessing to the device or to DataLoader "
-                    "workers, and overlap it with device work (prefetch, pin_memory)",
-                    {**base, "cause": cause, "cause_us_per_instance": us, "cpu_ops_us": ops},
-                )
-            )
-        elif cause == "launching":
-            launches = ctx.host.launch_rows.size
-            lr = ctx.host.launch_rows
-            slow = lr[ctx.trace.dur[lr] >= _SLOW_LAUNCH_US]
-            slow_us = min(sum(_top_names(ctx, slow, windows, k=50).values()) / len(ctx.region.instances), us)
-            if slow_us >= 0.5 * us:
-                calls = _top_names(ctx, slow, windows)
-                out.append(
-                    Finding(
-                        "GPU_IDLE_SLOW_LAUNCH",
-                        "warning",
-                        f"{head}; {share} the host is inside launch calls, {_r(slow_us)} us of it in "
-                        f"{slow.size} call(s) of {_SLOW_LAUNCH_US / 1000:g} ms or more ({', '.join(calls)}). "
-                        "A launch that slow is not launch overhead: it is the first launch of a kernel "
-                        "loading its module (lazy module loading), JIT compilation or a launch blocked on a "
-                        "full queue. Warm up before profiling; fewer kernels would not help",
-                        {**base, "cause": cause, "cause_us_per_instance": us, "slow_launch_us": _r(slow_us)},
-                    )
-                )
-                continue
-            out.append(
-                Finding(
-                    "LAUNCH_BOUND",
-                    "warning",
-                    f"{head}; {share} the host is issuing work (CPU ops that launch kernels and the launch "
-                    f"calls themselves) while the device has nothing queued: the device runs the "
-                    f"{r['gpu_ops_per_instance']:g} device ops per instance faster than the host launches them. "
-                    "Fewer, larger kernels help: torch.compile, CUDA graphs (torch.compile(mode='reduce-overhead')), "
-                    "fused ops, larger batches",
-                    {
-                        **base,
-                        "cause": cause,
-                        "cause_us_per_instance": us,
-                        "runtime_calls": int(launches),
-                        "cpu_time_us_per_instance": r["cpu_time_us_per_instance"],
-                    },
-                )
-            )
-        else:
-            out.append(
-                Finding(
-                    "GPU_IDLE_UNRECORDED",
-                    "info",
-                    f"{head}; {share} nothing is recorded on the host (Python code, data loading or waits "
-                    f"the profiler does not trace, or the time before the first launch){pre}. with_stack=True "
-                    "or a Python sampling profiler shows what runs there",
-                    {**base, "cause": cause, "cause_us_per_instance": us},
-                )
-            )
+        )
     return out
+
+
+def _idle_cause(
+    ctx: Context, cause: str, us: float, windows: list[tuple[float, float]], pre: str
+) -> tuple[str, str, str, dict[str, Any]]:
+    """For one cause of idle time holding `us` per instance: the finding's code, severity, what
+    the host did and what to do about it, and the evidence that names it."""
+    if cause == "sync":
+        calls = _top_names(ctx, ctx.host.sync_rows, windows)
+        return (
+            "GPU_IDLE_SYNC",
+            "warning",
+            f"the host waits in synchronizing calls ({', '.join(calls) or 'sync'}) "
+            "or blocking copies, so no new work is queued. Remove the synchronisation from the loop: "
+            ".item(), .cpu(), .tolist(), printing or logging tensor values, torch.cuda.synchronize(), "
+            "blocking device-to-host copies (use non_blocking=True with pinned memory and read the "
+            "values later)",
+            {"sync_calls_us": calls},
+        )
+    if cause == "host_compute":
+        ops = _top_names(ctx, ctx.host.compute_rows, windows)
+        return (
+            "GPU_IDLE_HOST_COMPUTE",
+            "warning",
+            f"the host runs CPU ops that launch nothing ({', '.join(ops)}){pre}. The "
+            "device waits for host computation, not for launches: create tensors on the device "
+            "(torch.randn(..., device='cuda')), move preprocessing to the device or to DataLoader "
+            "workers, and overlap it with device work (prefetch, pin_memory)",
+            {"cpu_ops_us": ops},
+        )
+    if cause == "launching":
+        lr = ctx.host.launch_rows
+        slow = lr[ctx.trace.dur[lr] >= _SLOW_LAUNCH_US]
+        slow_us = min(sum(_top_names(ctx, slow, windows, k=50).values()) / len(ctx.region.instances), us)
+        if slow_us >= 0.5 * us:
+            calls = _top_names(ctx, slow, windows)
+            return (
+                "GPU_IDLE_SLOW_LAUNCH",
+                "warning",
+                f"the host is inside launch calls, {_r(slow_us)} us of it in "
+                f"{slow.size} call(s) of {_SLOW_LAUNCH_US / 1000:g} ms or more ({', '.join(calls)}). "
+                "A launch that slow is not launch overhead: it is the first launch of a kernel "
+                "loading its module (lazy module loading), JIT compilation or a launch blocked on a "
+                "full queue. Warm up before profiling; fewer kernels would not help",
+                {"slow_launch_us": _r(slow_us)},
+            )
+        r = ctx.region_stat
+        return (
+            "LAUNCH_BOUND",
+            "warning",
+            "the host is issuing work (CPU ops that launch kernels and the launch "
+            "calls themselves) while the device has nothing queued: the device runs the "
+            f"{r.gpu_ops_per_instance:g} device ops per instance faster than the host launches them. "
+            "Fewer, larger kernels help: torch.compile, CUDA graphs (torch.compile(mode='reduce-overhead')), "
+            "fused ops, larger batches",
+            {"runtime_calls": int(lr.size), "cpu_time_us_per_instance": r.cpu_time_us_per_instance},
+        )
+    return (
+        "GPU_IDLE_UNRECORDED",
+        "info",
+        "nothing is recorded on the host (Python code, data loading or waits "
+        f"the profiler does not trace, or the time before the first launch){pre}. with_stack=True "
+        "or a Python sampling profiler shows what runs there",
+        {},
+    )
 
 
 def cuda_graph(ctx: Context) -> list[Finding]:
@@ -644,7 +638,7 @@ def cuda_graph(ctx: Context) -> list[Finding]:
 
 
 def unattributed(ctx: Context) -> list[Finding]:
-    n = ctx.totals["unlaunched_gpu_ops"]
+    n = ctx.totals.unlaunched_gpu_ops
     if not n:
         return []
     return [
@@ -664,15 +658,15 @@ def above_peak(ctx: Context) -> list[Finding]:
         return []
     out = []
     for key, what in (("pct_of_peak_flops", "FLOP/s"), ("pct_of_peak_bandwidth", "bandwidth")):
-        v = roof.get(key)
+        v = getattr(roof, key)
         if v is not None and v > 100.0:
             out.append(
                 Finding(
                     "ABOVE_PEAK",
                     "error",
-                    f"Achieved {what} is {v:.0f}% of the peak ({roof['peak_source']}): a measurement "
+                    f"Achieved {what} is {v:.0f}% of the peak ({roof.peak_source}): a measurement "
                     "error (wrong peak, wrong workload, or a time that misses part of the work)",
-                    {key: round(v, 2), "time_us": roof["time_us"], "workload": roof["workload"]},
+                    {key: round(v, 2), "time_us": roof.time_us, "workload": roof.workload},
                 )
             )
     return out

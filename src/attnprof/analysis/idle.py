@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from attnprof.analysis.devices import is_launch
 from attnprof.analysis.links import Links
+from attnprof.analysis.result import InstanceIdle
 from attnprof.trace.model import Kind, Trace, unique
 
 __all__ = [
@@ -130,17 +131,18 @@ class IdleBreakdown:
     # (a step's data loading and set-up); None when the instance launched nothing
     before_first_launch_us: float | None = None
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "window_us": round(self.window_us, 3),
-            "busy_us": round(self.busy_us, 3),
-            "idle_us": round(self.idle_us, 3),
-            "idle_pct": round(100.0 * self.idle_us / self.window_us, 2) if self.window_us > 0 else 0.0,
-            "host_during_idle_us": {k: round(v, 3) for k, v in self.causes.items()},
-            "before_first_launch_us": (
+    def record(self) -> InstanceIdle:
+        """As the analysis reports it (rounded)."""
+        return InstanceIdle(
+            window_us=round(self.window_us, 3),
+            busy_us=round(self.busy_us, 3),
+            idle_us=round(self.idle_us, 3),
+            idle_pct=round(100.0 * self.idle_us / self.window_us, 2) if self.window_us > 0 else 0.0,
+            host_during_idle_us={k: round(v, 3) for k, v in self.causes.items()},
+            before_first_launch_us=(
                 round(self.before_first_launch_us, 3) if self.before_first_launch_us is not None else None
             ),
-        }
+        )
 
 
 def host_activity(trace: Trace, links: Links, busy_mask: np.ndarray) -> HostActivity:

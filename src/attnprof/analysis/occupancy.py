@@ -26,7 +26,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ARCH", "DeviceLimits", "Occupancy", "device_limits", "theoretical_occupancy"]
+__all__ = ["ARCH", "DeviceLimits", "TheoreticalOccupancy", "device_limits", "theoretical_occupancy"]
 
 
 @dataclass(frozen=True)
@@ -63,19 +63,13 @@ ARCH: dict[tuple[int, int], DeviceLimits] = {
 
 
 @dataclass(frozen=True)
-class Occupancy:
+class TheoreticalOccupancy:
+    """What the launch resources allow (the analysis reports it in attnprof.analysis.result.Occupancy)."""
+
     blocks_per_sm: int
     warps_per_sm: int
     occupancy: float  # 0..1
     limiter: str  # "registers", "shared memory", "warps", "blocks", or "none" (does not fit)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "blocks_per_sm": self.blocks_per_sm,
-            "warps_per_sm": self.warps_per_sm,
-            "theoretical_pct": round(100.0 * self.occupancy, 2),
-            "limiter": self.limiter,
-        }
 
 
 def device_limits(props: dict[str, Any] | None, cc: tuple[int, int] | None = None) -> DeviceLimits | None:
@@ -117,7 +111,7 @@ def _ceil(x: int, unit: int) -> int:
 
 def theoretical_occupancy(
     registers: int, threads_per_block: int, shared_mem: int, limits: DeviceLimits
-) -> Occupancy | None:
+) -> TheoreticalOccupancy | None:
     """Blocks and warps per SM a kernel can keep resident; None when the inputs are unusable."""
     if threads_per_block <= 0 or registers < 0 or shared_mem < 0:
         return None
@@ -139,7 +133,7 @@ def theoretical_occupancy(
         limits_by["shared memory"] = 1 << 30
     blocks = min(limits_by.values())
     if blocks <= 0:
-        return Occupancy(0, 0, 0.0, "none")
+        return TheoreticalOccupancy(0, 0, 0.0, "none")
     limiter = next(k for k, v in limits_by.items() if v == blocks)
     warps = blocks * warps_per_block
-    return Occupancy(blocks, warps, warps / limits.max_warps_per_sm, limiter)
+    return TheoreticalOccupancy(blocks, warps, warps / limits.max_warps_per_sm, limiter)

@@ -7,7 +7,6 @@ region instances or findings, never over events.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import numpy as np
 
@@ -20,7 +19,29 @@ from attnprof.analysis.links import Links, link
 from attnprof.analysis.names import short_name
 from attnprof.analysis.occupancy import DeviceLimits, theoretical_occupancy
 from attnprof.analysis.regions import RULE_NAMES, Instance, Region, backward_links, cpu_nesting, find_region
-from attnprof.analysis.result import TraceAnalysis
+from attnprof.analysis.result import (
+    AttentionShare,
+    Attribution,
+    Backward,
+    CategoryStat,
+    CpuOp,
+    CpuOpByName,
+    InstanceStat,
+    KernelStat,
+    LaunchApi,
+    MemoryOp,
+    Occupancy,
+    RegionGpuOp,
+    RegionIdle,
+    RegionStat,
+    Share,
+    ThreadOps,
+    TimeShare,
+    TopCpuOp,
+    Totals,
+    TraceAnalysis,
+    TraceInfo,
+)
 from attnprof.analysis.roofline import roofline
 from attnprof.trace.model import Kind, Trace, unique
 from attnprof.workload import Workload
@@ -76,38 +97,38 @@ def analyze_trace(
     kernel_time = float(g_dur[is_k].sum())
     busy_mask = gpu_cat != _CAT_INDEX["sync"]
     host = host_activity(trace, links, busy_mask)
-    totals: dict[str, Any] = {
-        "kernels": int(is_k.sum()),
-        "kernel_time_us": round(kernel_time, 3),
-        "memcpy": int(is_cpy.sum()),
-        "memcpy_time_us": round(float(g_dur[is_cpy].sum()), 3),
-        "memset": int(is_set.sum()),
-        "memset_time_us": round(float(g_dur[is_set].sum()), 3),
-        "cpu_ops": int((trace.kind == Kind.CPU_OP).sum()),
-        "gpu_ops": int(g.size),
-        "unique_kernels": int(unique(g_name[is_k]).size),
-        "unlaunched_gpu_ops": int((links.launch < 0).sum()),
-        "graph_kernels": int((links.graph & is_k).sum()),
+    totals = Totals(
+        kernels=int(is_k.sum()),
+        kernel_time_us=round(kernel_time, 3),
+        memcpy=int(is_cpy.sum()),
+        memcpy_time_us=round(float(g_dur[is_cpy].sum()), 3),
+        memset=int(is_set.sum()),
+        memset_time_us=round(float(g_dur[is_set].sum()), 3),
+        cpu_ops=int((trace.kind == Kind.CPU_OP).sum()),
+        gpu_ops=int(g.size),
+        unique_kernels=int(unique(g_name[is_k]).size),
+        unlaunched_gpu_ops=int((links.launch < 0).sum()),
+        graph_kernels=int((links.graph & is_k).sum()),
         # other accelerators' device events (MTIA compute, DMA, waits): not kernels, memcpys or
         # memsets, but device work all the same
-        "other_device_ops": int(dev.sum()),
-        "other_device_time_us": round(float(g_dur[dev].sum()), 3),
+        other_device_ops=int(dev.sum()),
+        other_device_time_us=round(float(g_dur[dev].sum()), 3),
         # the union of device-op intervals (streams that overlap count once), and its span
-        "device_busy_us": round(float((host.busy[1] - host.busy[0]).sum()), 3),
-        "device_span_us": round(float(host.busy[1][-1] - host.busy[0][0]), 3) if host.busy[0].size else 0.0,
-    }
+        device_busy_us=round(float((host.busy[1] - host.busy[0]).sum()), 3),
+        device_span_us=round(float(host.busy[1][-1] - host.busy[0][0]), 3) if host.busy[0].size else 0.0,
+    )
 
     # categories (GPU ops only)
     gpu_time = float(g_dur.sum())
     counts = np.bincount(gpu_cat, minlength=len(CATEGORIES))
     times = np.bincount(gpu_cat, weights=g_dur, minlength=len(CATEGORIES))
     categories = [
-        {
-            "category": CATEGORIES[i],
-            "count": int(counts[i]),
-            "time_us": round(float(times[i]), 3),
-            "pct_time": round(100.0 * float(times[i]) / gpu_time, 2) if gpu_time > 0 else 0.0,
-        }
+        CategoryStat(
+            category=CATEGORIES[i],
+            count=int(counts[i]),
+            time_us=round(float(times[i]), 3),
+            pct_time=round(100.0 * float(times[i]) / gpu_time, 2) if gpu_time > 0 else 0.0,
+        )
         for i in np.argsort(-times, kind="stable").tolist()
         if counts[i]
     ]
@@ -119,7 +140,7 @@ def analyze_trace(
 
     reg = find_region(trace, links, region, threads=threads)
     idle = _idle(trace, links, reg, host)
-    region_dict = _region_dict(trace, links, reg, gpu_cat, unique_names, inv, classes, idle)
+    region_stat = _region_stat(trace, links, reg, gpu_cat, unique_names, inv, classes, idle)
     evidence = cpu_evidence(trace, reg)
     unfused = unfused_chains(trace, reg)
     region_chain_ops = unfused.pop("ops")
@@ -139,17 +160,18 @@ def analyze_trace(
         mat = materialises
         if mat is None:
             mat = bool(evidence.unfused_sequences) or any(
-                r["category"] == "softmax" for r in region_dict.get("gpu_ops", [])
+                op.category == "softmax" for op in region_stat.gpu_ops
             )
         roof = roofline(
             workload,
             device=device,
-            region=region_dict,
+            region=region_stat,
             materialises=mat,
             cpu_peak_tflops=cpu_peak[0] if cpu_peak else None,
             cpu_peak_source=cpu_peak[1] if cpu_peak else None,
         )
 
+    gaps, gap_facts = gap_warnings(trace, links)
     ctx = Context(
         trace=trace,
         links=links,
@@ -158,7 +180,7 @@ def analyze_trace(
         gpu_name_idx=inv,
         gpu_unique_names=unique_names,
         region=reg,
-        region_dict=region_dict,
+        region_stat=region_stat,
         cpu=evidence,
         device=device,
         kernels=kernels,
@@ -167,23 +189,22 @@ def analyze_trace(
         workload=workload,
         idle=idle,
         host=host,
-        gap_facts={},
+        gap_facts=gap_facts,
         unfused=unfused,
     )
-    gaps, ctx.gap_facts = gap_warnings(trace, links)
     findings = evaluate(ctx)
-    info = {
-        "events": int(trace.metadata.get("events_total", trace.n_events)),
-        "kept_events": trace.n_events,
-        "dropped": trace.dropped,
-        "schema_version": trace.metadata.get("schemaVersion"),
-        "rank": _rank(trace),
-        "has_flows": bool(trace.flow_id.size),
-        "has_device_properties": bool(trace.metadata.get("deviceProperties_present")),
-        "raw_json_bytes": trace.raw_bytes,
-    }
+    info = TraceInfo(
+        events=int(trace.metadata.get("events_total", trace.n_events)),
+        kept_events=trace.n_events,
+        dropped=trace.dropped,
+        schema_version=trace.metadata.get("schemaVersion"),
+        rank=_rank(trace),
+        has_flows=bool(trace.flow_id.size),
+        has_device_properties=bool(trace.metadata.get("deviceProperties_present")),
+        raw_json_bytes=trace.raw_bytes,
+        gaps=gap_facts,
+    )
     warnings = list(trace.warnings) + gaps
-    info["gaps"] = ctx.gap_facts
     n_dev = int(dev.sum())
     if n_dev:
         cats = sorted({trace.categories[int(c)] for c in unique(trace.cat[g[dev]])})
@@ -201,7 +222,7 @@ def analyze_trace(
         kernels=kernels[:top] if top and top > 0 else kernels,
         memory_ops=memory_ops,
         launch_apis=launch_apis,
-        regions=[region_dict],
+        regions=[region_stat],
         roofline=roof,
         findings=findings,
         repairs=list(trace.repairs),
@@ -225,7 +246,7 @@ def _kernel_table(
     classes: list[Classification],
     limits: DeviceLimits | None,
     kernel_time: float,
-) -> list[dict[str, Any]]:
+) -> list[KernelStat]:
     g = links.gpu_rows
     is_k = trace.kind[g] == Kind.KERNEL
     if not is_k.any():
@@ -252,21 +273,21 @@ def _kernel_table(
         apis = {links.api_names[a]: int(n) for a, n in enumerate(api_pairs[i].tolist()) if n}
         occ = _occupancy(sel, reg, smem, blk, ach, k_dur, limits, apis)
         rows.append(
-            {
-                "name": unique_names[i],
-                "short_name": short_name(unique_names[i]),
-                "category": c.category,
-                "family": c.family,
-                "tensor_cores": c.tensor_cores,
-                "precision": c.precision,
-                "direction": c.direction,
-                "count": int(counts[i]),
-                "time_us": round(float(times[i]), 3),
-                "mean_us": round(float(times[i]) / int(counts[i]), 3),
-                "pct_time": round(100.0 * float(times[i]) / kernel_time, 2) if kernel_time > 0 else 0.0,
-                "launch_apis": apis,
-                "occupancy": occ,
-            }
+            KernelStat(
+                name=unique_names[i],
+                short_name=short_name(unique_names[i]),
+                category=c.category,
+                family=c.family,
+                tensor_cores=c.tensor_cores,
+                precision=c.precision,
+                direction=c.direction,
+                count=int(counts[i]),
+                time_us=round(float(times[i]), 3),
+                mean_us=round(float(times[i]) / int(counts[i]), 3),
+                pct_time=round(100.0 * float(times[i]) / kernel_time, 2) if kernel_time > 0 else 0.0,
+                launch_apis=apis,
+                occupancy=occ,
+            )
         )
     return rows
 
@@ -280,7 +301,7 @@ def _occupancy(
     dur: np.ndarray,
     limits: DeviceLimits | None,
     apis: dict[str, int],
-) -> dict[str, Any] | None:
+) -> Occupancy | None:
     r, s, b = reg[sel], smem[sel], blk[sel]
     have = (r >= 0) & (b > 0)
     a = ach[sel]
@@ -303,34 +324,35 @@ def _occupancy(
             if gap.any()
             else "no achieved-occupancy figure in the trace"
         )
-    out: dict[str, Any] = {
-        "achieved_pct": round(achieved, 2) if achieved is not None else None,
-        "measured": measured,
-        "not_measured_reason": reason,
-        "launches_not_measured": int(gap.sum()),
-        "theoretical_pct": None,
-        "blocks_per_sm": None,
-        "warps_per_sm": None,
-        "limiter": None,
-        "registers": None,
-        "threads_per_block": None,
-        "shared_mem_bytes": None,
-    }
+    out = Occupancy(
+        achieved_pct=round(achieved, 2) if achieved is not None else None,
+        measured=measured,
+        not_measured_reason=reason,
+        launches_not_measured=int(gap.sum()),
+        theoretical_pct=None,
+        blocks_per_sm=None,
+        warps_per_sm=None,
+        limiter=None,
+        registers=None,
+        threads_per_block=None,
+        shared_mem_bytes=None,
+    )
     if have.any():
         # the most common launch configuration of this kernel
         cfg = Counter(zip(r[have].tolist(), b[have].tolist(), np.maximum(s[have], 0).tolist(), strict=True))
         (regs, threads, shm), _ = cfg.most_common(1)[0]
-        out.update(registers=regs, threads_per_block=threads, shared_mem_bytes=shm)
+        out.registers, out.threads_per_block, out.shared_mem_bytes = regs, threads, shm
         if limits is not None:
             occ = theoretical_occupancy(regs, threads, shm, limits)
             if occ is not None:
-                out.update(occ.to_dict())
+                out.blocks_per_sm, out.warps_per_sm = occ.blocks_per_sm, occ.warps_per_sm
+                out.theoretical_pct, out.limiter = round(100.0 * occ.occupancy, 2), occ.limiter
     return out
 
 
 def _memory_table(
     trace: Trace, links: Links, inv: np.ndarray, unique_names: list[str], gpu_cat: np.ndarray
-) -> list[dict[str, Any]]:
+) -> list[MemoryOp]:
     g = links.gpu_rows
     k = trace.kind[g]
     m = (k == Kind.MEMCPY) | (k == Kind.MEMSET) | ((k == Kind.DEVICE) & (gpu_cat == _CAT_INDEX["memcpy"]))
@@ -341,23 +363,23 @@ def _memory_table(
     times = np.bincount(inv[m], weights=trace.dur[g][m], minlength=n)
     cat_of = {int(i): CATEGORIES[int(c)] for i, c in zip(inv[m].tolist(), gpu_cat[m].tolist(), strict=True)}
     return [
-        {
-            "name": unique_names[i],
-            "category": cat_of[i],
-            "count": int(counts[i]),
-            "time_us": round(float(times[i]), 3),
-        }
+        MemoryOp(
+            name=unique_names[i],
+            category=cat_of[i],
+            count=int(counts[i]),
+            time_us=round(float(times[i]), 3),
+        )
         for i in np.argsort(-times, kind="stable").tolist()
         if counts[i]
     ]
 
 
-def _launch_table(links: Links, is_k: np.ndarray) -> list[dict[str, Any]]:
+def _launch_table(links: Links, is_k: np.ndarray) -> list[LaunchApi]:
     n = len(links.api_names)
     all_c = np.bincount(links.api, minlength=n)
     k_c = np.bincount(links.api[is_k], minlength=n)
     return [
-        {"api": links.api_names[i], "gpu_ops": int(all_c[i]), "kernels": int(k_c[i])}
+        LaunchApi(api=links.api_names[i], gpu_ops=int(all_c[i]), kernels=int(k_c[i]))
         for i in np.argsort(-all_c, kind="stable").tolist()
         if all_c[i]
     ]
@@ -429,7 +451,7 @@ def _share(
     classes: list[Classification],
     unfused_gpu: np.ndarray,
     unfused_bwd_gpu: np.ndarray,
-) -> dict[str, Any]:
+) -> Share:
     """Where the device time went, attention first: fused + unfused attention (forward /
     backward), GEMMs, convolutions, communication, memory (memcpy, memset, copy kernels), other.
     Sums of device-op durations; waits (category "sync") are not device work."""
@@ -467,25 +489,30 @@ def _share(
         "memory": float(dur[rest & np.isin(gpu_cat, [_CAT_INDEX[c] for c in _MEMORY])].sum()),
     }
     parts["other"] = max(total - fused - unfused - sum(parts.values()), 0.0)
-    return {
-        "device_time_us": round(total, 3),
-        "attention": {
-            "time_us": round(fused + unfused, 3),
-            "pct": pct(fused + unfused),
-            "fused_us": round(fused, 3),
-            "unfused_us": round(unfused, 3),
-            "fwd_us": round(att_fwd + unfused_fwd, 3),
-            "bwd_us": round(att_bwd + unfused_bwd, 3),
-            "unfused_bwd_us": round(unfused_bwd, 3),
-        },
-        **{k: {"time_us": round(v, 3), "pct": pct(v)} for k, v in parts.items()},
-        "basis": "sum of device-op durations (streams that overlap are counted each); unfused "
+    of = {k: TimeShare(time_us=round(v, 3), pct=pct(v)) for k, v in parts.items()}
+    return Share(
+        device_time_us=round(total, 3),
+        attention=AttentionShare(
+            time_us=round(fused + unfused, 3),
+            pct=pct(fused + unfused),
+            fused_us=round(fused, 3),
+            unfused_us=round(unfused, 3),
+            fwd_us=round(att_fwd + unfused_fwd, 3),
+            bwd_us=round(att_bwd + unfused_bwd, 3),
+            unfused_bwd_us=round(unfused_bwd, 3),
+        ),
+        gemm=of["gemm"],
+        conv=of["conv"],
+        communication=of["communication"],
+        memory=of["memory"],
+        other=of["other"],
+        basis="sum of device-op durations (streams that overlap are counted each); unfused "
         "attention is the kernels of GEMM -> softmax -> GEMM chains confirmed by their shapes, on "
         "every thread, and of their backward ops (fwdbwd flows or sequence numbers)",
-    }
+    )
 
 
-def _region_dict(
+def _region_stat(
     trace: Trace,
     links: Links,
     reg: Region,
@@ -494,13 +521,13 @@ def _region_dict(
     inv: np.ndarray,
     classes: list[Classification],
     idle: list[IdleBreakdown],
-) -> dict[str, Any]:
+) -> RegionStat:
     insts = reg.instances
     n = max(len(insts), 1)
     g_rows = links.gpu_rows
     g_ts = trace.ts[g_rows]
     g_end = g_ts + trace.dur[g_rows]
-    per: list[dict[str, Any]] = []
+    per: list[InstanceStat] = []
     cat_counts = np.zeros(len(CATEGORIES), np.int64)
     rule_counts = np.zeros(len(RULE_NAMES), np.int64)
     thread_counts: Counter[int] = Counter()
@@ -518,30 +545,30 @@ def _region_dict(
         bwd_ops += int(inst.bwd.size)
         bwd_time += float(trace.dur[g_rows[inst.bwd]].sum()) if inst.bwd.size else 0.0
         per.append(
-            {
-                "start_us": round(inst.start, 3),
-                "cpu_time_us": round(inst.cpu_time_us, 3),
-                "cpu_ops": int(inst.cpu_ops.size),
-                "gpu_ops": int(gi.size),
-                "gpu_time_us": round(busy, 3),
-                "gpu_span_us": round(span, 3),
-                "gpu_busy_union_us": round(float((bu[1] - bu[0]).sum()), 3),
-                "idle": idl.to_dict(),
-            }
+            InstanceStat(
+                start_us=round(inst.start, 3),
+                cpu_time_us=round(inst.cpu_time_us, 3),
+                cpu_ops=int(inst.cpu_ops.size),
+                gpu_ops=int(gi.size),
+                gpu_time_us=round(busy, 3),
+                gpu_span_us=round(span, 3),
+                gpu_busy_union_us=round(float((bu[1] - bu[0]).sum()), 3),
+                idle=idl.record(),
+            )
         )
 
     def mean(key: str) -> float:
-        return round(sum(p[key] for p in per) / n, 3) if per else 0.0
+        return round(sum(getattr(p, key) for p in per) / n, 3) if per else 0.0
 
     first = insts[0].gpu[:_FIRST_OPS] if insts else np.zeros(0, np.int64)
     t0 = float(g_ts[first].min()) if first.size else 0.0
     gpu_ops = [
-        {
-            "name": short_name(unique_names[int(inv[i])]),
-            "category": CATEGORIES[int(gpu_cat[i])],
-            "start_us": round(float(g_ts[i]) - t0, 3),
-            "time_us": round(float(trace.dur[g_rows[i]]), 3),
-        }
+        RegionGpuOp(
+            name=short_name(unique_names[int(inv[i])]),
+            category=CATEGORIES[int(gpu_cat[i])],
+            start_us=round(float(g_ts[i]) - t0, 3),
+            time_us=round(float(trace.dur[g_rows[i]]), 3),
+        )
         for i in first.tolist()
     ]
     op_counter: Counter[str] = Counter()
@@ -553,43 +580,43 @@ def _region_dict(
             )
     k = min(len(insts), 200) or 1
     cpu_ops, cpu_ops_by_name = _cpu_ops(trace, insts)
-    return {
-        "name": reg.name,
-        "selector": reg.selector,
-        "instances": len(insts),
-        "gpu_ops_per_instance": mean("gpu_ops"),
-        "cpu_ops_per_instance": mean("cpu_ops"),
-        "gpu_time_us_per_instance": mean("gpu_time_us"),
-        "gpu_span_us_per_instance": mean("gpu_span_us"),
-        "gpu_busy_union_us_per_instance": mean("gpu_busy_union_us"),
-        "cpu_time_us_per_instance": mean("cpu_time_us"),
-        "threads": reg.threads,
-        "attribution": {
-            "rules": {RULE_NAMES[i]: round(int(c) / n, 3) for i, c in enumerate(rule_counts.tolist()) if c},
-            "threads": [
-                {"thread": "/".join(trace.lanes[lane]), "gpu_ops_per_instance": round(c / n, 3)}
+    return RegionStat(
+        name=reg.name,
+        selector=reg.selector,
+        instances=len(insts),
+        gpu_ops_per_instance=mean("gpu_ops"),
+        cpu_ops_per_instance=mean("cpu_ops"),
+        gpu_time_us_per_instance=mean("gpu_time_us"),
+        gpu_span_us_per_instance=mean("gpu_span_us"),
+        gpu_busy_union_us_per_instance=mean("gpu_busy_union_us"),
+        cpu_time_us_per_instance=mean("cpu_time_us"),
+        threads=reg.threads,
+        attribution=Attribution(
+            rules={RULE_NAMES[i]: round(int(c) / n, 3) for i, c in enumerate(rule_counts.tolist()) if c},
+            threads=[
+                ThreadOps(thread="/".join(trace.lanes[lane]), gpu_ops_per_instance=round(c / n, 3))
                 for lane, c in thread_counts.most_common(8)
             ],
-        },
-        "backward": {
-            "linked_by": reg.backward_link,
-            "gpu_ops_per_instance": round(bwd_ops / n, 3),
-            "gpu_time_us_per_instance": round(bwd_time / n, 3),
-        },
-        "idle": _idle_mean(idle),
-        "unplaced_gpu_ops": reg.unplaced_gpu_ops,
-        "gpu_ops": gpu_ops,
-        "categories_per_instance": {
+        ),
+        backward=Backward(
+            linked_by=reg.backward_link,
+            gpu_ops_per_instance=round(bwd_ops / n, 3),
+            gpu_time_us_per_instance=round(bwd_time / n, 3),
+        ),
+        idle=_idle_mean(idle),
+        unplaced_gpu_ops=reg.unplaced_gpu_ops,
+        gpu_ops=gpu_ops,
+        categories_per_instance={
             CATEGORIES[i]: round(int(c) / n, 3) for i, c in enumerate(cat_counts.tolist()) if c
         },
-        "top_cpu_ops": [{"name": a, "per_instance": round(b / k, 3)} for a, b in op_counter.most_common(15)],
-        "per_instance": per[:100],
-        "cpu_ops": cpu_ops,
-        "cpu_ops_by_name": cpu_ops_by_name,
-    }
+        top_cpu_ops=[TopCpuOp(name=a, per_instance=round(b / k, 3)) for a, b in op_counter.most_common(15)],
+        per_instance=per[:100],
+        cpu_ops=cpu_ops,
+        cpu_ops_by_name=cpu_ops_by_name,
+    )
 
 
-def _idle_mean(idle: list[IdleBreakdown]) -> dict[str, Any]:
+def _idle_mean(idle: list[IdleBreakdown]) -> RegionIdle:
     """Idle breakdown summed over instances, then per instance."""
     n = max(len(idle), 1)
     window = sum(i.window_us for i in idle)
@@ -597,20 +624,20 @@ def _idle_mean(idle: list[IdleBreakdown]) -> dict[str, Any]:
     idle_us = sum(i.idle_us for i in idle)
     causes = {k: round(sum(i.causes[k] for i in idle) / n, 3) for k in (idle[0].causes if idle else {})}
     before = [i.before_first_launch_us for i in idle if i.before_first_launch_us is not None]
-    return {
-        "before_first_launch_us_per_instance": round(sum(before) / len(before), 3) if before else None,
-        "window_us_per_instance": round(window / n, 3),
-        "busy_us_per_instance": round(busy / n, 3),
-        "idle_us_per_instance": round(idle_us / n, 3),
-        "idle_pct": round(100.0 * idle_us / window, 2) if window > 0 else 0.0,
-        "host_during_idle_us_per_instance": causes,
-    }
+    return RegionIdle(
+        before_first_launch_us_per_instance=round(sum(before) / len(before), 3) if before else None,
+        window_us_per_instance=round(window / n, 3),
+        busy_us_per_instance=round(busy / n, 3),
+        idle_us_per_instance=round(idle_us / n, 3),
+        idle_pct=round(100.0 * idle_us / window, 2) if window > 0 else 0.0,
+        host_during_idle_us_per_instance=causes,
+    )
 
 
 _FIRST_OPS = 500  # ops listed in order from a region's first instance, GPU and CPU alike
 
 
-def _cpu_ops(trace: Trace, insts: list[Instance]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _cpu_ops(trace: Trace, insts: list[Instance]) -> tuple[list[CpuOp], list[CpuOpByName]]:
     """The first instance's CPU ops in order (start, the longer first: an op before those inside
     it), and per op name the count and self time per instance, over every instance."""
     if not insts:
@@ -623,13 +650,13 @@ def _cpu_ops(trace: Trace, insts: list[Instance]) -> tuple[list[dict[str, Any]],
     at = np.searchsorted(rows, first)
     level = depth[at] - (int(depth[at].min()) if at.size else 0)
     ordered = [
-        {
-            "name": trace.names[int(trace.name[r])],
-            "start_us": round(float(trace.ts[r]) - insts[0].start, 3),
-            "dur_us": round(float(trace.dur[r]), 3),
-            "self_us": round(s, 3),
-            "depth": d,
-        }
+        CpuOp(
+            name=trace.names[int(trace.name[r])],
+            start_us=round(float(trace.ts[r]) - insts[0].start, 3),
+            dur_us=round(float(trace.dur[r]), 3),
+            self_us=round(s, 3),
+            depth=d,
+        )
         for r, s, d in zip(first.tolist(), self_us[at].tolist(), level.tolist(), strict=True)
     ]
     names, idx = np.unique(trace.name[every], return_inverse=True)
@@ -638,11 +665,11 @@ def _cpu_ops(trace: Trace, insts: list[Instance]) -> tuple[list[dict[str, Any]],
     times = np.bincount(idx, weights=self_us[np.searchsorted(rows, every)], minlength=names.size)
     n = len(insts)
     by_name = [
-        {
-            "name": trace.names[int(names[i])],
-            "per_instance": round(int(counts[i]) / n, 3),
-            "self_us_per_instance": round(float(times[i]) / n, 3),
-        }
+        CpuOpByName(
+            name=trace.names[int(names[i])],
+            per_instance=round(int(counts[i]) / n, 3),
+            self_us_per_instance=round(float(times[i]) / n, 3),
+        )
         for i in np.argsort(-times, kind="stable").tolist()
     ]
     return ordered, by_name

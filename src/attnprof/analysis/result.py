@@ -1,9 +1,11 @@
 """The analysis result: TraceAnalysis and Finding, and their JSON form ("attnprof.analysis/1").
 
-TraceAnalysis.to_dict() returns exactly what `attnprof analyze --json` prints for one trace. Keys
-only grow within the schema version; renaming one bumps it. The tables (kernels, categories,
-regions, launch APIs, findings) are lists of plain dicts, so that compare and report code reads
-them without importing this package's internals; DataFrame accessors build pandas frames lazily.
+Every part is a msgspec Struct whose fields are declared in the order of its JSON keys, so that
+TraceAnalysis.to_dict() (msgspec.to_builtins, nothing hand-written) returns exactly what
+`attnprof analyze --json` prints for one trace, nulls included. Keys only grow within the schema
+version; renaming one bumps it. Producers (attnprof.analysis.pipeline and its helpers) build these
+records; consumers (findings, compare, report) read their attributes. The same JSON decodes back
+into a TraceAnalysis with decode_analysis(). DataFrame accessors build pandas frames lazily.
 
 Top-level keys:
 
@@ -17,8 +19,9 @@ Top-level keys:
                   version) or null, num_sms, total_memory_bytes, count, id, arch_limits_source
                   (CUDA only), tensor_core_dtypes (CUDA with a compute capability) or null}
     trace        {events, kept_events, dropped {category/phase: count}, schema_version, rank,
-                  has_flows, has_device_properties, gaps {kernel_launches,
-                  launches_without_device_op, device_ops_before_launch, dropped_categories}}
+                  has_flows, has_device_properties, raw_json_bytes, gaps {kernel_launches,
+                  launches_without_device_op, device_ops_before_launch, dropped_categories}
+                  (each key only where the trace lets it be worked out)}
     totals       {kernels, kernel_time_us, memcpy, memcpy_time_us, memset, memset_time_us,
                   cpu_ops, gpu_ops, unique_kernels, unlaunched_gpu_ops, graph_kernels,
                   other_device_ops, other_device_time_us (other accelerators' device events),
@@ -38,10 +41,10 @@ Top-level keys:
                   gpu_busy_union_us_per_instance, cpu_time_us_per_instance, threads ("own"|"all"),
                   attribution {rules {rule: gpu ops per instance}, threads [{thread "pid/tid",
                   gpu_ops_per_instance}]}, backward {linked_by, gpu_ops_per_instance,
-                  gpu_time_us_per_instance}, idle {window_us_per_instance, busy_us_per_instance,
-                  idle_us_per_instance, idle_pct, host_during_idle_us_per_instance {sync,
-                  host_compute, launching, nothing_recorded},
-                  before_first_launch_us_per_instance}, unplaced_gpu_ops, gpu_ops (first instance, in order: [{name, category, start_us
+                  gpu_time_us_per_instance}, idle {before_first_launch_us_per_instance,
+                  window_us_per_instance, busy_us_per_instance, idle_us_per_instance, idle_pct,
+                  host_during_idle_us_per_instance {sync, host_compute, launching,
+                  nothing_recorded}}, unplaced_gpu_ops, gpu_ops (first instance, in order: [{name, category, start_us
                   (from the instance's first GPU op), time_us}]),
                   categories_per_instance {category: count}, top_cpu_ops [{name, per_instance}],
                   per_instance [{start_us, cpu_time_us, cpu_ops, gpu_ops, gpu_time_us, gpu_span_us,
@@ -53,7 +56,7 @@ Top-level keys:
                   cpu_ops_by_name (every instance, by self time: [{name, per_instance (count),
                   self_us_per_instance}])}]
                  self time (self_us): an op's duration less that of the ops directly inside it
-    roofline     null, or {basis, workload, flops_useful, flops_executed, bytes_min, time_us,
+    roofline     null, or {basis, region, workload, flops_useful, flops_executed, bytes_min, time_us,
                   achieved_tflops, achieved_tbps, peak_tflops, peak_tbps, peak_source,
                   pct_of_peak_flops, pct_of_peak_bandwidth, note}
     findings     [{code, severity ("info"|"warning"|"error"), message, evidence {...}}]
@@ -63,54 +66,329 @@ Top-level keys:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SCHEMA", "SEVERITIES", "Finding", "TraceAnalysis"]
+__all__ = [
+    "SCHEMA",
+    "SEVERITIES",
+    "AttentionShare",
+    "Attribution",
+    "Backward",
+    "CategoryStat",
+    "CpuOp",
+    "CpuOpByName",
+    "Device",
+    "Finding",
+    "Gaps",
+    "InstanceIdle",
+    "InstanceStat",
+    "KernelStat",
+    "LaunchApi",
+    "MemoryOp",
+    "Occupancy",
+    "RegionGpuOp",
+    "RegionIdle",
+    "RegionStat",
+    "Roofline",
+    "Share",
+    "ThreadOps",
+    "TimeShare",
+    "TopCpuOp",
+    "Totals",
+    "TraceAnalysis",
+    "TraceInfo",
+    "decode_analysis",
+]
 
 SCHEMA = "attnprof.analysis/1"
 SEVERITIES = ("info", "warning", "error")
 
+# Field order is JSON key order (msgspec.to_builtins keeps it) and every field is written, None as
+# null (omit_defaults stays off), except in Gaps, whose keys the trace may not support at all.
 
-@dataclass(frozen=True)
-class Finding:
+
+class TimeShare(msgspec.Struct, kw_only=True):
+    time_us: float
+    pct: float | None  # of Share.device_time_us; None without device time
+
+
+class AttentionShare(msgspec.Struct, kw_only=True):
+    time_us: float  # fused + unfused
+    pct: float | None
+    fused_us: float
+    unfused_us: float
+    fwd_us: float
+    bwd_us: float
+    unfused_bwd_us: float
+
+
+class Share(msgspec.Struct, kw_only=True):
+    """Where the device time went, attention first (attnprof.analysis.pipeline._share)."""
+
+    device_time_us: float
+    attention: AttentionShare
+    gemm: TimeShare
+    conv: TimeShare
+    communication: TimeShare
+    memory: TimeShare
+    other: TimeShare
+    basis: str
+
+
+class Device(msgspec.Struct, kw_only=True):
+    kind: str  # "gpu", "cpu" or "unknown"
+    accelerator: str | None  # "cuda", "rocm", "xpu", "mtia", "other"; None without device activity
+    name: str | None
+    compute_capability: str | None
+    num_sms: int | None
+    total_memory_bytes: int | None
+    count: int
+    id: int | None
+    arch_limits_source: str | None
+    tensor_core_dtypes: list[str] | None
+
+
+class Gaps(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What the trace failed to record (attnprof.analysis.devices.gap_warnings). A key is absent,
+    not null, where the trace gives nothing to count it from (no launches, no linked launch)."""
+
+    kernel_launches: int | None = None
+    launches_without_device_op: int | None = None
+    device_ops_before_launch: int | None = None
+    dropped_categories: dict[str, int] | None = None
+
+
+class TraceInfo(msgspec.Struct, kw_only=True):
+    events: int
+    kept_events: int
+    dropped: dict[str, int]  # "category/phase" -> events the loader dropped
+    schema_version: int | str | None  # the trace's schemaVersion, as written
+    rank: int | None
+    has_flows: bool
+    has_device_properties: bool
+    raw_json_bytes: int
+    gaps: Gaps
+
+
+class Totals(msgspec.Struct, kw_only=True):
+    kernels: int
+    kernel_time_us: float
+    memcpy: int
+    memcpy_time_us: float
+    memset: int
+    memset_time_us: float
+    cpu_ops: int
+    gpu_ops: int
+    unique_kernels: int
+    unlaunched_gpu_ops: int
+    graph_kernels: int
+    other_device_ops: int  # other accelerators' device events (MTIA compute, DMA, waits)
+    other_device_time_us: float
+    device_busy_us: float  # the union of device-op intervals
+    device_span_us: float
+
+
+class CategoryStat(msgspec.Struct, kw_only=True):
+    category: str
+    count: int
+    time_us: float
+    pct_time: float
+
+
+class Occupancy(msgspec.Struct, kw_only=True):
+    """One kernel's occupancy: achieved (the profiler's, weighted by time) and theoretical (from
+    the launch resources of its most common configuration, attnprof.analysis.occupancy)."""
+
+    achieved_pct: float | None  # None when not measured
+    measured: bool
+    not_measured_reason: str | None
+    launches_not_measured: int
+    theoretical_pct: float | None
+    blocks_per_sm: int | None
+    warps_per_sm: int | None
+    limiter: str | None
+    registers: int | None
+    threads_per_block: int | None
+    shared_mem_bytes: int | None
+
+
+class KernelStat(msgspec.Struct, kw_only=True):
+    name: str
+    short_name: str
+    category: str
+    family: str
+    tensor_cores: bool | None
+    precision: str | None
+    direction: str | None  # "fwd", "bwd", "bwd-aux" for attention and softmax, else None
+    count: int
+    time_us: float
+    mean_us: float
+    pct_time: float
+    launch_apis: dict[str, int]
+    occupancy: Occupancy | None
+
+
+class MemoryOp(msgspec.Struct, kw_only=True):
+    name: str
+    category: str
+    count: int
+    time_us: float
+
+
+class LaunchApi(msgspec.Struct, kw_only=True):
+    api: str
+    gpu_ops: int
+    kernels: int
+
+
+class ThreadOps(msgspec.Struct, kw_only=True):
+    thread: str  # "pid/tid"
+    gpu_ops_per_instance: float
+
+
+class Attribution(msgspec.Struct, kw_only=True):
+    rules: dict[str, float]  # attnprof.analysis.regions.RULE_NAMES -> GPU ops per instance
+    threads: list[ThreadOps]
+
+
+class Backward(msgspec.Struct, kw_only=True):
+    linked_by: str | None  # "fwdbwd flows", "sequence numbers" or None
+    gpu_ops_per_instance: float
+    gpu_time_us_per_instance: float
+
+
+class RegionIdle(msgspec.Struct, kw_only=True):
+    """The idle breakdown summed over instances, then per instance."""
+
+    before_first_launch_us_per_instance: float | None
+    window_us_per_instance: float
+    busy_us_per_instance: float
+    idle_us_per_instance: float
+    idle_pct: float
+    host_during_idle_us_per_instance: dict[str, float]  # attnprof.analysis.idle.CAUSES -> us
+
+
+class InstanceIdle(msgspec.Struct, kw_only=True):
+    window_us: float
+    busy_us: float
+    idle_us: float
+    idle_pct: float
+    host_during_idle_us: dict[str, float]
+    before_first_launch_us: float | None
+
+
+class InstanceStat(msgspec.Struct, kw_only=True):
+    start_us: float
+    cpu_time_us: float
+    cpu_ops: int
+    gpu_ops: int
+    gpu_time_us: float
+    gpu_span_us: float
+    gpu_busy_union_us: float
+    idle: InstanceIdle
+
+
+class RegionGpuOp(msgspec.Struct, kw_only=True):
+    name: str  # short name
+    category: str
+    start_us: float  # from the instance's first GPU op
+    time_us: float
+
+
+class TopCpuOp(msgspec.Struct, kw_only=True):
+    name: str
+    per_instance: float
+
+
+class CpuOp(msgspec.Struct, kw_only=True):
+    name: str
+    start_us: float  # from the instance's start
+    dur_us: float
+    self_us: float  # dur_us less that of the ops directly inside it
+    depth: int  # 0 = not inside another op of the instance
+
+
+class CpuOpByName(msgspec.Struct, kw_only=True):
+    name: str
+    per_instance: float
+    self_us_per_instance: float
+
+
+class RegionStat(msgspec.Struct, kw_only=True):
+    name: str
+    selector: str  # "default", "exact", "regex", "ProfilerStep", "whole trace"
+    instances: int
+    gpu_ops_per_instance: float
+    cpu_ops_per_instance: float
+    gpu_time_us_per_instance: float
+    gpu_span_us_per_instance: float
+    gpu_busy_union_us_per_instance: float
+    cpu_time_us_per_instance: float
+    threads: str  # "own" or "all"
+    attribution: Attribution
+    backward: Backward
+    idle: RegionIdle
+    unplaced_gpu_ops: int
+    gpu_ops: list[RegionGpuOp]  # the first instance's, in order
+    categories_per_instance: dict[str, float]
+    top_cpu_ops: list[TopCpuOp]
+    per_instance: list[InstanceStat]  # the first 100
+    cpu_ops: list[CpuOp]  # the first instance's, in order of start, at most 500
+    cpu_ops_by_name: list[CpuOpByName]  # every instance, by self time
+
+
+class Roofline(msgspec.Struct, kw_only=True):
+    basis: str  # "gpu busy time per instance" or "cpu time per instance"
+    region: str | None
+    workload: str
+    flops_useful: float
+    flops_executed: float
+    bytes_min: float
+    time_us: float
+    achieved_tflops: float | None = None
+    achieved_tbps: float | None = None
+    peak_tflops: float | None = None
+    peak_tbps: float | None = None
+    peak_source: str | None = None
+    pct_of_peak_flops: float | None = None
+    pct_of_peak_bandwidth: float | None = None
+    note: str = ""
+
+
+class Finding(msgspec.Struct, frozen=True):
     """One observation with a stable code (docs/findings.md) and the facts behind it."""
 
     code: str
     severity: str
     message: str
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "severity": self.severity,
-            "message": self.message,
-            "evidence": self.evidence,
-        }
+        return msgspec.to_builtins(self)  # type: ignore[no-any-return]
 
 
-@dataclass
-class TraceAnalysis:
+class TraceAnalysis(msgspec.Struct, kw_only=True):
+    schema: str = SCHEMA
     source: str
     path: str
-    device: dict[str, Any]
-    trace: dict[str, Any]
-    totals: dict[str, Any]
-    categories: list[dict[str, Any]]
-    kernels: list[dict[str, Any]]
-    memory_ops: list[dict[str, Any]]
-    launch_apis: list[dict[str, Any]]
-    regions: list[dict[str, Any]]
-    roofline: dict[str, Any] | None
+    share: Share
+    device: Device
+    trace: TraceInfo
+    totals: Totals
+    categories: list[CategoryStat]  # by time, GPU ops only
+    kernels: list[KernelStat]  # the top N by time (N = --top; 0 = all)
+    memory_ops: list[MemoryOp]
+    launch_apis: list[LaunchApi]
+    regions: list[RegionStat]
+    roofline: Roofline | None
     findings: list[Finding]
-    repairs: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    share: dict[str, Any] = field(default_factory=dict)
-    schema: str = SCHEMA
+    repairs: list[str] = []  # what the loader repaired in invalid JSON
+    warnings: list[str] = []
 
     @property
     def codes(self) -> list[str]:
@@ -120,24 +398,8 @@ class TraceAnalysis:
         return next((f for f in self.findings if f.code == code), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": self.schema,
-            "source": self.source,
-            "path": self.path,
-            "share": self.share,
-            "device": self.device,
-            "trace": self.trace,
-            "totals": self.totals,
-            "categories": self.categories,
-            "kernels": self.kernels,
-            "memory_ops": self.memory_ops,
-            "launch_apis": self.launch_apis,
-            "regions": self.regions,
-            "roofline": self.roofline,
-            "findings": [f.to_dict() for f in self.findings],
-            "repairs": self.repairs,
-            "warnings": self.warnings,
-        }
+        """The "attnprof.analysis/1" JSON object, as builtins (what `analyze --json` prints)."""
+        return msgspec.to_builtins(self)  # type: ignore[no-any-return]
 
     # -- DataFrames (pandas imported only here) ----------------------------------------------
     def kernels_df(self) -> pd.DataFrame:
@@ -145,24 +407,30 @@ class TraceAnalysis:
 
         rows = []
         for k in self.kernels:
-            row = {key: v for key, v in k.items() if key not in ("occupancy", "launch_apis")}
-            occ = k.get("occupancy") or {}
-            row["achieved_occupancy_pct"] = occ.get("achieved_pct")
-            row["theoretical_occupancy_pct"] = occ.get("theoretical_pct")
-            row["occupancy_limiter"] = occ.get("limiter")
-            row["launch_apis"] = ",".join(k.get("launch_apis", {}))
+            row = {
+                key: v
+                for key, v in msgspec.structs.asdict(k).items()
+                if key not in ("occupancy", "launch_apis")
+            }
+            occ = k.occupancy
+            row["achieved_occupancy_pct"] = occ.achieved_pct if occ else None
+            row["theoretical_occupancy_pct"] = occ.theoretical_pct if occ else None
+            row["occupancy_limiter"] = occ.limiter if occ else None
+            row["launch_apis"] = ",".join(k.launch_apis)
             rows.append(row)
         return pd.DataFrame(rows)
 
     def categories_df(self) -> pd.DataFrame:
         import pandas as pd
 
-        return pd.DataFrame(self.categories, columns=["category", "count", "time_us", "pct_time"])
+        return pd.DataFrame(
+            msgspec.to_builtins(self.categories), columns=["category", "count", "time_us", "pct_time"]
+        )
 
     def regions_df(self) -> pd.DataFrame:
         import pandas as pd
 
-        flat = (
+        nested = (
             "gpu_ops",
             "per_instance",
             "top_cpu_ops",
@@ -175,21 +443,25 @@ class TraceAnalysis:
         )
         rows = []
         for r in self.regions:
-            row = {k: v for k, v in r.items() if k not in flat}
-            idle = r.get("idle") or {}
-            row["idle_pct"] = idle.get("idle_pct")
-            row["idle_us_per_instance"] = idle.get("idle_us_per_instance")
+            row = {k: v for k, v in msgspec.structs.asdict(r).items() if k not in nested}
+            row["idle_pct"] = r.idle.idle_pct
+            row["idle_us_per_instance"] = r.idle.idle_us_per_instance
             rows.append(row)
         return pd.DataFrame(rows)
 
     def launch_apis_df(self) -> pd.DataFrame:
         import pandas as pd
 
-        return pd.DataFrame(self.launch_apis, columns=["api", "gpu_ops", "kernels"])
+        return pd.DataFrame(msgspec.to_builtins(self.launch_apis), columns=["api", "gpu_ops", "kernels"])
 
     def findings_df(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame(
-            [f.to_dict() for f in self.findings], columns=["code", "severity", "message", "evidence"]
+            msgspec.to_builtins(self.findings), columns=["code", "severity", "message", "evidence"]
         )
+
+
+def decode_analysis(data: bytes | str) -> TraceAnalysis:
+    """A TraceAnalysis from its JSON (one `attnprof analyze --json` object)."""
+    return msgspec.json.decode(data, type=TraceAnalysis)

@@ -14,10 +14,14 @@ a time that misses work), and findings say so.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from attnprof.analysis.result import Roofline
 from attnprof.device import peak_for
 from attnprof.workload import Workload
+
+if TYPE_CHECKING:
+    from attnprof.analysis.result import Device, RegionStat
 
 __all__ = ["roofline"]
 
@@ -25,62 +29,53 @@ __all__ = ["roofline"]
 def roofline(
     workload: Workload,
     *,
-    device: dict[str, Any],
-    region: dict[str, Any],
+    device: Device,
+    region: RegionStat,
     materialises: bool,
     cpu_peak_tflops: float | None = None,
     cpu_peak_source: str | None = None,
-) -> dict[str, Any]:
-    gpu = device.get("kind") == "gpu" and region.get("gpu_ops_per_instance", 0) > 0
+) -> Roofline:
+    gpu = device.kind == "gpu" and region.gpu_ops_per_instance > 0
     basis = "gpu busy time per instance" if gpu else "cpu time per instance"
-    t_us = float(region["gpu_time_us_per_instance"] if gpu else region["cpu_time_us_per_instance"])
+    t_us = float(region.gpu_time_us_per_instance if gpu else region.cpu_time_us_per_instance)
     # a --backward run's regions: attn_bwd holds the backward (2.5x the forward's FLOPs,
     # FlashAttention's convention), attn_fwd the forward, any wider region (a profiler step) both
     from attnprof.workload import BACKWARD_FLOP_FACTOR
 
-    name = str(region.get("name") or "")
+    name = region.name or ""
     factor = 1.0
     if workload.backward and "attn_fwd" not in name:
         factor = BACKWARD_FLOP_FACTOR if "attn_bwd" in name else 1.0 + BACKWARD_FLOP_FACTOR
     flops = workload.flops_useful() * factor
-    executed = workload.flops_executed(materialises) * factor
     nbytes = workload.bytes_min()
-    out: dict[str, Any] = {
-        "basis": basis,
-        "region": region.get("name"),
+    out = Roofline(
+        basis=basis,
+        region=region.name,
         # the workload's shape and dtype; its device field is the harness's, not this trace's
-        "workload": workload.describe().replace(f" {workload.device} ", " "),
-        "flops_useful": flops,
-        "flops_executed": executed,
-        "bytes_min": nbytes,
-        "time_us": round(t_us, 3),
-        "achieved_tflops": None,
-        "achieved_tbps": None,
-        "peak_tflops": None,
-        "peak_tbps": None,
-        "peak_source": None,
-        "pct_of_peak_flops": None,
-        "pct_of_peak_bandwidth": None,
-        "note": "",
-    }
+        workload=workload.describe().replace(f" {workload.device} ", " "),
+        flops_useful=flops,
+        flops_executed=workload.flops_executed(materialises) * factor,
+        bytes_min=nbytes,
+        time_us=round(t_us, 3),
+    )
     if t_us <= 0:
-        out["note"] = "no time measured in the region"
+        out.note = "no time measured in the region"
         return out
-    out["achieved_tflops"] = flops / (t_us * 1e-6) / 1e12
-    out["achieved_tbps"] = nbytes / (t_us * 1e-6) / 1e12
+    out.achieved_tflops = flops / (t_us * 1e-6) / 1e12
+    out.achieved_tbps = nbytes / (t_us * 1e-6) / 1e12
     if gpu:
-        peak, tbps, source = peak_for(device.get("name"), workload.dtype)
+        peak, tbps, source = peak_for(device.name, workload.dtype)
     else:
         peak, tbps, source = cpu_peak_tflops, None, cpu_peak_source
-    out["peak_tflops"], out["peak_tbps"], out["peak_source"] = peak, tbps, source
+    out.peak_tflops, out.peak_tbps, out.peak_source = peak, tbps, source
     if peak:
-        out["pct_of_peak_flops"] = 100.0 * out["achieved_tflops"] / peak
+        out.pct_of_peak_flops = 100.0 * out.achieved_tflops / peak
     if tbps:
-        out["pct_of_peak_bandwidth"] = 100.0 * out["achieved_tbps"] / tbps
+        out.pct_of_peak_bandwidth = 100.0 * out.achieved_tbps / tbps
     if peak is None:
-        out["note"] = (
+        out.note = (
             "no peak is known for this CPU (the harness measures one with a GEMM; run.json has none)"
             if not gpu
-            else f"no {workload.dtype} peak known for {device.get('name')!r}"
+            else f"no {workload.dtype} peak known for {device.name!r}"
         )
     return out
