@@ -372,6 +372,13 @@ class Finding(msgspec.Struct, frozen=True):
         return msgspec.to_builtins(self)  # type: ignore[no-any-return]
 
 
+def _pandas(accessor: str) -> Any:
+    """pandas, or MissingExtra naming the [df] extra (the plain install has no pandas)."""
+    from attnprof.extras import load
+
+    return load("pandas", f"TraceAnalysis.{accessor}()")
+
+
 class TraceAnalysis(msgspec.Struct, kw_only=True):
     schema: str = SCHEMA
     source: str
@@ -401,9 +408,9 @@ class TraceAnalysis(msgspec.Struct, kw_only=True):
         """The "attnprof.analysis/1" JSON object, as builtins (what `analyze --json` prints)."""
         return msgspec.to_builtins(self)  # type: ignore[no-any-return]
 
-    # -- DataFrames (pandas imported only here) ----------------------------------------------
+    # -- DataFrames (pandas imported only here: the [df] extra) ------------------------------
     def kernels_df(self) -> pd.DataFrame:
-        import pandas as pd
+        pd = _pandas("kernels_df")
 
         rows = []
         for k in self.kernels:
@@ -421,14 +428,14 @@ class TraceAnalysis(msgspec.Struct, kw_only=True):
         return pd.DataFrame(rows)
 
     def categories_df(self) -> pd.DataFrame:
-        import pandas as pd
+        pd = _pandas("categories_df")
 
         return pd.DataFrame(
             msgspec.to_builtins(self.categories), columns=["category", "count", "time_us", "pct_time"]
         )
 
     def regions_df(self) -> pd.DataFrame:
-        import pandas as pd
+        pd = _pandas("regions_df")
 
         nested = (
             "gpu_ops",
@@ -450,12 +457,12 @@ class TraceAnalysis(msgspec.Struct, kw_only=True):
         return pd.DataFrame(rows)
 
     def launch_apis_df(self) -> pd.DataFrame:
-        import pandas as pd
+        pd = _pandas("launch_apis_df")
 
         return pd.DataFrame(msgspec.to_builtins(self.launch_apis), columns=["api", "gpu_ops", "kernels"])
 
     def findings_df(self) -> pd.DataFrame:
-        import pandas as pd
+        pd = _pandas("findings_df")
 
         return pd.DataFrame(
             msgspec.to_builtins(self.findings), columns=["code", "severity", "message", "evidence"]

@@ -178,6 +178,18 @@ def main(argv: list[str] | None = None) -> int:
             code = 2
         else:
             code = _internal(exc, debug)
+    except ModuleNotFoundError as exc:
+        # an optional package missing on a path that did not check first: still the one-line
+        # install hint (exit 2), not an internal error
+        from attnprof.extras import missing_extra
+
+        command = next((a for a in args if not a.startswith("-")), "")
+        extra = missing_extra(exc, f"attnprof {command}".rstrip())
+        if extra is None:
+            code = _internal(exc, debug)
+        else:
+            _err(str(extra))
+            code = extra.exit_code
     except Exception as exc:
         code = _internal(exc, debug)
     finally:

@@ -76,7 +76,9 @@ def compare_cmd(
 @app.command("report")
 def report_cmd(
     run_dir: Path | None = typer.Argument(
-        None, help="A run directory (or a folder of run directories, for scaling)."
+        None,
+        help="A run directory (or a folder of run directories, for scaling), or a trace file "
+        "(.json, .json.gz) alone.",
     ),
     store: Path | None = typer.Option(
         None,
@@ -89,8 +91,8 @@ def report_cmd(
         None,
         "-o",
         "--output",
-        help="Output file ('-' for stdout). Default: RUN_DIR/report.<lang>.html (with --store: "
-        "<store>.report.<lang>.html beside it); md goes to stdout.",
+        help="Output file ('-' for stdout). Default: RUN_DIR/report.<lang>.html (a trace file, or "
+        "--store: <name>.report.<lang>.html beside it); md goes to stdout.",
     ),
     summary_only: bool = typer.Option(False, "--summary-only", help="Only the bullet summary (Markdown)."),
     expect: str = typer.Option(
@@ -123,6 +125,8 @@ def report_cmd(
     from attnprof.report.data import build_report_data
 
     data = build_report_data(run_dir, expect=None if expect == "none" else expect, baseline=baseline)
+    # a trace file's report goes beside it, as a store's does; links are relative to that folder
+    here = Path(run_dir).parent if data.record is None else Path(run_dir)
     if summary_only or fmt == "md":
         from attnprof.report.markdown import render_markdown, summary_markdown
 
@@ -130,18 +134,28 @@ def report_cmd(
         text = (
             summary_markdown(data, t)
             if summary_only
-            else render_markdown(data, t, out_dir=target.parent if target else Path(run_dir))
+            else render_markdown(data, t, out_dir=target.parent if target else here)
         )
         _write(text, target)
         return
     from attnprof.report.html import render_html
 
     if output is not None and str(output) == "-":
-        sys.stdout.write(render_html(data, t, out_dir=Path(run_dir)))
+        sys.stdout.write(render_html(data, t, out_dir=here))
         return
-    target = output or Path(run_dir) / f"report.{t.lang}.html"
+    default = (
+        here / f"report.{t.lang}.html"
+        if data.record is not None
+        else Path(run_dir).with_name(f"{_stem(Path(run_dir))}.report.{t.lang}.html")
+    )
+    target = output or default
     target.parent.mkdir(parents=True, exist_ok=True)
     _write(render_html(data, t, out_dir=target.parent), target)
+
+
+def _stem(trace: Path) -> str:
+    """The trace's name without .json or .json.gz."""
+    return trace.name.removesuffix(".gz").removesuffix(".json")
 
 
 def _write(text: str, target: Path | None) -> None:

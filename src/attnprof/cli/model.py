@@ -21,6 +21,7 @@ from attnprof.cli.options import (
 )
 from attnprof.device import resolve_device
 from attnprof.errors import UserError
+from attnprof.extras import require
 
 __all__: list[str] = []
 
@@ -72,6 +73,7 @@ def model_command(
 ) -> None:
     """Profile attention inside a Hugging Face transformers model: step time, attention's share,
     per-layer attention time, memory and output difference for each attention implementation."""
+    require("torch", "attnprof model", extra="models")  # [models] brings torch with transformers
     from attnprof.cli.run import _parse_steps
     from attnprof.harness.run import default_out_dir, prepare_out_dir
     from attnprof.models.harness import ModelOptions, check_model, run_model

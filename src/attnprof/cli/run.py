@@ -35,6 +35,7 @@ from attnprof.cli.options import (
     split_list,
 )
 from attnprof.errors import AttnprofError, UserError
+from attnprof.extras import require
 from attnprof.records import RunRecord
 
 __all__: list[str] = []
@@ -99,6 +100,7 @@ def run_command(
     ] = None,
 ) -> None:
     """Run attention variants: profile (traces + key_averages tables), time, check, measure."""
+    require("torch", "attnprof run")
     from attnprof.harness.run import RunOptions, default_out_dir, prepare_out_dir, ran_any, run
     from attnprof.report.run_view import ProgressReporter, render_run
     from attnprof.variants.registry import resolve_variants
@@ -241,6 +243,7 @@ def list_command(
     no_color: NoColor = False,
 ) -> None:
     """Every variant, whether it can run here, and why not when it cannot."""
+    require("torch", "attnprof list")
     from attnprof.report.run_view import render_list
     from attnprof.variants.registry import list_variants
 

@@ -14,6 +14,7 @@ import typer
 from attnprof.cli import app
 from attnprof.cli.options import NoColor, Variants
 from attnprof.errors import Interrupted, UserError
+from attnprof.extras import require
 
 if TYPE_CHECKING:
     from attnprof.recommend import Bucket, Recommendation
@@ -189,6 +190,7 @@ def sweep_command(
         sys.stdout.write(render_config(cfg, jobs, notes))
         return
 
+    require("torch", "attnprof sweep")  # --print-config above needs none: it only expands the grid
     reporter = _Progress(enabled=not no_progress and not json_out)
     try:
         summary = run_sweep(cfg, on_start=reporter.start, on_result=reporter.update)

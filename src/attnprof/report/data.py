@@ -2,7 +2,9 @@
 
 Building it is the only step that calls the library (compare, expectations); the renderers after
 it only format. A report directory is one run directory, or a folder holding several (one per
-shape, say), which adds scaling curves.
+shape, say), which adds scaling curves. A trace file alone (any torch.profiler trace, made
+anywhere) gives a report of what its analysis shows: no run record, so no clean timing, accuracy
+or environment beyond what the trace names; this needs neither torch nor a run directory.
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ class ScalingPoint(msgspec.Struct, kw_only=True):
 
 class ReportData(msgspec.Struct, kw_only=True):
     schema: str = REPORT_SCHEMA
-    run_dirs: list[str]
-    record: RunRecord  # the first run: its environment and workload head the report
+    run_dirs: list[str] = []
+    trace_files: list[str] = []  # a report of trace files alone (no run directory)
+    # the first run: its environment and workload head the report; None for trace files alone
+    record: RunRecord | None = None
     comparison: Comparison
     expectations: list[ExpectationResult] = []
     expectation_file: str | None = None
@@ -97,6 +101,8 @@ def build_report_data(
     the run's device; None: none) and collect scaling points when several shapes are present."""
     from attnprof._version import __version__
 
+    if Path(run_dir).is_file() and Path(run_dir).name != "run.json":  # compare() checks it is a trace
+        return _trace_report_data(Path(run_dir), expect=expect, baseline=baseline, version=__version__)
     dirs = find_run_dirs(run_dir)
     records = [decode_run((d / "run.json").read_bytes(), source=str(d / "run.json")) for d in dirs]
     # a folder of several shapes: each workload against its own baseline, never across them
@@ -120,4 +126,25 @@ def build_report_data(
         scaling=points,
         scaling_axis=axis,
         version=__version__,
+    )
+
+
+def _trace_report_data(
+    trace: Path, *, expect: str | Path | None, baseline: str | None, version: str
+) -> ReportData:
+    """A trace file alone: its analysis as a comparison row. The built-in expectations describe
+    a run's variants on a device, so "auto" checks none; a named file is checked as given."""
+    comp = compare([trace], baseline=baseline, diff=False)
+    results: list[ExpectationResult] = []
+    exp_file: str | None = None
+    if expect is not None and expect != "auto":
+        spec = load_expectations(expect)
+        results = check_comparison(comp, spec)
+        exp_file = expect if isinstance(expect, str) and not Path(expect).is_file() else Path(spec.path).name
+    return ReportData(
+        trace_files=[str(trace)],
+        comparison=comp,
+        expectations=results,
+        expectation_file=exp_file,
+        version=version,
     )

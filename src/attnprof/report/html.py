@@ -13,12 +13,12 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup, escape
 
-from attnprof.report import plots
+from attnprof.extras import EXTRAS, available
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.tables import PERFETTO, report_content
 
-__all__ = ["render_html"]
+__all__ = ["plots_missing", "render_html"]
 
 
 def _env() -> jinja2.Environment:
@@ -30,7 +30,19 @@ def _env() -> jinja2.Environment:
     )
 
 
+def plots_missing(t: Translator) -> str | None:
+    """The line a report shows instead of its plots when matplotlib is not installed (the plain
+    install has none: the [plots] extra adds it); None when plots can be drawn."""
+    if available("matplotlib"):
+        return None
+    return t("plot.missing", command=f"pip install 'attnprof[{EXTRAS['matplotlib']}]'")
+
+
 def _plots(data: ReportData, t: Translator) -> list[tuple[str, str | None]]:
+    if plots_missing(t) is not None:
+        return []
+    from attnprof.report import plots  # matplotlib: imported only when it is there
+
     rows = [r for r in data.comparison.rows if r.ok]
     gpu = any(r.gpu_category_time_us for r in rows)
     lane_cpu = not gpu
@@ -60,6 +72,7 @@ def render_html(data: ReportData, t: Translator, *, out_dir: Path | None = None)
         t=t,
         version=data.version,
         plots=_plots(data, t),
+        plots_note=plots_missing(t),
         baseline=data.comparison.baseline or "-",
         expectation_file=data.expectation_file or "-",
         perfetto_line=perfetto_line,

@@ -274,6 +274,7 @@ class StoreContent:
     results: TextTable
     recommendations: TextTable
     plots: list[tuple[str, str | None]] = field(default_factory=list)
+    plots_note: str | None = None  # why there are no plots: matplotlib is not installed
 
 
 def store_content(data: StoreReportData, t: Translator, *, with_plots: bool) -> StoreContent:
@@ -283,7 +284,12 @@ def store_content(data: StoreReportData, t: Translator, *, with_plots: bool) -> 
 
 def _store_content(data: StoreReportData, t: Translator, *, with_plots: bool) -> StoreContent:
     plots: list[tuple[str, str | None]] = []
+    plots_note = None
     if with_plots:
+        from attnprof.report.html import plots_missing
+
+        plots_note = plots_missing(t)
+    if with_plots and plots_note is None:
         from attnprof.report.plots import store_scaling_plot
 
         for key, rows in scaling_groups(data.results).items():
@@ -296,6 +302,7 @@ def _store_content(data: StoreReportData, t: Translator, *, with_plots: bool) ->
         results=results_table(data, t),
         recommendations=recommendation_table(data, t),
         plots=plots,
+        plots_note=plots_note,
     )
 
 

@@ -202,6 +202,8 @@ def summarize(data: ReportData, t: Translator) -> list[str]:
 
 def _summarize(data: ReportData, t: Translator) -> list[str]:
     comp = data.comparison
+    if data.record is None:  # trace files alone: profiled times only, nothing to rank or check
+        return [t("summary.trace_only"), *_ops_line([r for r in comp.rows if r.ok], t)]
     ran = [r for r in comp.rows if r.ok and r.median_ms is not None]
     if not ran:
         bad = [incorrect_line(r, t) for r in comp.rows if r.status == INCORRECT]

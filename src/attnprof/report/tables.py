@@ -282,6 +282,12 @@ def diff_tables(diffs: list[Diff], t: Translator, *, top: int = 12) -> list[Text
 
 
 def env_items(data: ReportData, t: Translator) -> list[tuple[str, str]]:
+    if data.record is None:  # trace files alone: only what the traces name
+        devices = sorted({r.device_name for r in data.comparison.rows if r.device_name})
+        return [
+            (t("env.device"), ", ".join(devices) or t("env.device_unknown")),
+            (t("env.trace"), ", ".join(data.trace_files)),
+        ]
     e, w = data.record.environment, data.record.workload
     device = e.device_name + (f" (sm {e.compute_capability})" if e.compute_capability else "")
     soft = f"PyTorch {e.torch_version}, Python {e.python}" + (
@@ -398,16 +404,24 @@ def report_content(data: ReportData, t: Translator, out_dir: Path | None) -> Rep
         return _report_content(data, t, out_dir)
 
 
-def _report_content(data: ReportData, t: Translator, out_dir: Path | None) -> ReportContent:
+def _title(data: ReportData, t: Translator) -> str:
+    if data.record is None:
+        return t("report.title_trace", trace=", ".join(Path(p).name for p in data.trace_files))
     w = data.record.workload
+    return t(
+        "report.title",
+        shape=f"{w.batch}x{w.heads}x{w.seq}x{w.head_dim}",
+        dtype=w.dtype,
+        device=data.record.environment.device_name,
+    )
+
+
+def _report_content(data: ReportData, t: Translator, out_dir: Path | None) -> ReportContent:
     return ReportContent(
-        title=t(
-            "report.title",
-            shape=f"{w.batch}x{w.heads}x{w.seq}x{w.head_dim}",
-            dtype=w.dtype,
-            device=data.record.environment.device_name,
+        title=_title(data, t),
+        generated=t(
+            "report.generated", version=data.version, source=", ".join(data.run_dirs + data.trace_files)
         ),
-        generated=t("report.generated", version=data.version, source=", ".join(data.run_dirs)),
         summary=summarize(data, t),
         env=env_items(data, t),
         comparison=comparison_table(data, t),
@@ -421,7 +435,7 @@ def _report_content(data: ReportData, t: Translator, out_dir: Path | None) -> Re
 
 
 def _model_sections(data: ReportData, t: Translator) -> dict[str, TextTable]:
-    if data.record.model is None:
+    if data.record is None or data.record.model is None:
         return {}
     from attnprof.report.model_tables import layers_table, model_table
 

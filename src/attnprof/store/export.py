@@ -13,7 +13,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from attnprof.errors import MissingExtra, UserError
+from attnprof.errors import UserError
+from attnprof.extras import load, require
 from attnprof.store.sqlite import StoredResult
 
 __all__ = ["FORMATS", "export_rows"]
@@ -33,11 +34,8 @@ def export_rows(
     if fmt == "parquet":
         if path is None:
             raise UserError("--format parquet writes a binary file: pass --output FILE.parquet")
-        try:
-            import pyarrow  # noqa: F401
-        except ModuleNotFoundError:
-            raise MissingExtra("pyarrow", "parquet", "--format parquet") from None
-        import pandas as pd
+        require("pyarrow", "--format parquet")
+        pd = load("pandas", "--format parquet", extra="parquet")
 
         frame = pd.DataFrame([r.flat(samples=samples) for r in rows], columns=_columns(samples))
         frame.to_parquet(path, index=False)

@@ -22,7 +22,8 @@ from typing import Any
 
 import msgspec
 
-from attnprof.errors import MissingExtra, UserError
+from attnprof.errors import UserError
+from attnprof.extras import load
 from attnprof.records import Environment
 from attnprof.sweep.executor import Finished, ShouldRun
 from attnprof.sweep.jobs import JobRequest
@@ -80,10 +81,7 @@ class RayExecutor:
         num_cpus: float = 1.0,
         max_in_flight: int | None = None,
     ) -> None:
-        try:
-            import ray
-        except ModuleNotFoundError:
-            raise MissingExtra("ray", "ray", "--executor ray") from None
+        ray = load("ray", "--executor ray")
         self._ray = ray
         self._owns = False
         if not ray.is_initialized():
