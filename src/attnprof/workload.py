@@ -24,11 +24,21 @@ from attnprof.records import WorkloadRecord
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["BACKWARD_FLOP_FACTOR", "DTYPES", "PHASES", "Inputs", "Workload", "parse_shape"]
+__all__ = [
+    "BACKWARD_FLOP_FACTOR",
+    "DTYPES",
+    "PHASES",
+    "REFERENCE_BLOCK_BYTES",
+    "Inputs",
+    "Workload",
+    "parse_shape",
+]
 
 # FlashAttention's convention (DOMAIN.md section 6): backward = 2.5 x the forward's matmul FLOPs
 BACKWARD_FLOP_FACTOR = 2.5
 PHASES = ("prefill", "decode")
+# the fp64 reference (harness/reference.py) works in blocks of query rows of about this size
+REFERENCE_BLOCK_BYTES = 256 * 1024 * 1024
 
 DTYPES: dict[str, str] = {
     "fp32": "float32",
@@ -222,15 +232,24 @@ class Workload:
         base = int(self.bytes_min())
         return 2 * base if self.backward else base
 
+    def reference_block_rows(self) -> int:
+        """Query rows per block of the fp64 reference (harness/reference.py): score blocks of
+        about REFERENCE_BLOCK_BYTES whatever the sequence length."""
+        return max(1, REFERENCE_BLOCK_BYTES // max(1, self.heads * self.kv_seq * 8))
+
     def reference_bytes(self) -> int:
         """The fp64 reference: its output (and gradients), plus its working set, which is
         bounded by the block size whatever the sequence length (harness/reference.py)."""
-        from attnprof.harness.reference import working_bytes
-
         out = self.batch * self.heads * self.seq * self.head_dim * 8
         if self.backward:
             out += out + 2 * self.batch * self.kv_heads * self.kv_seq * self.head_dim * 8
-        return out + working_bytes(self)
+        # a few score blocks (scores, probabilities; with backward their saved copies and
+        # gradients), the block's mask and bias, and fp64 copies of K and V expanded to every
+        # query head
+        rows = min(self.reference_block_rows(), self.seq)
+        block = self.heads * rows * self.kv_seq * 8
+        kv = 2 * self.heads * self.kv_seq * self.head_dim * 8
+        return out + (6 if self.backward else 3) * block + (2 if self.backward else 1) * kv
 
     def io_bytes(self) -> int:
         """What every variant that runs needs besides its own work: inputs and the reference."""

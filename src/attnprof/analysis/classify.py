@@ -45,6 +45,7 @@ __all__ = [
     "Classification",
     "Rule",
     "classify",
+    "cpu_category",
     "device_event_category",
     "precision_of",
 ]
@@ -463,3 +464,61 @@ def classify(name: str) -> Classification:
     if category in ("attention", "softmax"):
         direction = next((d for d, p in _DIRECTION if p.search(name)), "fwd")
     return Classification(category, family, tensor_cores, precision_of(name), direction)
+
+
+# The CPU side has no kernel families; these coarse groups (by aten op name, checked in order) let
+# the report stack CPU op time the way it stacks GPU time by category.
+_CPU_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("attention", ("scaled_dot_product", "flash_attention", "efficient_attention", "flex_attention")),
+    ("gemm", ("bmm", "matmul", "::mm", "addmm", "linear")),
+    ("softmax", ("softmax",)),
+    (
+        "mask",
+        (
+            "masked_fill",
+            "tril",
+            "triu",
+            "::ones",
+            "where",
+            "scalar_tensor",
+            "fill_",
+            "isneginf",
+            "logical_not",
+        ),
+    ),
+    ("copy", ("clone", "copy_", "::to", "_to_copy", "contiguous", "empty_like")),
+    (
+        "layout",
+        (
+            "transpose",
+            "permute",
+            "::view",
+            "reshape",
+            "expand",
+            "as_strided",
+            "unsqueeze",
+            "::t",
+            "select",
+            "slice",
+            "_unsafe_view",
+            "::empty",
+            "resolve_",
+        ),
+    ),
+    ("elementwise", ("::mul", "::div", "::add", "::sub", "::exp", "::neg")),
+    ("reduction", ("::sum", "::max", "::amax", "::all", "::any", "::mean")),
+)
+
+
+def cpu_category(name: str) -> str:
+    """Group an aten op name: "aten::bmm" -> gemm, "aten::masked_fill_" -> mask, ..."""
+    low = name.lower()
+    base = low.split("::")[-1]
+    for cat, keys in _CPU_GROUPS:
+        for key in keys:
+            if key.startswith("::"):
+                if base == key[2:] or base.rstrip("_") == key[2:]:
+                    return cat
+            elif key in low:
+                return cat
+    return "other"

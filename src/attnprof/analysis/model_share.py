@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attnprof.analysis.classify import cpu_category
 from attnprof.analysis.cpu_ops import _FUSED, _GEMM_OPS
 from attnprof.trace.model import Kind, Trace
 
@@ -43,7 +44,7 @@ _SOFTMAX = {"aten::softmax", "aten::_softmax", "aten::_safe_softmax", _SOFTMAX_B
 _SDPA = "aten::scaled_dot_product_attention"
 _WINDOW = 24
 # copies that only repeat their input (GQA's repeat_interleave of k and v), beside the layout and
-# copy categories of attnprof.compare.compare.cpu_category
+# copy categories of attnprof.analysis.classify.cpu_category
 _REPEATS = {"aten::repeat_interleave", "aten::repeat"}
 
 
@@ -113,8 +114,6 @@ def _analyser_spans(trace: Trace, ops: np.ndarray, chained: set[int] | None) -> 
     the order alone decides), widened over the layout, copy and repeat ops right next to it at
     the same nesting level (GQA's repeat_kv before, the output transpose and contiguous copy
     after), which move the attention's own inputs and output."""
-    from attnprof.compare.compare import cpu_category
-
     ops = ops[np.lexsort((-trace.dur[ops], trace.ts[ops]))]
     names = trace.names
     nm = [names[int(i)] for i in trace.name[ops].tolist()]

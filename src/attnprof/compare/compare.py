@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from attnprof.analysis.classify import cpu_category
 from attnprof.analysis.stats import RatioInterval, ratio_interval
 from attnprof.compare.diff import Diff, diff_rows
 from attnprof.errors import UserError
@@ -386,64 +387,6 @@ def _gpu_ops(a: Mapping[str, Any], per: int) -> list[OpStat]:
             )
         )
     return out
-
-
-# The CPU side has no kernel families; these coarse groups (by aten op name, checked in order) let
-# the report stack CPU op time the way it stacks GPU time by category.
-_CPU_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("attention", ("scaled_dot_product", "flash_attention", "efficient_attention", "flex_attention")),
-    ("gemm", ("bmm", "matmul", "::mm", "addmm", "linear")),
-    ("softmax", ("softmax",)),
-    (
-        "mask",
-        (
-            "masked_fill",
-            "tril",
-            "triu",
-            "::ones",
-            "where",
-            "scalar_tensor",
-            "fill_",
-            "isneginf",
-            "logical_not",
-        ),
-    ),
-    ("copy", ("clone", "copy_", "::to", "_to_copy", "contiguous", "empty_like")),
-    (
-        "layout",
-        (
-            "transpose",
-            "permute",
-            "::view",
-            "reshape",
-            "expand",
-            "as_strided",
-            "unsqueeze",
-            "::t",
-            "select",
-            "slice",
-            "_unsafe_view",
-            "::empty",
-            "resolve_",
-        ),
-    ),
-    ("elementwise", ("::mul", "::div", "::add", "::sub", "::exp", "::neg")),
-    ("reduction", ("::sum", "::max", "::amax", "::all", "::any", "::mean")),
-)
-
-
-def cpu_category(name: str) -> str:
-    """Group an aten op name: "aten::bmm" -> gemm, "aten::masked_fill_" -> mask, ..."""
-    low = name.lower()
-    base = low.split("::")[-1]
-    for cat, keys in _CPU_GROUPS:
-        for key in keys:
-            if key.startswith("::"):
-                if base == key[2:] or base.rstrip("_") == key[2:]:
-                    return cat
-            elif key in low:
-                return cat
-    return "other"
 
 
 def _cpu_ops(region: Mapping[str, Any] | None) -> list[OpStat]:

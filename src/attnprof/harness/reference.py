@@ -1,8 +1,9 @@
 """The exact answer: attention in fp64, and with --backward its gradients dQ, dK, dV.
 
-Computed in blocks of query rows, so its score blocks stay near 256 MiB whatever the sequence
-length (rows are independent in the forward; dK and dV are sums over rows, accumulated block by
-block). The mask of each block is built from the mask's rule for those rows only
+Computed in blocks of query rows (Workload.reference_block_rows, which also sizes its memory), so
+its score blocks stay near 256 MiB whatever the sequence length (rows are independent in the
+forward; dK and dV are sums over rows, accumulated block by block). The mask of each block is
+built from the mask's rule for those rows only
 (Workload.mask_rows), never as one S x S tensor.
 """
 
@@ -16,9 +17,7 @@ if TYPE_CHECKING:
 
     from attnprof.workload import Inputs, Workload
 
-__all__ = ["Exact", "block_rows", "exact", "working_bytes"]
-
-_BLOCK_BYTES = 256 * 1024 * 1024
+__all__ = ["Exact", "exact"]
 
 
 @dataclass
@@ -27,27 +26,13 @@ class Exact:
     grads: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # dq, dk, dv (fp64)
 
 
-def block_rows(workload: Workload) -> int:
-    return max(1, _BLOCK_BYTES // max(1, workload.heads * workload.kv_seq * 8))
-
-
-def working_bytes(workload: Workload) -> int:
-    """Peak working set of exact(): a few score blocks (scores, probabilities; with backward
-    their saved copies and gradients), the block's mask and bias, and fp64 copies of K and V
-    expanded to every query head."""
-    rows = min(block_rows(workload), workload.seq)
-    block = workload.heads * rows * workload.kv_seq * 8
-    kv = 2 * workload.heads * workload.kv_seq * workload.head_dim * 8
-    return (6 if workload.backward else 3) * block + (2 if workload.backward else 1) * kv
-
-
 def exact(workload: Workload, inputs: Inputs) -> Exact:
     import torch
 
     from attnprof.variants.naive import naive_attention
 
     backward = workload.backward and inputs.grad_out is not None
-    rows = block_rows(workload)
+    rows = workload.reference_block_rows()
     kind = workload.mask_spec.kind
     outs, dqs, dks, dvs = [], [], [], []
     padding = workload.mask_rows(0, 0) if kind == "padding" else None
