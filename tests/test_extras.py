@@ -107,6 +107,26 @@ def test_report_of_a_run_directory_made_elsewhere_without_extras(
     assert "<svg" not in html
 
 
+def test_a_store_and_a_bundle_made_elsewhere_without_extras(
+    cpu_store: Path, cpu_run: tuple[Path, object], tmp_path: Path
+) -> None:
+    """What the README says the plain install gives beyond traces: reading a sweep's store and
+    packing a run made on another machine."""
+    for args in (["results", "--store", str(cpu_store)], ["recommend", "--store", str(cpu_store)]):
+        p, imports = _without_extras(tmp_path, *args)
+        assert p.returncode == 0, (args, p.stderr)
+        assert imports == {"attempted": [], "loaded": []}, args
+    out = tmp_path / "store.html"
+    p, imports = _without_extras(tmp_path, "report", "--store", str(cpu_store), "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    assert imports == {"attempted": ["matplotlib"], "loaded": []}
+    assert PLOTS_MISSING in out.read_text()
+    zipped = tmp_path / "run.zip"
+    p, imports = _without_extras(tmp_path, "bundle", str(cpu_run[0]), "-o", str(zipped))
+    assert p.returncode == 0, p.stderr
+    assert imports["loaded"] == [] and zipped.is_file()
+
+
 def test_the_report_draws_plots_when_matplotlib_is_there(
     cpu_run: tuple[Path, object], tmp_path: Path
 ) -> None:
