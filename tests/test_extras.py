@@ -189,6 +189,25 @@ except MissingExtra as exc:
     assert imports == {"attempted": ["pandas"], "loaded": []}
 
 
+def test_python_api_without_torch_names_the_run_extra(tmp_path: Path) -> None:
+    code = """
+from attnprof import Workload, list_variants, run
+from attnprof.errors import MissingExtra
+for f in (run, list_variants):
+    try:
+        f(Workload(batch=1, heads=1, seq=8, head_dim=8))
+    except MissingExtra as exc:
+        print(exc)
+"""
+    p, imports = _without_extras(tmp_path, "-c", code)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [
+        "attnprof.run() needs the optional package 'torch': pip install 'attnprof[run]'",
+        "attnprof.list_variants() needs the optional package 'torch': pip install 'attnprof[run]'",
+    ]
+    assert imports == {"attempted": ["torch"], "loaded": []}
+
+
 def test_extras_table_matches_pyproject() -> None:
     """Every extra the hints name exists in pyproject.toml and installs the package named."""
     try:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnprof.errors import Interrupted, UserError
+from attnprof.extras import require
 from attnprof.harness.memory import available_bytes, format_bytes
 from attnprof.records import (
     RUN_SCHEMA,
@@ -481,6 +482,7 @@ def run(
     it writes run.json for the variants that finished, marked interrupted with the rest pending,
     and raises Interrupted. `resume` (that record, read back from `out`) runs the pending ones
     and adds them to it."""
+    require("torch", "attnprof.run()")  # the plain install has none: one line naming [run]
     opts = options or RunOptions()
     partial = _Partial(prior=list(resume.results) if resume else [])
     try:

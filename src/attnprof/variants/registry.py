@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from attnprof.errors import UserError
+from attnprof.extras import require
 from attnprof.records import variant_label
 
 if TYPE_CHECKING:
@@ -211,4 +212,5 @@ def resolve_variants(names: list[str] | None, *, compile: bool = False) -> list[
 
 def list_variants(workload: Workload) -> list[tuple[Variant, Decision]]:
     """Every built-in variant with its availability for `workload` (device, dtype, shape)."""
+    require("torch", "attnprof.list_variants()")
     return [(v, check(v, workload)) for v in builtin_variants()]
