@@ -21,6 +21,7 @@ from attnprof.workload import Workload
 # that hold only fields and punctuation
 SAME_EVERYWHERE = {
     "env.cpu", "col.iqr", "col.memcpy", "col.per_fwd", "env.peak_value", "summary.in_workload",
+    "harness.in_model",
     # op and library names used as category names
     "category.attention", "category.gemm", "category.softmax", "category.mask", "category.triton",
 }  # fmt: skip

@@ -11,9 +11,10 @@ import pytest
 
 from attnprof.cli import main
 from attnprof.compare.expect import OBSERVED, ExpectationResult
+from attnprof.reasons import ENGLISH
 from attnprof.recommend import recommend
 from attnprof.report.i18n import LANGUAGES, Translator, load_catalog, placeholders
-from attnprof.report.reasons import HARNESS_REASONS, translate_reason
+from attnprof.report.reasons import LEGACY_PATTERNS, translate_reason
 from attnprof.report.store_report import build_store_report_data, recommendation_table, store_summary
 from attnprof.store import Store
 
@@ -124,6 +125,7 @@ def test_run_dir_and_store_are_mutually_exclusive(
 
 # -- translations of what comes from the harness and the expectations ---------------------------
 
+# the standard reasons as records written before reason codes hold them: English only
 HARNESS_SAMPLES = [
     "sdpa-efficient: PyTorch implements it for CUDA only; this run is on cpu",
     "hub-flash: FlashAttention kernels run on CUDA only; this run is on cpu",
@@ -137,7 +139,7 @@ HARNESS_SAMPLES = [
 
 
 @pytest.mark.parametrize("reason", HARNESS_SAMPLES)
-def test_standard_harness_reasons_are_translated(reason: str) -> None:
+def test_standard_reasons_of_records_without_a_code_are_translated(reason: str) -> None:
     # the English message is the harness's text exactly: the pattern and the catalog agree
     assert translate_reason(reason, Translator("en")) == reason
     name = reason.split(":")[0].split(" ")[0]
@@ -153,11 +155,19 @@ def test_other_reasons_stay_as_the_harness_wrote_them() -> None:
         assert translate_reason(reason, Translator("th")) == reason
 
 
-def test_every_harness_pattern_has_a_message() -> None:
+def test_every_legacy_pattern_is_a_reason_code_with_the_same_fields() -> None:
     en = load_catalog("en")
-    for key, pattern in HARNESS_REASONS:
-        assert placeholders(en[key]) == set(pattern.groupindex), key
-    assert {key for key, _ in HARNESS_REASONS} == {k for k in en if k.startswith("harness.")}
+    for code, pattern in LEGACY_PATTERNS:
+        assert placeholders(en[f"harness.{code}"]) == set(pattern.groupindex), code
+        assert code in ENGLISH
+
+
+def test_every_reason_code_has_its_english_in_the_catalog() -> None:
+    # the catalog's English is the sentence run.json records as `reason`, word for word
+    en = load_catalog("en")
+    assert {f"harness.{c}" for c in ENGLISH} == {k for k in en if k.startswith("harness.")}
+    for code, text in ENGLISH.items():
+        assert en[f"harness.{code}"] == text, code
 
 
 def test_every_observation_code_has_a_message_with_the_english_text() -> None:

@@ -179,6 +179,46 @@ def test_filters(tmp_path: Path) -> None:
         assert st.done_keys(statuses=["crashed"]) == {"c"}
 
 
+def test_rows_older_sweeps_stored_as_skipped_read_as_refused(tmp_path: Path) -> None:
+    # a sweep's memory gate stored "skipped" before the harness's one gate: such a row, written
+    # as that attnprof wrote it (status column and result JSON), reads back in today's word
+    path = tmp_path / "r.db"
+    with Store(path) as st:
+        st.record(make_row("old", status="refused"))
+        st.record(make_row("new", status="refused", seq=128))
+    conn = sqlite3.connect(path)
+    result = json.loads(conn.execute("SELECT result FROM results WHERE job_key = 'old'").fetchone()[0])
+    result["status"] = "skipped"
+    result.pop("reason_code")
+    conn.execute(
+        "UPDATE results SET status = 'skipped', result = ? WHERE job_key = 'old'", (json.dumps(result),)
+    )
+    conn.commit()
+    conn.close()
+    for readonly in (False, True):
+        with Store(path, readonly=readonly) as st:
+            assert {r.job_key: r.status for r in st.query()} == {"old": "refused", "new": "refused"}
+            assert {r.job_key for r in st.query(Filters(status=["refused"]))} == {"old", "new"}
+            assert {r.job_key for r in st.query(Filters(status=["skipped"]))} == {"old", "new"}
+            assert st.done_keys(statuses=["refused"]) == {"old", "new"}
+            assert st.status_of("old") == "refused"
+            old = st.run_result("old")
+            assert old is not None and old.status == "refused" and old.reason_code is None
+
+
+def test_a_result_reason_code_is_read_back_from_its_json(tmp_path: Path) -> None:
+    from attnprof.reasons import reason
+
+    row = make_row("a", status="unsupported")
+    row.result.reason_code = reason("cuda_only", name="sdpa-flash", device="cpu")
+    with Store(tmp_path / "r.db") as st:
+        st.record(row)
+        st.record(make_row("b"))
+        got = {r.job_key: r for r in st.query()}
+    assert got["a"].reason_code == row.result.reason_code and got["b"].reason_code is None
+    assert got["a"].flat()["reason_code"] == "cuda_only"  # exports: the code, beside the English
+
+
 def _writer(path: str, worker: int, keys: list[str]) -> None:
     with Store(path) as st:
         for k in keys:

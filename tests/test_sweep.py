@@ -15,15 +15,16 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
 import psutil
 import pytest
 
 from attnprof.cli import main
 from attnprof.errors import UserError
+from attnprof.harness.run import RunOptions
 from attnprof.store import Store
 from attnprof.sweep import (
     GridSpec,
-    RunSettings,
     SweepConfig,
     SweepSettings,
     expand,
@@ -128,6 +129,24 @@ def test_toml_config_and_unknown_keys(tmp_path: Path) -> None:
         load_config(bad)
 
 
+def test_run_table_is_the_harness_run_options_and_jobs_carry_a_typed_label(tmp_path: Path) -> None:
+    cfg = load_config(
+        write(
+            tmp_path, "r.toml", '[grid]\ncompile = [false, true]\nvariants = ["naive"]\n[run]\nforce = true\n'
+        )
+    )
+    assert isinstance(cfg.run, RunOptions) and cfg.run.force
+    jobs, _ = expand(cfg)
+    assert [(j.variant, j.compile, j.mode, j.label) for j in jobs] == [
+        ("naive", False, "eager", "naive"),
+        ("naive", True, "compile", "naive:compile"),
+    ]
+    assert jobs[1].describe().startswith("naive:compile ")  # the label, never "naive_compile"
+    # compile is the grid's axis: the [run] table refuses it rather than saying it twice
+    with pytest.raises(UserError, match=r"\[grid\] compile"):
+        expand(load_config(write(tmp_path, "c.toml", "[run]\ncompile = true\n")))
+
+
 def test_print_config_shows_grid_and_count_and_runs_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -150,6 +169,8 @@ def test_print_config_shows_grid_and_count_and_runs_nothing(
     assert code == 0
     assert "seq = [64, 128]" in out
     assert "# 4 configuration(s) x variants = 8 job(s)" in out
+    run_table = out.split("[run]")[1].split("[sweep]")[0]
+    assert "force = false" in run_table and "compile" not in run_table
     assert not store.exists()
     # the printed config is valid TOML that expands to the same grid
     cfg = load_config(write(tmp_path, "p.toml", out))
@@ -169,7 +190,7 @@ def test_job_key_ignores_gpu_index_and_settings() -> None:
     jobs1, _ = expand(
         SweepConfig(
             grid=GridSpec(seq=[64], variants=["naive", "sdpa-flash"], device="cuda:1"),
-            run=RunSettings(time_budget_s=9),
+            run=RunOptions(time_budget_s=9),
         )
     )
     assert [job_key(j, "H200") for j in jobs] == [job_key(j, "H200") for j in jobs1]
@@ -275,7 +296,7 @@ def small_config(
         grid=GridSpec(
             device="cpu", batch=[1], heads=[2], seq=seq or [16, 64], head_dim=[16], variants=variants
         ),
-        run=RunSettings(profile=False, time_budget_s=0.02, min_samples=3, warmup_calls=1),
+        run=RunOptions(profile=False, time_budget_s=0.02, min_samples=3, warmup_calls=1),
         sweep=SweepSettings(store=str(store), **sweep),  # type: ignore[arg-type]
     )
 
@@ -307,26 +328,31 @@ def test_crash_isolation_with_an_aborting_user_variant(tmp_path: Path) -> None:
         assert st.count() == 6
 
 
-def test_memory_estimate_over_the_limit_is_skipped_and_timeout_is_recorded(tmp_path: Path) -> None:
+def test_memory_estimate_over_the_limit_is_refused_and_timeout_is_recorded(tmp_path: Path) -> None:
     slow = write(tmp_path, "slow_variant.py", SLOW_VARIANT)
     store = tmp_path / "r.db"
     # naive at S=65536, H=8: one fp32 score tensor is 128 GiB, far over any free RAM here
     big = SweepConfig(
         grid=GridSpec(device="cpu", heads=[8], seq=[65536], head_dim=[16], variants=["naive"]),
-        run=RunSettings(profile=False, time_budget_s=0.02, min_samples=3),
+        run=RunOptions(profile=False, time_budget_s=0.02, min_samples=3),
         sweep=SweepSettings(store=str(store)),
     )
     summary = run_sweep(big)
-    assert summary.counts == {"skipped": 1}
+    # the harness's one memory gate, against the worker's share of the free memory
+    assert summary.counts == {"refused": 1}
     hang = small_config(store, [f"{slow}:attention"], seq=[16], timeout_s=3)
     summary = run_sweep(hang)
     assert summary.counts == {"timeout": 1}
     with Store(store) as st:
         rows = {r.status: r for r in st.query()}
-    assert (
-        "memory estimate" in (rows["skipped"].reason or "")
-        and (rows["skipped"].estimate_bytes or 0) > 100 * 2**30
-    )
+    refused = rows["refused"]
+    assert "needs an estimated" in (refused.reason or "") and "80% of the" in (refused.reason or "")
+    assert (refused.estimate_bytes or 0) > 100 * 2**30
+    assert refused.reason_code is not None and refused.reason_code.code == "memory_share"
+    # --retry and --status take the word older stores wrote for it
+    assert run_sweep(
+        msgspec.structs.replace(big, sweep=SweepSettings(store=str(store), retry=["skipped"]))
+    ).counts == {"refused": 1}
     assert "3 s timeout" in (rows["timeout"].reason or "")
 
 

@@ -19,9 +19,11 @@ __all__ = [
     "LayerAttention",
     "MachineLoad",
     "MemoryResult",
+    "Mode",
     "ModelInfo",
     "ModelResult",
     "ProfileSummary",
+    "ReasonCode",
     "ResumeState",
     "RunRecord",
     "RunResult",
@@ -31,17 +33,44 @@ __all__ = [
     "decode_run",
     "encode_json",
     "is_incorrect",
+    "mode_of",
     "variant_label",
 ]
 
 RUN_SCHEMA = "attnprof.run/1"
 
+# ok: ran to the end. unsupported: the variant's own check (or the model's) rejects the workload.
+# refused: its memory estimate is over the limit (`attnprof run`'s and the sweep's one gate; stores
+# written before it also hold "skipped" for a sweep's refusal, read back as refused). oom, error:
+# it failed while running. skipped: `attnprof model` left an implementation out of its default
+# list (too slow here; it runs when asked for). crashed, timeout: a sweep's worker died or ran out
+# of time.
 Status = Literal["ok", "unsupported", "refused", "oom", "error", "skipped", "crashed", "timeout"]
+
+
+Mode = Literal["eager", "compile"]
+
+
+def mode_of(compiled: bool) -> Mode:
+    """A variant's mode from its compile flag: the one place the bool becomes the word."""
+    return "compile" if compiled else "eager"
 
 
 def variant_label(variant: str, mode: str) -> str:
     """A variant's unique name in a run or a store: the compiled twin of `naive` is `naive:compile`."""
     return f"{variant}:compile" if mode == "compile" else variant
+
+
+class ReasonCode(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Why a variant did not run, as data: a code (its English template is
+    attnprof.reasons.ENGLISH[code], its message id in the report catalogs `harness.<code>`) and
+    the template's fields. `parts` are reasons of their own, rendered and joined into the
+    template's {parts} field (the pieces of a memory estimate, a variant's reason inside a
+    model's). Fields named *_bytes are byte counts, formatted where they are rendered."""
+
+    code: str
+    args: dict[str, str | int | float] = {}
+    parts: list[ReasonCode] = []
 
 
 class WorkloadRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -206,7 +235,7 @@ class RunResult(msgspec.Struct, kw_only=True):
     variant: str
     status: Status
     timing: TimingSummary | None = None
-    mode: Literal["eager", "compile"] = "eager"
+    mode: Mode = "eager"
     description: str = ""
     layout: str = "BHSD"
     backend: str | None = None
@@ -241,6 +270,9 @@ class RunResult(msgspec.Struct, kw_only=True):
     block_sparsity: float | None = None  # flex: share of the BlockMask's blocks skipped
     pytorch_choice: str | None = None  # SDPA: the backend PyTorch's dispatch picks for this mask
     backend_rules: dict[str, str] = {}  # SDPA: per backend, accepts or refuses (and why)
+    # `reason` as data, for a variant that did not run because it was rejected or refused; reports
+    # say it in their language from it. None in records written before codes (and for failures).
+    reason_code: ReasonCode | None = None
 
     def __post_init__(self) -> None:
         if not self.label:

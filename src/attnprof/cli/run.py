@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
+import msgspec
 import typer
 
 from attnprof.cli import app
@@ -156,7 +156,7 @@ def run_command(
     if tensorboard is not None:
         if no_profile:
             raise UserError("--tensorboard writes the profiler's traces: it cannot go with --no-profile")
-        opts = dataclasses.replace(opts, tensorboard_dir=str(tensorboard / out_dir.name))
+        opts = msgspec.structs.replace(opts, tensorboard_dir=str(tensorboard / out_dir.name))
     reporter = ProgressReporter(total=len(chosen), workload=workload, quiet=json_out, no_color=no_color)
     with reporter:
         record = run(workload, chosen, out=out_dir, options=opts, progress=reporter)
@@ -188,8 +188,6 @@ def _WORKLOAD_FLAGS(values: dict[str, object]) -> list[tuple[str, object]]:
 
 def _resume(run_dir: Path, *, json_out: bool, no_color: bool) -> None:
     """Run the variants an interrupted run left pending, with its workload and options."""
-    import dataclasses
-
     from attnprof.harness.run import RunOptions, run
     from attnprof.records import decode_run
     from attnprof.report.run_view import ProgressReporter, render_run
@@ -204,11 +202,9 @@ def _resume(run_dir: Path, *, json_out: bool, no_color: bool) -> None:
     record = decode_run(path.read_bytes(), source=str(path))
     if not record.interrupted or record.resume is None or not record.resume.pending:
         raise UserError(f"--resume {run_dir}: that run finished; nothing to resume")
-    known = {f.name for f in dataclasses.fields(RunOptions)}
-    saved = {k: v for k, v in record.resume.options.items() if k in known}
-    if "steps" in saved:
-        saved["steps"] = tuple(saved["steps"])
-    opts = RunOptions(**saved)
+    # what this attnprof knows of the saved options (a newer one may have saved more)
+    saved = {k: v for k, v in record.resume.options.items() if k in RunOptions.__struct_fields__}
+    opts = msgspec.convert(saved, type=RunOptions)
     workload = Workload.from_record(record.workload)
     chosen = resolve_variants(record.resume.pending)
     reporter = ProgressReporter(total=len(chosen), workload=workload, quiet=json_out, no_color=no_color)

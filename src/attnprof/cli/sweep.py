@@ -530,7 +530,7 @@ def results_command(
     no_color: NoColor = False,
 ) -> None:
     """List, filter and export the results in a store."""
-    from attnprof.store import STATUSES, Filters, Store
+    from attnprof.store import Filters, Store, check_statuses
     from attnprof.store.export import FORMATS, export_rows
 
     if fmt not in FORMATS:
@@ -544,11 +544,7 @@ def results_command(
         if not raw:
             continue
         setattr(f, name, _parse_list(name, raw))
-        bad = set(f.status) - set(STATUSES)  # checked as soon as --status is read
-        if bad:
-            raise UserError(
-                f"--status {','.join(sorted(bad))}: not a status; use some of {', '.join(STATUSES)}"
-            )
+        f.status = check_statuses(f.status, "--status")  # checked as soon as --status is read
     if causal:
         values = _parse_list("causal", causal)
         if len(values) == 1:

@@ -32,7 +32,15 @@ from attnprof.analysis.classify import cpu_category
 from attnprof.analysis.stats import RatioInterval, ratio_interval
 from attnprof.compare.diff import Diff, diff_rows
 from attnprof.errors import UserError
-from attnprof.records import RunRecord, RunResult, TimingSummary, WorkloadRecord, decode_run, is_incorrect
+from attnprof.records import (
+    ReasonCode,
+    RunRecord,
+    RunResult,
+    TimingSummary,
+    WorkloadRecord,
+    decode_run,
+    is_incorrect,
+)
 
 __all__ = [
     "COMPARE_SCHEMA",
@@ -101,6 +109,7 @@ class Row(msgspec.Struct, kw_only=True):
     mode: str | None = None
     status: str = "ok"
     reason: str | None = None
+    reason_code: ReasonCode | None = None  # the result's: why it did not run, as data
     backend: str | None = None
     device: str | None = None
     device_name: str | None = None
@@ -527,6 +536,7 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         mode=res.mode,
         status=res.status,
         reason=res.reason,
+        reason_code=res.reason_code,
         backend=res.backend,
         device=w.device,
         device_name=record.environment.device_name,

@@ -38,7 +38,7 @@ import msgspec
 
 from attnprof.compare.compare import Comparison, Row, compare
 from attnprof.errors import ExpectationMismatch, UserError
-from attnprof.records import RunRecord
+from attnprof.records import ReasonCode, RunRecord
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -121,6 +121,8 @@ class ExpectationResult(msgspec.Struct, kw_only=True):
     # status, kernel families)
     observed_code: str = ""
     observed_args: dict[str, str] = {}
+    # observed_args' "reason" (why the row did not run) as data, when its result recorded it
+    reason_code: ReasonCode | None = None
 
     @property
     def met(self) -> bool:
@@ -472,6 +474,7 @@ def check_comparison(comp: Comparison, spec: ExpectationFile) -> list[Expectatio
                         else _obs("did_not_run", status=row.status)
                     )
                     base.observed, base.observed_code, base.observed_args = observed_text(obs)
+                    base.reason_code = row.reason_code
                     base.status = "skipped" if row.status in _SKIP_STATUSES else "not met"
                     results.append(base)
                     continue

@@ -1,60 +1,67 @@
 """Run variants on a workload: check, estimate, profile, time, verify, measure; record it all.
 
-One variant at a time (run_variant) or a whole suite (run), which also writes <out>/run.json.
-A variant that is unsupported, refused for memory, or fails at run time is recorded with its
-reason and the others still run.
+One variant at a time (run_variant: also each sweep job) or a whole suite (run), which also
+writes <out>/run.json. A variant that is unsupported, refused for memory, or fails at run time is
+recorded with its reason (in English, and as a reason code for the rejections) and the others
+still run. `attnprof model` shares the pieces around the measurement: profile_into, peak_memory,
+record_failure.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import re
 import tempfile
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from attnprof.errors import Interrupted, UserError
 from attnprof.extras import require
-from attnprof.harness.memory import available_bytes, format_bytes
+from attnprof.harness.memory import available_bytes
+from attnprof.harness.options import RunOptions
+from attnprof.reasons import reason
 from attnprof.records import (
     RUN_SCHEMA,
     Environment,
     MemoryResult,
+    ReasonCode,
     ResumeState,
     RunRecord,
     RunResult,
+    Status,
     TimingSummary,
     encode_json,
     is_incorrect,
+    variant_label,
 )
 
 if TYPE_CHECKING:
+    from attnprof.harness.profile import ProfileOutcome
     from attnprof.harness.reference import Exact
     from attnprof.variants.registry import Built, Variant
     from attnprof.workload import Inputs, Workload
 
-__all__ = ["RunOptions", "Shared", "default_out_dir", "prepare_out_dir", "ran_any", "run", "run_variant"]
+__all__ = [
+    "RunOptions",
+    "Shared",
+    "default_out_dir",
+    "memory_gate",
+    "peak_memory",
+    "prepare_out_dir",
+    "profile_into",
+    "ran_any",
+    "record_failure",
+    "run",
+    "run_variant",
+    "safe_name",
+]
 
 Progress = Callable[[str, str], None]  # (variant label, stage)
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    steps: tuple[int, int, int] = (1, 1, 3)
-    profile: bool = True
-    warmup_calls: int = 3
-    time_budget_s: float = 1.0
-    warmup_s: float = 0.1  # warm-up by time before clean timing (after the warm-up calls)
-    min_samples: int = 10
-    force: bool = False
-    check_accuracy: bool = True
-    compile: bool = False
-    measure_peak: bool = True
-    # also write each profiled trace here in tensorboard_trace_handler's layout (worker = variant)
-    tensorboard_dir: str | None = None
 
 
 def default_out_dir() -> Path:
@@ -83,7 +90,8 @@ def prepare_out_dir(out: Path) -> Path:
     return out
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
+    """`name` as a file name's part (trace and table files, tensorboard workers)."""
     return re.sub(r"[^A-Za-z0-9_.+-]", "-", name)
 
 
@@ -144,18 +152,22 @@ def run_variant(
     shared: Shared | None = None,
     peak_tflops: float | None = None,
     progress: Progress | None = None,
+    memory_share: float = 1.0,
 ) -> RunResult:
     """Check, estimate, profile, time, verify and measure one variant. Never raises for a
-    variant's own failure: that is recorded in the result's status and reason."""
+    variant's own failure: that is recorded in the result's status and reason. `memory_share`:
+    the share of the free memory the variant may plan to use (a sweep's workers share one RAM)."""
     opts = options or RunOptions()
-    result, prepared = _prepare(workload, variant, out, opts, shared or Shared(workload), progress)
+    result, prepared = _prepare(
+        workload, variant, out, opts, shared or Shared(workload), progress, memory_share=memory_share
+    )
     if prepared is not None:
         if progress:
             progress(result.label, "timing")
         try:
             summaries = _time(prepared.calls(), workload, opts)
         except Exception as exc:
-            _record_failure(result, "timing", exc, workload.device)
+            record_failure(result, "timing", exc, workload.device)
         else:
             _apply_timing(result, summaries, peak_tflops)
     return result
@@ -205,14 +217,25 @@ def _grad_mode(workload: Workload) -> Any:
     return torch.enable_grad() if workload.backward else torch.no_grad()
 
 
-def _record_failure(result: RunResult, stage: str, exc: BaseException, device: str) -> None:
-    result.status = "oom" if _is_oom(exc) else "error"
+def record_failure(
+    result: RunResult, stage: str, exc: BaseException, device: str, *, status: Status | None = None
+) -> None:
+    """A variant (or a model's implementation) that failed while running: oom or error (or the
+    caller's `status`), with the exception's first line as the reason."""
+    result.status = status or ("oom" if _is_oom(exc) else "error")
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     result.reason = f"{result.label} failed during {stage}: {type(exc).__name__}: {first[:300]}"
     if device.startswith("cuda"):
         import torch
 
         torch.cuda.empty_cache()
+
+
+def noisy_warning(summary: TimingSummary, what: str = "") -> str | None:
+    """The warning for a timing whose spread is large against its median, or None."""
+    if not summary.noisy:
+        return None
+    return f"noisy {what}timing: IQR is {summary.iqr_ms / summary.median_ms:.0%} of the median"
 
 
 def _tflops(flops: float, summary: TimingSummary | None) -> float | None:
@@ -231,8 +254,9 @@ def _apply_timing(result: RunResult, summaries: dict[str, TimingSummary], peak_t
         ("backward ", result.timing_bwd),
         ("forward+backward ", result.timing_total),
     ):
-        if s is not None and s.noisy:
-            result.warnings.append(f"noisy {what}timing: IQR is {s.iqr_ms / s.median_ms:.0%} of the median")
+        warning = noisy_warning(s, what) if s is not None else None
+        if warning:
+            result.warnings.append(warning)
     # a wrong answer has no useful throughput: its time is kept, its TFLOP/s and % of peak are not
     if is_incorrect(result.accuracy):
         return
@@ -250,22 +274,132 @@ def _apply_timing(result: RunResult, summaries: dict[str, TimingSummary], peak_t
             )
 
 
-def _refusal(v: Variant, workload: Workload, need: int, free: int, pending: int) -> str:
-    if v.materialises:
-        what = (
-            f"materialises {v.score_tensors:g} score tensors of "
-            f"{format_bytes(workload.score_bytes(4 if v.score_fp32 else None))}"
+def memory_gate(
+    v: Variant, workload: Workload, shared: Shared, opts: RunOptions, *, share: float = 1.0
+) -> ReasonCode | None:
+    """The one memory gate, before anything is built: why `v` is refused, or None. Its need is
+    its own estimate plus what `shared` has still to build (inputs, the fp64 reference); the limit
+    is `share` of what is free on the device (1 for `attnprof run`, less for a sweep's workers,
+    which share one RAM). --force (force = true) lets everything through."""
+    if opts.force:
+        return None
+    pending = shared.pending_bytes(accuracy=opts.check_accuracy)
+    need = v.estimate_bytes(workload) + pending
+    free = available_bytes(workload.device)
+    limit = int(free * share)
+    if need <= limit:
+        return None
+    parts = [
+        reason(
+            "memory.scores",
+            count=v.score_tensors,
+            size_bytes=workload.score_bytes(4 if v.score_fp32 else None),
         )
-    else:
-        what = "fused, no score tensor"
+        if v.materialises
+        else reason("memory.fused")
+    ]
     mask = v.mask_cost(workload)
     if mask:
-        what += f", {format_bytes(mask)} of mask tensors"
+        parts.append(reason("memory.mask", size_bytes=mask))
     if pending:
-        what += f", {format_bytes(pending)} of inputs and fp64 reference"
-    return (
-        f"{v.label}: needs an estimated {format_bytes(need)} ({what}) but only {format_bytes(free)} "
-        f"is free on {workload.device}; shrink the shape or pass --force"
+        parts.append(reason("memory.pending", size_bytes=pending))
+    if share >= 1.0:
+        return reason(
+            "memory", *parts, name=v.label, need_bytes=need, free_bytes=free, device=workload.device
+        )
+    return reason(
+        "memory_share",
+        *parts,
+        name=v.label,
+        need_bytes=need,
+        limit_bytes=limit,
+        share=share,
+        free_bytes=free,
+        device=workload.device,
+    )
+
+
+def _reject(result: RunResult, status: Status, why: ReasonCode) -> None:
+    from attnprof.reasons import english
+
+    result.status, result.reason, result.reason_code = status, english(why), why
+
+
+@dataclass
+class Profiled:
+    """A profiled call: what the profiler showed, and where its trace is (under `out`, or in a
+    temporary folder that lives as long as profile_into's context)."""
+
+    outcome: ProfileOutcome
+    trace_path: Path
+    trace: str | None  # the trace and the table relative to `out`; None without `out`
+    table: str | None
+
+
+@contextmanager
+def profile_into(
+    call: Callable[[], Any],
+    *,
+    out: Path | None,
+    tag: str,
+    device: str,
+    steps: tuple[int, int, int],
+    tensorboard_dir: str | None,
+    annotation: str | None = None,
+    backward: Callable[[Any], Any] | None = None,
+) -> Iterator[Profiled]:
+    """Profile `call` (harness/profile.py) into <out>/traces/<tag>.json.gz and
+    <out>/tables/<tag>.txt, or into a temporary folder without `out`."""
+    from attnprof.harness import profile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = out if out is not None else Path(tmp)
+        trace_path = base / "traces" / f"{tag}.json.gz"
+        table_path = base / "tables" / f"{tag}.txt"
+        prof = profile.profile_call(
+            call,
+            device=device,
+            steps=steps,
+            trace_path=trace_path,
+            table_path=table_path,
+            tensorboard_dir=Path(tensorboard_dir) if tensorboard_dir else None,
+            worker_name=tag,
+            backward=backward,
+            **({"annotation": annotation} if annotation else {}),
+        )
+        yield Profiled(
+            outcome=prof,
+            trace_path=trace_path,
+            trace=str(trace_path.relative_to(out)) if out is not None else None,
+            table=str(table_path.relative_to(out)) if out is not None else None,
+        )
+
+
+def peak_memory(
+    step: Callable[[], Any],
+    prof: ProfileOutcome | None,
+    *,
+    device: str,
+    estimate: int,
+    cuda_method: str,
+    region: str,
+) -> MemoryResult:
+    """Peak memory of `step` above what was allocated before it: on CUDA measured by running it
+    once more (described by `cuda_method`); on CPU from the profiled steps' [memory] events
+    inside `region`."""
+    if device.startswith("cuda"):
+        from attnprof.harness.memory import cuda_peak_bytes
+
+        return MemoryResult(
+            peak_bytes=cuda_peak_bytes(step, device), method=cuda_method, estimate_bytes=estimate
+        )
+    measured = prof is not None and prof.cpu_peak_bytes is not None
+    return MemoryResult(
+        peak_bytes=prof.cpu_peak_bytes if prof is not None else None,
+        method=f"profiler [memory] events: rise of Total Allocated inside {region}"
+        if measured
+        else "not measured (profiling off)",
+        estimate_bytes=estimate,
     )
 
 
@@ -276,17 +410,18 @@ def _prepare(
     opts: RunOptions,
     shared: Shared,
     progress: Progress | None,
+    *,
+    memory_share: float = 1.0,
 ) -> tuple[RunResult, Prepared | None]:
     """Everything but the clean timing: check, estimate, build, warm up, profile, verify,
     measure memory. Returns the prepared calls for timing, or None when the variant did not run."""
 
-    from attnprof.harness import accuracy, profile
-    from attnprof.harness.memory import cuda_peak_bytes
+    from attnprof.harness import accuracy
     from attnprof.variants.registry import check, get_variant
     from attnprof.workload import BACKWARD_FLOP_FACTOR
 
     v = get_variant(variant) if isinstance(variant, str) else variant
-    tag = f"{workload.tag}_{_safe(v.name)}_{v.mode}"
+    tag = f"{workload.tag}_{safe_name(v.name)}_{v.mode}"
     estimate = v.estimate_bytes(workload)
     result = RunResult(
         variant=v.name,
@@ -306,14 +441,15 @@ def _prepare(
 
     decision = check(v, workload)
     if not decision.accepted:
-        result.status, result.reason = "unsupported", decision.reason
+        result.status, result.reason, result.reason_code = (
+            "unsupported",
+            decision.reason,
+            decision.reason_code,
+        )
         return result, None
-    free = available_bytes(workload.device)
-    pending = shared.pending_bytes(accuracy=opts.check_accuracy)
-    need = estimate + pending
-    if need > free and not opts.force:
-        result.status = "refused"
-        result.reason = _refusal(v, workload, need, free, pending)
+    refused = memory_gate(v, workload, shared, opts, share=memory_share)
+    if refused is not None:
+        _reject(result, "refused", refused)
         return result, None
 
     stage = "build"
@@ -346,23 +482,17 @@ def _prepare(
             if opts.profile:
                 stage = "profile"
                 note(v.label, "profiling")
-                with tempfile.TemporaryDirectory() as tmp:
-                    base = out if out is not None else Path(tmp)
-                    trace_path = base / "traces" / f"{tag}.json.gz"
-                    table_path = base / "tables" / f"{tag}.txt"
-                    prof = profile.profile_call(
-                        built.call,
-                        device=workload.device,
-                        steps=opts.steps,
-                        trace_path=trace_path,
-                        table_path=table_path,
-                        tensorboard_dir=Path(opts.tensorboard_dir) if opts.tensorboard_dir else None,
-                        worker_name=tag,
-                        backward=backward,
-                    )
-                if out is not None:
-                    result.trace = str(trace_path.relative_to(out))
-                    result.table = str(table_path.relative_to(out))
+                with profile_into(
+                    built.call,
+                    out=out,
+                    tag=tag,
+                    device=workload.device,
+                    steps=opts.steps,
+                    tensorboard_dir=opts.tensorboard_dir,
+                    backward=backward,
+                ) as profiled:
+                    prof = profiled.outcome
+                result.trace, result.table = profiled.trace, profiled.table
                 result.profile = prof.summary
             result.backend = _backend(v, prof.op_names if prof else set())
 
@@ -386,30 +516,22 @@ def _prepare(
             if opts.measure_peak:
                 stage = "memory"
                 what = "forward + backward" if backward is not None else "the forward"
-                if workload.device.startswith("cuda"):
 
-                    def step() -> None:
-                        o = built.call()
-                        if backward is not None:
-                            backward(o)
+                def step() -> None:
+                    o = built.call()
+                    if backward is not None:
+                        backward(o)
 
-                    result.memory = MemoryResult(
-                        peak_bytes=cuda_peak_bytes(step, workload.device),
-                        method=f"torch.cuda.max_memory_allocated over {what}, above the allocation before it",
-                        estimate_bytes=estimate,
-                    )
-                else:
-                    measured = prof is not None and prof.cpu_peak_bytes is not None
-                    region = "attn_fwd through attn_bwd" if backward is not None else "attn_fwd"
-                    result.memory = MemoryResult(
-                        peak_bytes=prof.cpu_peak_bytes if prof is not None else None,
-                        method=f"profiler [memory] events: rise of Total Allocated inside {region}"
-                        if measured
-                        else "not measured (profiling off)",
-                        estimate_bytes=estimate,
-                    )
+                result.memory = peak_memory(
+                    step,
+                    prof,
+                    device=workload.device,
+                    estimate=estimate,
+                    cuda_method=f"torch.cuda.max_memory_allocated over {what}, above the allocation before it",
+                    region="attn_fwd through attn_bwd" if backward is not None else "attn_fwd",
+                )
     except Exception as exc:
-        _record_failure(result, stage, exc, workload.device)
+        record_failure(result, stage, exc, workload.device)
         return result, None
     return result, Prepared(label=v.label, built=built, backward=backward)
 
@@ -493,10 +615,15 @@ def run(
         finished = partial.prior + [r for r, b in partial.prepared if b is None]
         # prepared but not yet timed (timing runs last, interleaved): pending, not half-recorded
         done = {r.label for r in finished}
-        pending = [v.source or v.label for v in partial.chosen if v.label not in done]
+        # as get_variant reads them back: a label, or a user variant's source (with :compile for its twin)
+        pending = [
+            variant_label(v.source, v.mode) if v.source else v.label
+            for v in partial.chosen
+            if v.label not in done
+        ]
         record = _record(workload, partial.env, opts, finished)
         record.interrupted = True
-        record.resume = ResumeState(pending=pending, options=dataclasses.asdict(opts))
+        record.resume = ResumeState(pending=pending, options=msgspec.structs.asdict(opts))
         (out / "run.json").write_bytes(encode_json(record))
         raise Interrupted(
             f"interrupted: {len(finished)} of {len(finished) + len(pending)} variant(s) finished and are "
@@ -559,7 +686,9 @@ def _run_suite(
             calls.update(p.calls())
         try:
             summaries = _time(
-                calls, workload, replace(opts, time_budget_s=opts.time_budget_s * len(ready) / len(calls))
+                calls,
+                workload,
+                msgspec.structs.replace(opts, time_budget_s=opts.time_budget_s * len(ready) / len(calls)),
             )
         except Exception:
             # one variant failing only in timing: time them one by one to find and record it
@@ -568,7 +697,7 @@ def _run_suite(
                 try:
                     summaries.update(_time(p.calls(), workload, opts))
                 except Exception as exc:
-                    _record_failure(r, "timing", exc, workload.device)
+                    record_failure(r, "timing", exc, workload.device)
         for r, _ in ready:
             if r.label in summaries:
                 _apply_timing(r, summaries, peak)

@@ -15,21 +15,23 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnprof.errors import UserError
+from attnprof.harness.run import safe_name
+from attnprof.reasons import english, reason
 from attnprof.records import (
     RUN_SCHEMA,
     LayerAttention,
-    MemoryResult,
     ModelInfo,
     ModelResult,
+    ReasonCode,
     RunRecord,
     RunResult,
+    Status,
     encode_json,
 )
 
@@ -64,10 +66,7 @@ def _default_implementations() -> tuple[str, ...]:
 
 DEFAULT_IMPLEMENTATIONS = _default_implementations()
 # implementations left out of the default list on a CPU, with the reason (they run when asked for)
-_CPU_SLOW = {
-    "flex_attention": "flex_attention compiles its kernels with inductor on first use, about a minute "
-    "on a 2-core CPU; ask for it with --attn flex_attention",
-}
+_CPU_SLOW = {"flex_attention": reason("cpu_slow", name="flex_attention")}
 
 
 @dataclass(frozen=True)
@@ -99,10 +98,6 @@ class _Prepared:
     call: Callable[[], Any] | None = None
     trace_path: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.+-]", "-", name)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -263,7 +258,7 @@ def _step_words(loaded: Loaded, opts: ModelOptions, batch: int, seq: int) -> str
     return base
 
 
-def _check(impl: str, workload: Workload, base: Any, explicit: bool) -> tuple[str, str] | None:
+def _check(impl: str, workload: Workload, base: Any, explicit: bool) -> tuple[Status, ReasonCode] | None:
     """(status, reason) when `impl` cannot run here, else None."""
     from attnprof.models.attention import VARIANT_IMPLEMENTATIONS
 
@@ -275,8 +270,13 @@ def _check(impl: str, workload: Workload, base: Any, explicit: bool) -> tuple[st
         variant = get_variant(VARIANT_IMPLEMENTATIONS[impl])
         decision = check(variant, workload)
         if not decision.accepted:
-            return "unsupported", f"{impl}: {decision.reason}"
+            assert decision.reason_code is not None  # Decision.no records one
+            return "unsupported", reason("in_model", decision.reason_code, name=impl)
     return None
+
+
+def _reject(result: RunResult, status: Status, why: ReasonCode) -> None:
+    result.status, result.reason, result.reason_code = status, english(why), why
 
 
 def _origin(impl: str) -> str:
@@ -383,7 +383,9 @@ def run_model(
         transformers_version=str(tf.__version__),
         step=_step_words(loaded, opts, batch, seq),
     )
-    tag0 = f"{_safe(Path(model).stem if loaded.source in ('config', 'checkpoint') else model)}_{opts.phase}"
+    tag0 = (
+        f"{safe_name(Path(model).stem if loaded.source in ('config', 'checkpoint') else model)}_{opts.phase}"
+    )
     tag0 += "-train" if opts.backward else ""
     tag0 += f"_{batch}_{seq}"
 
@@ -401,20 +403,20 @@ def run_model(
     prepared: list[_Prepared] = []
     for impl in impls:
         result = RunResult(
-            variant=impl, status="ok", description=_describe(impl), tag=f"{tag0}_{_safe(impl)}"
+            variant=impl, status="ok", description=_describe(impl), tag=f"{tag0}_{safe_name(impl)}"
         )
         result.model = ModelResult(implementation=impl, origin=_origin(impl))  # type: ignore[arg-type]
         p = _Prepared(result=result)
         prepared.append(p)
         refused = _check(impl, workload, base, explicit)
         if refused:
-            result.status, result.reason = refused  # type: ignore[assignment]
+            _reject(result, *refused)
             continue
         try:
             m: Any = _share_weights(base)
             m.set_attn_implementation(impl)
         except Exception as exc:  # transformers' own reason (not installed, not supported, unknown)
-            result.status, result.reason = "unsupported", f"{impl}: {_first_line(exc)}"
+            _reject(result, "unsupported", reason("said", name=impl, detail=_first_line(exc)))
             continue
         p.model = m
 
@@ -425,6 +427,7 @@ def run_model(
                 _prepare(p, inputs, opts, workload, out, eager_output, note)
         ready = {p.result.label: p for p in prepared if p.call is not None}
         if ready:
+            from attnprof.harness.run import noisy_warning
             from attnprof.harness.timing import time_interleaved
 
             note(", ".join(ready), "timing (interleaved)")
@@ -438,8 +441,9 @@ def run_model(
             for label, s in summaries.items():
                 r = ready[label].result
                 r.timing = s
-                if s.noisy:
-                    r.warnings.append(f"noisy timing: IQR is {s.iqr_ms / s.median_ms:.0%} of the median")
+                warning = noisy_warning(s)
+                if warning:
+                    r.warnings.append(warning)
     for p in prepared:
         if p.trace_path is not None:
             note(p.result.label, "analysing the trace")
@@ -475,12 +479,10 @@ def _prepare(
     eager_output: Callable[..., torch.Tensor],
     note: Progress,
 ) -> None:
-    import tempfile
-
     import torch
 
-    from attnprof.harness import accuracy, profile
-    from attnprof.harness.memory import cuda_peak_bytes
+    from attnprof.harness import accuracy
+    from attnprof.harness.run import peak_memory, profile_into, record_failure
 
     r = p.result
     stage = "build"
@@ -501,52 +503,36 @@ def _prepare(
         if opts.profile:
             stage = "profile"
             note(r.label, "profiling")
-            with tempfile.TemporaryDirectory() as tmp:
-                base = out if out is not None else Path(tmp)
-                trace_path = base / "traces" / f"{r.tag}.json.gz"
-                table_path = base / "tables" / f"{r.tag}.txt"
-                prof = profile.profile_call(
-                    call,
-                    device=opts.device,
-                    steps=opts.steps,
-                    trace_path=trace_path,
-                    table_path=table_path,
-                    annotation=STEP_ANNOTATION,
-                    tensorboard_dir=Path(opts.tensorboard_dir) if opts.tensorboard_dir else None,
-                    worker_name=r.tag,
-                )
-                if out is not None:
-                    r.trace = str(trace_path.relative_to(out))
-                    r.table = str(table_path.relative_to(out))
-                    p.trace_path = trace_path
-                else:  # analyse now, before the temporary folder goes
-                    p.trace_path = trace_path
+            assert r.tag is not None
+            with profile_into(
+                call,
+                out=out,
+                tag=r.tag,
+                device=opts.device,
+                steps=opts.steps,
+                tensorboard_dir=opts.tensorboard_dir,
+                annotation=STEP_ANNOTATION,
+            ) as profiled:
+                prof = profiled.outcome
+                r.trace, r.table = profiled.trace, profiled.table
+                p.trace_path = profiled.trace_path
+                if out is None:  # analyse now, before the temporary folder goes
                     _analyse(p, workload.device)
                     p.trace_path = None
             r.profile = prof.summary
         r.backend = _backend(r.variant, prof.op_names if prof else set())
         stage = "memory"
-        if opts.device.startswith("cuda"):
-            r.memory = MemoryResult(
-                peak_bytes=cuda_peak_bytes(call, opts.device),
-                method="torch.cuda.max_memory_allocated above the allocation before the step",
-                estimate_bytes=0,
-            )
-        else:
-            measured = prof is not None and prof.cpu_peak_bytes is not None
-            r.memory = MemoryResult(
-                peak_bytes=prof.cpu_peak_bytes if prof is not None else None,
-                method="profiler [memory] events: rise of Total Allocated inside model_step"
-                if measured
-                else "not measured (profiling off)",
-                estimate_bytes=0,
-            )
+        r.memory = peak_memory(
+            call,
+            prof,
+            device=opts.device,
+            estimate=0,
+            cuda_method="torch.cuda.max_memory_allocated above the allocation before the step",
+            region=STEP_ANNOTATION,
+        )
         p.call = call
     except Exception as exc:
-        r.status = (
-            "unsupported" if _is_unsupported(exc) else ("oom" if "out of memory" in str(exc) else "error")
-        )
-        r.reason = f"{r.label} failed during {stage}: {type(exc).__name__}: {_first_line(exc)}"
+        record_failure(r, stage, exc, opts.device, status="unsupported" if _is_unsupported(exc) else None)
         p.call = None
 
 

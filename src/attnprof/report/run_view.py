@@ -202,6 +202,8 @@ def render_list(
     if json_out:
         import json
 
+        import msgspec
+
         data: list[dict[str, Any]] = [
             {
                 "variant": v.name,
@@ -209,6 +211,7 @@ def render_list(
                 "reason": d.reason,
                 "layout": v.layout,
                 "description": v.description,
+                "reason_code": msgspec.to_builtins(d.reason_code),
             }
             for v, d in rows
         ]

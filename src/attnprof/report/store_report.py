@@ -97,7 +97,7 @@ def results_table(data: StoreReportData, t: Translator) -> TextTable:
     for r in data.results:
         heads = str(r.heads) + (f"/{r.kv_heads}" if r.kv_heads != r.heads else "")
         seq = str(r.seq) + (f"/{r.kv_seq}" if r.kv_seq != r.seq else "")
-        reason = translate_reason(r.reason, t).splitlines()[0] if r.reason else "-"
+        reason = translate_reason(r.reason, t, r.reason_code).splitlines()[0] if r.reason else "-"
         rows.append(
             [
                 r.label,
@@ -241,7 +241,7 @@ def _store_summary(data: StoreReportData, t: Translator) -> list[str]:
     not_run: dict[str, str] = {}
     for r in data.results:
         if r.status != "ok":
-            reason = translate_reason(r.reason, t).splitlines()[0] if r.reason else r.status
+            reason = translate_reason(r.reason, t, r.reason_code).splitlines()[0] if r.reason else r.status
             not_run.setdefault(r.label, reason.removeprefix(f"{r.variant}: "))
     if not_run:
         out.append(t("summary.not_run", list="; ".join(f"{k} ({v})" for k, v in not_run.items())))

@@ -189,7 +189,7 @@ def _load_reason(reason: str, t: Translator) -> str:
 
 
 def _reason(r: Row, t: Translator) -> str:
-    reason = translate_reason(r.reason, t)
+    reason = translate_reason(r.reason, t, r.reason_code)
     # the harness starts its reasons with the variant's name, which the bullet already gives
     return reason.removeprefix(f"{r.variant}: ") if r.variant else reason
 

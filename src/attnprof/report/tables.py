@@ -168,7 +168,11 @@ def _drop_columns(tt: TextTable, drop: set[int]) -> TextTable:
 
 def not_run_table(data: ReportData, t: Translator) -> TextTable:
     rows = [
-        [r.label, t.maybe(f"status.{r.status}", r.status), translate_reason(r.reason, t) or "-"]
+        [
+            r.label,
+            t.maybe(f"status.{r.status}", r.status),
+            translate_reason(r.reason, t, r.reason_code) or "-",
+        ]
         for r in data.comparison.rows
         if not r.ran
     ]
@@ -184,7 +188,7 @@ def observed_cell(e: ExpectationResult, t: Translator) -> str:
         return e.observed
     args = dict(e.observed_args)
     if "reason" in args:
-        args["reason"] = translate_reason(args["reason"], t)
+        args["reason"] = translate_reason(args["reason"], t, e.reason_code)
     return t(key, **args)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attnprof.store.schema import SCHEMA_VERSION, STATUSES
+from attnprof.store.schema import SCHEMA_VERSION, STATUSES, check_statuses
 from attnprof.store.sqlite import DEFAULT_STORE, Filters, ResultRow, Store, StoredResult, now_iso
 
 __all__ = [
@@ -13,5 +13,6 @@ __all__ = [
     "ResultRow",
     "Store",
     "StoredResult",
+    "check_statuses",
     "now_iso",
 ]

@@ -20,13 +20,43 @@ import sqlite3
 
 from attnprof.errors import UserError
 
-__all__ = ["MIGRATIONS", "READ_MIN_VERSION", "SCHEMA_VERSION", "STATUSES", "migrate", "schema_version"]
+__all__ = [
+    "LEGACY_STATUSES",
+    "MIGRATIONS",
+    "READ_MIN_VERSION",
+    "SCHEMA_VERSION",
+    "STATUSES",
+    "check_statuses",
+    "migrate",
+    "schema_version",
+    "stored_as",
+]
 
 # Every status a job can end in: the harness's own (ok, unsupported, refused, oom, error) and the
-# sweep's (skipped before it ran, crashed worker, timeout).
-STATUSES = ("ok", "unsupported", "refused", "skipped", "oom", "crashed", "timeout", "error")
+# sweep's (crashed worker, timeout).
+STATUSES = ("ok", "unsupported", "refused", "oom", "crashed", "timeout", "error")
+# Statuses older stores hold, and what they mean now: a sweep's own memory gate once stored
+# "skipped" for what the harness calls "refused" (one gate now). Read back as the new word; the
+# rows stay as they are (the column's CHECK allows both), so an older attnprof still reads them.
+LEGACY_STATUSES = {"skipped": "refused"}
 
-_STATUS_CHECK = ", ".join(f"'{s}'" for s in STATUSES)
+# the CHECK of migration 1, as it was written: every status a row may hold, legacy ones included
+_STATUS_CHECK = ", ".join(f"'{s}'" for s in (*STATUSES, *LEGACY_STATUSES))
+
+
+def check_statuses(values: list[str], flag: str) -> list[str]:
+    """The statuses of a --status/--retry flag in today's words (an old word is taken too);
+    UserError for anything else."""
+    bad = sorted(set(values) - set(STATUSES) - set(LEGACY_STATUSES))
+    if bad:
+        raise UserError(f"{flag} {','.join(bad)}: not a status; use some of {', '.join(STATUSES)}")
+    return list(dict.fromkeys(LEGACY_STATUSES.get(s, s) for s in values))
+
+
+def stored_as(statuses: list[str]) -> list[str]:
+    """What to look for in the status column for these statuses: each with its legacy words."""
+    return [*statuses, *(old for old, new in LEGACY_STATUSES.items() if new in statuses)]
+
 
 MIGRATIONS: list[list[str]] = [
     # 1

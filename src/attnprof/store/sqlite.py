@@ -29,8 +29,16 @@ from typing import Any
 import msgspec
 
 from attnprof.errors import UserError
-from attnprof.records import Environment, RunResult, WorkloadRecord, variant_label
-from attnprof.store.schema import READ_MIN_VERSION, SCHEMA_VERSION, STATUSES, migrate, schema_version
+from attnprof.records import Environment, ReasonCode, RunResult, WorkloadRecord, variant_label
+from attnprof.store.schema import (
+    LEGACY_STATUSES,
+    READ_MIN_VERSION,
+    SCHEMA_VERSION,
+    STATUSES,
+    migrate,
+    schema_version,
+    stored_as,
+)
 
 __all__ = ["DEFAULT_STORE", "Filters", "ResultRow", "Store", "StoredResult", "now_iso"]
 
@@ -150,6 +158,11 @@ class StoredResult(msgspec.Struct, kw_only=True):
     sweep_id: int | None
     log_tail: str | None
     samples_ms: list[float] | None = None
+    # the run result's reason_code (no column of its own: read from the stored result's JSON)
+    reason_code: ReasonCode | None = None
+
+    def __post_init__(self) -> None:
+        self.status = LEGACY_STATUSES.get(self.status, self.status)
 
     def workload(self) -> WorkloadRecord:
         return WorkloadRecord(**{name: getattr(self, name) for name in _WORKLOAD_FIELDS})
@@ -159,6 +172,7 @@ class StoredResult(msgspec.Struct, kw_only=True):
         out = msgspec.structs.asdict(self)
         if not samples:
             out.pop("samples_ms")
+        out["reason_code"] = self.reason_code.code if self.reason_code else None  # flat: the code
         return out
 
     @property
@@ -182,7 +196,12 @@ class Filters(msgspec.Struct, kw_only=True):
     sweep_id: int | None = None
 
 
-_COLUMNS = [f for f in StoredResult.__struct_fields__ if f not in ("device_name", "torch_version", "host")]
+_COLUMNS = [
+    f
+    for f in StoredResult.__struct_fields__
+    if f not in ("device_name", "torch_version", "host", "samples_ms", "reason_code")
+]
+_REASON_CODE = ReasonCode | None
 
 
 def _env_key(env: Environment) -> str:
@@ -480,7 +499,10 @@ class Store:
             "gpu_ops_per_forward": prof.gpu_ops_per_forward if prof else None,
             "cpu_ops_per_forward": prof.cpu_ops_per_forward if prof else None,
             "peak_bytes": mem.peak_bytes if mem else None,
-            "estimate_bytes": mem.estimate_bytes if mem else None,
+            # a refused job measured nothing, but its estimate is why it was refused
+            "estimate_bytes": mem.estimate_bytes
+            if mem
+            else (r.estimate_bytes if r.status == "refused" else None),
             "max_abs_err": acc.max_abs_err if acc else None,
             "accuracy_ok": (int(acc.ok) if acc else None),
             "tflops": r.tflops_useful,
@@ -518,8 +540,9 @@ class Store:
         sql = "SELECT job_key FROM results"
         args: list[Any] = []
         if statuses:
-            sql += f" WHERE status IN ({','.join('?' for _ in statuses)})"
-            args.extend(statuses)
+            look = stored_as(list(statuses))
+            sql += f" WHERE status IN ({','.join('?' for _ in look)})"
+            args.extend(look)
         with self._reading():
             found = {str(r[0]) for r in self.conn.execute(sql, args)}
         return found if keys is None else found & set(keys)
@@ -531,7 +554,7 @@ class Store:
     def status_of(self, key: str) -> str | None:
         with self._reading():
             row = self.conn.execute("SELECT status FROM results WHERE job_key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
+        return None if row is None else LEGACY_STATUSES.get(str(row[0]), str(row[0]))
 
     def count(self) -> int:
         with self._reading():
@@ -543,6 +566,8 @@ class Store:
         args: list[Any] = []
         for col in ("variant", "status", "dtype", "seq", "head_dim", "batch", "heads", "device"):
             values = getattr(f, col)
+            if col == "status":
+                values = stored_as([LEGACY_STATUSES.get(s, s) for s in values])
             if values:
                 where.append(f"r.{col} IN ({','.join('?' for _ in values)})")
                 args.extend(values)
@@ -555,15 +580,11 @@ class Store:
         with self._reading():
             present = {row[1] for row in self.conn.execute("PRAGMA table_info(results)")}
         # a store read without upgrading (schema < 4) has no mask/backward/phase: their defaults
-        cols = [f"r.{c}" if c in present else _ADDED_DEFAULTS[c] for c in _COLUMNS if c != "samples_ms"]
+        cols = [f"r.{c}" if c in present else _ADDED_DEFAULTS[c] for c in _COLUMNS]
         cols += ["e.device_name", "e.torch_version", "e.host"]
         cols.append("r.samples_ms" if samples else "NULL")
-        names = [c for c in _COLUMNS if c != "samples_ms"] + [
-            "device_name",
-            "torch_version",
-            "host",
-            "samples_ms",
-        ]
+        cols.append("json_extract(r.result, '$.reason_code')")
+        names = [*_COLUMNS, "device_name", "torch_version", "host", "samples_ms", "reason_code"]
         sql = (
             f"SELECT {', '.join(cols)} FROM results r LEFT JOIN environments e ON e.id = r.environment_id"
             + (f" WHERE {' AND '.join(where)}" if where else "")
@@ -582,13 +603,19 @@ class Store:
             if d["accuracy_ok"] is not None:
                 d["accuracy_ok"] = bool(d["accuracy_ok"])
             d["samples_ms"] = json.loads(d["samples_ms"]) if d["samples_ms"] else None
+            code = d["reason_code"]
+            d["reason_code"] = msgspec.json.decode(code, type=_REASON_CODE) if code else None
             out.append(StoredResult(**d))
         return out
 
     def run_result(self, key: str) -> RunResult | None:
         with self._reading():
             row = self.conn.execute("SELECT result FROM results WHERE job_key = ?", (key,)).fetchone()
-        return None if row is None else msgspec.json.decode(row[0], type=RunResult)
+        if row is None:
+            return None
+        result = msgspec.json.decode(row[0], type=RunResult)
+        result.status = LEGACY_STATUSES.get(result.status, result.status)  # type: ignore[assignment]
+        return result
 
     def integrity_ok(self) -> bool:
         return str(self.conn.execute("PRAGMA integrity_check").fetchone()[0]) == "ok"

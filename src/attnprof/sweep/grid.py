@@ -22,14 +22,16 @@ counted, never silently. A TOML file has three tables, all optional:
     device = "auto"              # cpu, cuda (one worker per GPU), cuda:N; auto: cuda if there is one
     seed = 0
 
-    [run]                        # how each job measures (as `attnprof run`)
+    [run]                        # how each job measures: the harness's RunOptions, as `attnprof run`
     steps = [1, 1, 3]
     profile = true
     warmup_calls = 3
     time_budget_s = 1.0
     warmup_s = 0.1               # warm-up by time before the clean timing
     min_samples = 10
+    force = false                # run a job whose memory estimate is over the limit
     check_accuracy = true
+    measure_peak = true
 
     [sweep]                      # where and how jobs run
     store = "attnprof-results.db"
@@ -56,7 +58,8 @@ import msgspec
 
 from attnprof.device import resolve_device
 from attnprof.errors import UserError
-from attnprof.records import WorkloadRecord
+from attnprof.harness.options import RunOptions
+from attnprof.records import Mode, WorkloadRecord, mode_of, variant_label
 from attnprof.workload import Workload
 
 __all__ = [
@@ -122,18 +125,10 @@ class GridSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     seed: int = 0
 
 
-class RunSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """How each job measures; passed to the harness's RunOptions."""
-
-    steps: tuple[int, int, int] = (1, 1, 3)
-    profile: bool = True
-    warmup_calls: int = 3
-    time_budget_s: float = 1.0
-    warmup_s: float = 0.1
-    min_samples: int = 10
-    check_accuracy: bool = True
-    # also write traces in tensorboard_trace_handler's layout: <dir>/<job slug>/<variant>.<ts>.pt.trace.json.gz
-    tensorboard_dir: str | None = None
+# How each job measures is the harness's own RunOptions (the [run] table); the old name stays for
+# code written against it. A job's tensorboard_dir gets a folder per configuration:
+# <dir>/<job slug>/<variant>.<ts>.pt.trace.json.gz
+RunSettings = RunOptions
 
 
 class SweepSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -149,7 +144,7 @@ class SweepSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class SweepConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     grid: GridSpec = msgspec.field(default_factory=GridSpec)
-    run: RunSettings = msgspec.field(default_factory=RunSettings)
+    run: RunOptions = msgspec.field(default_factory=RunOptions)
     sweep: SweepSettings = msgspec.field(default_factory=SweepSettings)
 
 
@@ -161,11 +156,16 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     compile: bool = False
 
     @property
-    def mode(self) -> str:
-        return "compile" if self.compile else "eager"
+    def mode(self) -> Mode:
+        return mode_of(self.compile)
+
+    @property
+    def label(self) -> str:
+        """The variant as the harness and the store name it: `naive`, or `naive:compile`."""
+        return variant_label(self.variant, self.mode)
 
     def describe(self) -> str:
-        return f"{self.variant}{'_compile' if self.compile else ''} {Workload.from_record(self.workload).describe()}"
+        return f"{self.label} {Workload.from_record(self.workload).describe()}"
 
     def slug(self) -> str:
         """A file-system name for this job's configuration (for --keep-traces folders)."""
@@ -332,6 +332,10 @@ def check_variant_name(name: str) -> str:
 def expand(cfg: SweepConfig) -> tuple[list[JobSpec], list[str]]:
     """The job list, in a stable order (configuration-major), and notes on dropped combinations."""
     g = cfg.grid
+    if cfg.run.compile:
+        raise UserError(
+            "[run] compile: a sweep compiles per job; set [grid] compile = [true] (or --compile true)"
+        )
     for name in ("batch", "heads", "seq", "head_dim", "dtype", "causal", "compile", "backward", "phase"):
         if not getattr(g, name):
             raise UserError(f"grid axis {name} is empty: give at least one value")
@@ -402,6 +406,8 @@ def render_config(cfg: SweepConfig, jobs: Sequence[JobSpec], notes: Sequence[str
     for table in ("grid", "run", "sweep"):
         lines.append(f"[{table}]")
         for key, value in msgspec.structs.asdict(getattr(cfg, table)).items():
+            if table == "run" and key == "compile":
+                continue  # the grid's compile axis says it (expand refuses it in [run])
             if table == "grid" and key == "variants" and not value:
                 value = default_variants()
             if value is None:  # TOML has no null: an unset option is shown commented out

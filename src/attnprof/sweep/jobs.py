@@ -2,8 +2,9 @@
 
 The executor-side code sends a JobRequest and gets a JobReply back; both are msgspec Structs, so
 they cross a pipe or Ray's object store as plain JSON-able data. execute() runs in the worker:
-it checks the memory estimate first (over the limit: "skipped", nothing runs), then hands the job
-to the harness's run_variant, exactly what `attnprof run` does for one variant.
+it hands the job to the harness's run_variant, exactly what `attnprof run` does for one variant
+(one check, one memory gate: over this worker's share of the free memory the job is "refused",
+nothing runs), with the job's RunOptions as the sweep's [run] table gave them.
 
 Worker-side caches (one process runs many jobs): the environment per device, PyTorch's own
 backend choice per workload, and the last workload's inputs and fp64 reference (built only when a
@@ -13,20 +14,19 @@ job runs), so the jobs of one configuration do not each rebuild them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from attnprof.harness.options import RunOptions
 from attnprof.records import Environment, RunResult
-from attnprof.records import variant_label as _label_of
-from attnprof.sweep.grid import JobSpec, RunSettings
+from attnprof.sweep.grid import JobSpec
 
 if TYPE_CHECKING:
     from attnprof.harness.run import Shared
-    from attnprof.variants.registry import Variant
     from attnprof.workload import Workload
 
-__all__ = ["JobReply", "JobRequest", "execute", "probe", "variant_label"]
+__all__ = ["JobReply", "JobRequest", "execute", "probe"]
 
 # Fraction of the free memory a job may plan to use. The rest is headroom for the allocator,
 # the profiler and (on CPU) the other workers of the pool, which share one RAM.
@@ -36,7 +36,7 @@ MEMORY_FRACTION = 0.8
 class JobRequest(msgspec.Struct, kw_only=True):
     key: str
     spec: JobSpec
-    run: RunSettings
+    run: RunOptions
     trace_dir: str | None = None  # keep the job's trace under this folder
     memory_fraction: float = MEMORY_FRACTION
 
@@ -46,11 +46,6 @@ class JobReply(msgspec.Struct, kw_only=True):
     environment: Environment
     pytorch_choice: str | None = None
     recycle: bool = False  # the process should not run more jobs (poisoned CUDA context)
-
-
-def variant_label(spec: JobSpec) -> str:
-    """The harness's name for the variant: its compiled twin is `name:compile`."""
-    return _label_of(spec.variant, "compile" if spec.compile else "eager")
 
 
 _env_cache: dict[str, Environment] = {}
@@ -91,68 +86,38 @@ def _shared(wl: Workload) -> Shared:
     return _last_inputs["shared"]  # type: ignore[no-any-return]
 
 
-def _skip_reason(v: Variant, wl: Workload, fraction: float) -> tuple[str, int] | None:
-    from attnprof.harness.memory import available_bytes, format_bytes
-
-    need = v.estimate_bytes(wl) + _shared(wl).pending_bytes(accuracy=True)
-    limit = int(available_bytes(wl.device) * fraction)
-    if need <= limit:
-        return None
-    return (
-        f"{v.label}: memory estimate {format_bytes(need)} is over the limit {format_bytes(limit)} "
-        f"({fraction:.0%} of what is free on {wl.device}); not run",
-        need,
-    )
-
-
 def execute(req: JobRequest) -> JobReply:
     """Run one job in this process; never raises for the variant's own failure."""
     from attnprof.errors import UserError
-    from attnprof.harness.run import RunOptions, run_variant
-    from attnprof.records import MemoryResult
-    from attnprof.variants.registry import check, get_variant
+    from attnprof.harness.run import run_variant
+    from attnprof.variants.registry import get_variant
     from attnprof.workload import Workload
 
     spec = req.spec
-    mode: Literal["eager", "compile"] = "compile" if spec.compile else "eager"
     wl = Workload.from_record(spec.workload)
     env = probe(wl.device)
     try:
         # once per job: a user variant's module is imported here, in the worker, never in the sweep
-        v = get_variant(variant_label(spec))
+        v = get_variant(spec.variant, compiled=spec.compile)
     except UserError as exc:
-        result = RunResult(variant=spec.variant, mode=mode, status="error", reason=str(exc))
+        result = RunResult(variant=spec.variant, mode=spec.mode, status="error", reason=str(exc))
         return JobReply(result=result, environment=env)
-    if not check(v, wl).accepted:
-        # the harness records it as unsupported with the variant's own reason, before it builds
-        # any input (a CPU-only variant at S=65536 must not build a 4 GiB mask to say so)
-        result = run_variant(wl, v, options=RunOptions(profile=False, check_accuracy=False))
-        return JobReply(result=result, environment=env, pytorch_choice=_pytorch_choice(wl))
-    skip = _skip_reason(v, wl, req.memory_fraction)
-    if skip is not None:
-        reason, need = skip
-        result = RunResult(
-            variant=spec.variant,
-            mode=mode,
-            status="skipped",
-            reason=reason,
-            memory=MemoryResult(peak_bytes=None, method="not run", estimate_bytes=need),
-            estimate_bytes=need,
+    options = req.run
+    if options.tensorboard_dir:
+        options = msgspec.structs.replace(
+            options, tensorboard_dir=str(Path(options.tensorboard_dir) / spec.slug())
         )
-        return JobReply(result=result, environment=env)
-
-    choice = _pytorch_choice(wl)
-    s = req.run
-    # RunSettings is the sweep's name for RunOptions' measurement fields
-    settings = msgspec.structs.asdict(s)
-    if settings.get("tensorboard_dir"):
-        settings["tensorboard_dir"] = str(Path(settings["tensorboard_dir"]) / spec.slug())
-    options = RunOptions(**settings, compile=spec.compile)
     out = Path(req.trace_dir) / spec.slug() if req.trace_dir else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    # the harness builds the inputs and the reference only for a variant that passed its checks
-    result = run_variant(wl, v, out=out, options=options, shared=_shared(wl))
+    # the harness checks the variant, then the memory estimate against this job's share of the
+    # free memory, before it builds anything (a CPU-only variant at S=65536 must not build a
+    # 4 GiB mask to say so); the inputs and the reference only for a variant that runs
+    result = run_variant(
+        wl, v, out=out, options=options, shared=_shared(wl), memory_share=req.memory_fraction
+    )
+    # PyTorch's own backend choice, beside every answer about the shape but a memory refusal
+    choice = None if result.status == "refused" else _pytorch_choice(wl)
     if out is not None:
         # the store keeps absolute paths: a store outlives the directory the sweep ran in
         if result.trace:

@@ -20,15 +20,15 @@ import msgspec
 
 from attnprof.errors import UserError
 from attnprof.records import Environment, RunResult
-from attnprof.store import STATUSES, ResultRow, Store
+from attnprof.store import ResultRow, Store, check_statuses
 from attnprof.sweep.executor import Executor, Finished
 from attnprof.sweep.grid import JobSpec, SweepConfig, check_variant_name, expand, job_key
 from attnprof.sweep.jobs import JobRequest
 
 __all__ = ["FAILURE_STATUSES", "SweepPlan", "SweepSummary", "make_executor", "plan_sweep", "run_sweep"]
 
-# statuses counted as failures in the progress bar and summary; unsupported, refused and
-# skipped are answers about the shape, not failures of the sweep
+# statuses counted as failures in the progress bar and summary; unsupported and refused are
+# answers about the shape, not failures of the sweep
 FAILURE_STATUSES = frozenset({"crashed", "timeout", "error", "oom"})
 
 
@@ -131,13 +131,10 @@ def plan_sweep(cfg: SweepConfig, executor: Executor, store: Store) -> SweepPlan:
     for device in dict.fromkeys(j.workload.device for j in jobs):
         envs[device] = executor.probe(device)
     keys = [job_key(j, envs[j.workload.device].device_name) for j in jobs]
-    retry = set(cfg.sweep.retry)
-    bad = retry - set(STATUSES)
-    if bad:
-        raise UserError(f"--retry {','.join(sorted(bad))}: not a status; use some of {', '.join(STATUSES)}")
+    retry = check_statuses(cfg.sweep.retry, "--retry")
     done = store.done_keys(keys)
     if retry:
-        done -= store.done_keys(keys, statuses=sorted(retry))
+        done -= store.done_keys(keys, statuses=retry)
     trace_dir = str(Path(cfg.sweep.keep_traces).resolve()) if cfg.sweep.keep_traces else None
     todo: list[JobRequest] = []
     seen: set[str] = set()
@@ -201,7 +198,7 @@ def run_sweep(
     """
     t0 = time.monotonic()
     store_path = Path(cfg.sweep.store)
-    retry = set(cfg.sweep.retry)
+    retry = set(check_statuses(cfg.sweep.retry, "--retry"))
     check_user_variants(cfg)  # before the store is opened or any job runs
     own_executor = executor is None
     ex = executor or make_executor(cfg)

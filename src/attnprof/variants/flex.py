@@ -21,16 +21,16 @@ __all__ = ["VARIANTS", "compiler_problem"]
 
 
 def compiler_problem(workload: Workload) -> str | None:
-    """Why torch.compile cannot work here, or None."""
+    """Why torch.compile cannot work here, as a reason code of attnprof.reasons, or None."""
     if workload.device.startswith("cuda"):
         try:
             import triton  # noqa: F401
         except ImportError:
-            return "torch.compile on CUDA needs Triton: pip install triton"
+            return "needs_triton"
         return None
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     if not cxx:
-        return "torch.compile on CPU needs a C++ compiler (inductor): apt-get install g++"
+        return "needs_cxx"
     return None
 
 
@@ -49,18 +49,15 @@ def _capability(workload: Workload) -> Decision:
     except ImportError:
         import torch
 
-        return Decision.no(f"flex: this torch ({torch.__version__}) has no FlexAttention (needs >= 2.5)")
+        return Decision.no("no_flex", name="flex", torch=str(torch.__version__))
     problem = compiler_problem(workload)
     if problem:
-        return Decision.no(f"flex: {problem}")
+        return Decision.no(problem, name="flex")
     if workload.head_dim < 16 or workload.head_dim & (workload.head_dim - 1):
-        return Decision.no(f"flex: head_dim must be a power of two >= 16; got {workload.head_dim}")
+        return Decision.no("head_dim_pow2", name="flex", got=workload.head_dim)
     if workload.backward and not workload.device.startswith("cuda"):
         # torch's own check (_validate_device) raises NotImplementedError for this
-        return Decision.no(
-            f"flex: FlexAttention has no backward on {workload.device} in this torch; "
-            "run --backward on CUDA, or drop --backward"
-        )
+        return Decision.no("no_backward", name="flex", device=workload.device)
     return Decision.ok()
 
 

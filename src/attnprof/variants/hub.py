@@ -82,24 +82,16 @@ def load_flash_kernel() -> Any:
 
 def _capability(workload: Workload) -> Decision:
     if not workload.device.startswith("cuda"):
-        return Decision.no(
-            f"hub-flash: FlashAttention kernels run on CUDA only; this run is on {workload.device}"
-        )
+        return Decision.no("flash_cuda_only", name="hub-flash", device=workload.device)
     if workload.dtype == "fp32":
-        return Decision.no("hub-flash needs fp16 or bf16; got fp32 (use --dtype bf16)")
+        return Decision.no("needs_half", name="hub-flash", dtype=workload.dtype)
     kind = workload.mask_spec.kind
     if kind not in ("causal", "none", "sliding", "alibi"):
-        return Decision.no(
-            f"hub-flash: flash_attn_func takes causal, window_size and alibi_slopes; a {kind} mask "
-            "needs its varlen entry point, which attnprof does not drive: use flex or sdpa"
-        )
+        return Decision.no("hub_mask", name="hub-flash", kind=kind)
     if kind != "none" and workload.phase == "prefill" and workload.seq != workload.kv_seq:
-        return Decision.no(
-            "hub-flash: FlashAttention aligns the causal mask bottom-right when Sq != Skv; attnprof's "
-            "prefill is top-left (as SDPA's is_causal): use --phase decode or equal lengths"
-        )
+        return Decision.no("hub_alignment", name="hub-flash")
     reason = _missing_reason()
-    return Decision.no(f"hub-flash: {reason}") if reason else Decision.ok()
+    return Decision.no("said", name="hub-flash", detail=reason) if reason else Decision.ok()
 
 
 def _build(workload: Workload, inputs: Inputs) -> Built:

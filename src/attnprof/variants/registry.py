@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Literal
 
 from attnprof.errors import UserError
 from attnprof.extras import require
-from attnprof.records import variant_label
+from attnprof.reasons import english, reason
+from attnprof.records import ReasonCode, mode_of, variant_label
 
 if TYPE_CHECKING:
     import torch
@@ -39,18 +40,21 @@ Layout = Literal["BHSD", "BSHD"]
 
 @dataclass(frozen=True)
 class Decision:
-    """accepted, or rejected with a reason specific enough to act on."""
+    """accepted, or rejected with a reason specific enough to act on: in English (`reason`) and
+    as data (`reason_code`: a code of attnprof.reasons and its fields)."""
 
     accepted: bool
     reason: str | None = None
+    reason_code: ReasonCode | None = None
 
     @classmethod
     def ok(cls) -> Decision:
         return cls(True, None)
 
     @classmethod
-    def no(cls, reason: str) -> Decision:
-        return cls(False, reason)
+    def no(cls, code: str, *parts: ReasonCode, **args: str | int | float) -> Decision:
+        why = reason(code, *parts, **args)
+        return cls(False, english(why), why)
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ class Variant:
 
     @property
     def mode(self) -> Literal["eager", "compile"]:
-        return "compile" if self.compiled else "eager"
+        return mode_of(self.compiled)
 
     @property
     def label(self) -> str:
@@ -156,26 +160,30 @@ def variant_names() -> list[str]:
     return [v.name for v in builtin_variants()]
 
 
-def get_variant(name: str) -> Variant:
-    """A built-in by name, or a user variant given as `module:function` / `file.py:function`."""
-    if ":" in name and name.rsplit(":", 1)[1] != "compile":
+def get_variant(name: str, *, compiled: bool = False) -> Variant:
+    """A built-in by name, or a user variant given as `module:function` / `file.py:function`;
+    its torch.compile twin with `compiled`. A label as people type it (`naive:compile`, on the
+    command line or in run.json's pending list) names the twin too."""
+    if name.endswith(":compile"):  # a label: the typed pair is (name without it, compiled)
+        name, compiled = name.removesuffix(":compile"), True
+    if ":" in name:
         from attnprof.variants.user import load_user_variant
 
-        return load_user_variant(name)
-    compiled = name.endswith(":compile")
-    base = name.removesuffix(":compile")
-    for v in builtin_variants():
-        if v.name == base:
-            if compiled:
-                if not v.can_compile:
-                    why = f": {v.no_twin_reason}" if v.no_twin_reason else ""
-                    raise UserError(f"variant {base!r} has no torch.compile twin{why}")
-                return v.compiled_twin()
-            return v
-    raise UserError(
-        f"unknown variant {name!r}: choose from {', '.join(variant_names())} "
-        "(or module:function / file.py:function for your own)"
-    )
+        v = load_user_variant(name)
+    else:
+        found = [b for b in builtin_variants() if b.name == name]
+        if not found:
+            raise UserError(
+                f"unknown variant {variant_label(name, mode_of(compiled))!r}: choose from "
+                f"{', '.join(variant_names())} (or module:function / file.py:function for your own)"
+            )
+        v = found[0]
+    if not compiled:
+        return v
+    if not v.can_compile:
+        why = f": {v.no_twin_reason}" if v.no_twin_reason else ""
+        raise UserError(f"variant {name!r} has no torch.compile twin{why}")
+    return v.compiled_twin()
 
 
 def check(variant: Variant, workload: Workload) -> Decision:
@@ -186,7 +194,7 @@ def check(variant: Variant, workload: Workload) -> Decision:
 
         problem = compiler_problem(workload)
         if problem:
-            return Decision.no(f"{variant.label}: {problem}")
+            return Decision.no(problem, name=variant.label)
     return decision
 
 

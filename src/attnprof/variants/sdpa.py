@@ -187,27 +187,25 @@ def _capability(backend: str):  # type: ignore[no-untyped-def]
         if not _is_cuda(workload):
             if backend == "flash":
                 return Decision.ok()  # aten::_scaled_dot_product_flash_attention_for_cpu
-            return Decision.no(
-                f"{name}: PyTorch implements it for CUDA only; this run is on {workload.device}"
-            )
+            return Decision.no("cuda_only", name=name, device=workload.device)
         idx = torch.device(workload.device).index or 0
         major, minor = torch.cuda.get_device_capability(idx)
         if backend == "flash":
             if workload.dtype == "fp32":
-                return Decision.no(f"{name} on CUDA needs fp16 or bf16; got fp32 (use --dtype bf16)")
+                return Decision.no("needs_half_cuda", name=name, dtype=workload.dtype)
             if major < 8:
-                return Decision.no(f"{name} needs compute capability >= 8.0; this GPU is {major}.{minor}")
+                return Decision.no("capability", name=name, need="8.0", have=f"{major}.{minor}")
             if workload.head_dim > 256:
-                return Decision.no(f"{name} supports head_dim <= 256; got {workload.head_dim}")
+                return Decision.no("head_dim", name=name, max=256, got=workload.head_dim)
         if backend == "cudnn":
             if major < 8:
-                return Decision.no(f"{name} needs compute capability >= 8.0; this GPU is {major}.{minor}")
+                return Decision.no("capability", name=name, need="8.0", have=f"{major}.{minor}")
             if not torch.backends.cudnn.is_available():
-                return Decision.no(f"{name} needs cuDNN, which this torch build cannot load")
+                return Decision.no("no_cudnn", name=name)
         if backend == "efficient" and workload.dtype == "bf16" and major < 8:
-            return Decision.no(f"{name} in bf16 needs compute capability >= 8.0; this GPU is {major}.{minor}")
-        reason = _cuda_reason(backend, workload)
-        return Decision.no(f"{name}: {reason}") if reason else Decision.ok()
+            return Decision.no("bf16_capability", name=name, need="8.0", have=f"{major}.{minor}")
+        reason = _cuda_reason(backend, workload)  # PyTorch's own words
+        return Decision.no("said", name=name, detail=reason) if reason else Decision.ok()
 
     return check
 

@@ -71,10 +71,7 @@ def load_user_variant(spec: str) -> Variant:
 
         form, desc = mask_form(workload)
         if form not in ("none", "is_causal") and not takes_mask:
-            return Decision.no(
-                f"{func_name}: the --mask {workload.mask} workload passes {desc}, and {func_name} has no "
-                "attn_mask parameter: add attn_mask=None to it"
-            )
+            return Decision.no("user_mask", name=func_name, mask=workload.mask, form=desc)
         return Decision.ok()
 
     def build(workload: Workload, inputs: Inputs) -> Built:

@@ -1,0 +1,29 @@
+"""How a run measures: one RunOptions for `attnprof run`, its resume, and each sweep job.
+
+A msgspec Struct, so the sweep reads it from its TOML `[run]` table and sends it to a worker as it
+is (no copy of its fields under another name), and run.json's resume state keeps it. Not frozen:
+a sweep's flags are set on the [run] table its TOML gave. Importing it imports no torch.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = ["RunOptions"]
+
+
+class RunOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    steps: tuple[int, int, int] = (1, 1, 3)
+    profile: bool = True
+    warmup_calls: int = 3
+    time_budget_s: float = 1.0
+    warmup_s: float = 0.1  # warm-up by time before clean timing (after the warm-up calls)
+    min_samples: int = 10
+    force: bool = False  # run a variant whose memory estimate is over the limit
+    check_accuracy: bool = True
+    # `attnprof run`: add the compiled twins of the built-ins it resolves. A sweep's jobs carry
+    # their own compile flag (the grid's `compile` axis), so a sweep's [run] table refuses it.
+    compile: bool = False
+    measure_peak: bool = True
+    # also write each profiled trace here in tensorboard_trace_handler's layout (worker = variant)
+    tensorboard_dir: str | None = None
