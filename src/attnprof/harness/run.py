@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -336,19 +336,27 @@ class Profiled:
     table: str | None
 
 
+class ProfileSettings(Protocol):
+    """What profile_into reads of a run's options (RunOptions, the model's ModelOptions)."""
+
+    @property
+    def steps(self) -> tuple[int, int, int]: ...
+    @property
+    def tensorboard_dir(self) -> str | None: ...
+
+
 @contextmanager
 def profile_into(
     call: Callable[[], Any],
+    opts: ProfileSettings,
     *,
     out: Path | None,
     tag: str,
     device: str,
-    steps: tuple[int, int, int],
-    tensorboard_dir: str | None,
     annotation: str | None = None,
     backward: Callable[[Any], Any] | None = None,
 ) -> Iterator[Profiled]:
-    """Profile `call` (harness/profile.py) into <out>/traces/<tag>.json.gz and
+    """Profile `call` (harness/profile.py) for opts.steps into <out>/traces/<tag>.json.gz and
     <out>/tables/<tag>.txt, or into a temporary folder without `out`."""
     from attnprof.harness import profile
 
@@ -359,10 +367,10 @@ def profile_into(
         prof = profile.profile_call(
             call,
             device=device,
-            steps=steps,
+            steps=opts.steps,
             trace_path=trace_path,
             table_path=table_path,
-            tensorboard_dir=Path(tensorboard_dir) if tensorboard_dir else None,
+            tensorboard_dir=Path(opts.tensorboard_dir) if opts.tensorboard_dir else None,
             worker_name=tag,
             backward=backward,
             **({"annotation": annotation} if annotation else {}),
@@ -483,13 +491,7 @@ def _prepare(
                 stage = "profile"
                 note(v.label, "profiling")
                 with profile_into(
-                    built.call,
-                    out=out,
-                    tag=tag,
-                    device=workload.device,
-                    steps=opts.steps,
-                    tensorboard_dir=opts.tensorboard_dir,
-                    backward=backward,
+                    built.call, opts, out=out, tag=tag, device=workload.device, backward=backward
                 ) as profiled:
                     prof = profiled.outcome
                 result.trace, result.table = profiled.trace, profiled.table

@@ -505,13 +505,7 @@ def _prepare(
             note(r.label, "profiling")
             assert r.tag is not None
             with profile_into(
-                call,
-                out=out,
-                tag=r.tag,
-                device=opts.device,
-                steps=opts.steps,
-                tensorboard_dir=opts.tensorboard_dir,
-                annotation=STEP_ANNOTATION,
+                call, opts, out=out, tag=r.tag, device=opts.device, annotation=STEP_ANNOTATION
             ) as profiled:
                 prof = profiled.outcome
                 r.trace, r.table = profiled.trace, profiled.table
