@@ -12,6 +12,8 @@ from __future__ import annotations
 import datetime as dt
 import re
 import tempfile
+import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -180,6 +182,7 @@ class Prepared:
     label: str
     built: Built
     backward: Callable[[Any], Any] | None = None
+    call_s: float = 0.0  # the first warm-up call (forward, and backward with it), in seconds
 
     def calls(self) -> dict[str, Callable[[], Any] | tuple[Callable[[], Any], Callable[[Any], Any]]]:
         """Timing series: the forward; with backward also the backward alone (its forward
@@ -198,8 +201,19 @@ class Prepared:
 _BWD, _TOTAL = "\x00bwd", "\x00total"
 
 
-def _time(calls: dict[str, Any], workload: Workload, opts: RunOptions) -> dict[str, TimingSummary]:
-    from attnprof.harness.timing import time_interleaved
+# A variant whose first warm-up call takes longer than this is slow here (bf16 on a CPU without
+# native bf16 matmul: 13 s for naive fwd+bwd at S=2048 on an AVX2 machine): it gets one warm-up
+# call and one profiled step with no schedule warm-up, the run's timing SLOW_MIN_SAMPLES rounds
+# and no cold-allocator rounds, so that the run ends in minutes; its warnings say so.
+SLOW_CALL_S = 1.0
+SLOW_STEPS = (0, 0, 1)
+SLOW_MIN_SAMPLES = 3
+
+
+def _time(
+    calls: dict[str, Any], workload: Workload, opts: RunOptions, *, cold: bool = True
+) -> dict[str, TimingSummary]:
+    from attnprof.harness.timing import COLD_SHARE, time_interleaved
 
     with _grad_mode(workload):
         return time_interleaved(
@@ -208,6 +222,7 @@ def _time(calls: dict[str, Any], workload: Workload, opts: RunOptions) -> dict[s
             budget_s=opts.time_budget_s * len(calls),
             min_samples=opts.min_samples,
             warmup_s=opts.warmup_s,
+            cold_share=COLD_SHARE if cold else 0.0,
         )
 
 
@@ -480,20 +495,35 @@ def _prepare(
                 result.pytorch_choice = pytorch_choice(workload)
             backward = _backward_fn(workload, inputs, built)
             stage = "warm-up"
-            for _ in range(max(1, opts.warmup_calls)):
+            call_s = 0.0
+            for i in range(max(1, opts.warmup_calls)):
+                t0 = time.perf_counter()
                 output = built.call()
                 if backward is not None:
                     backward(output)
-            _sync(workload.device)
+                _sync(workload.device)
+                if i == 0:
+                    call_s = time.perf_counter() - t0
+                    if call_s > SLOW_CALL_S:
+                        break
+            if call_s > SLOW_CALL_S:
+                opts = msgspec.structs.replace(opts, steps=SLOW_STEPS)
+                result.warnings.append(
+                    f"one call takes {call_s:.1f} s here: 1 warm-up call and 1 profiled step (profiler "
+                    f"schedule {','.join(map(str, SLOW_STEPS))}, no schedule warm-up), so the run ends in minutes"
+                )
 
             prof = None
             if opts.profile:
                 stage = "profile"
                 note(v.label, "profiling")
-                with profile_into(
-                    built.call, opts, out=out, tag=tag, device=workload.device, backward=backward
-                ) as profiled:
-                    prof = profiled.outcome
+                with warnings.catch_warnings():
+                    # a slow call's schedule has no warm-up step on purpose (its warning says so)
+                    warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
+                    with profile_into(
+                        built.call, opts, out=out, tag=tag, device=workload.device, backward=backward
+                    ) as profiled:
+                        prof = profiled.outcome
                 result.trace, result.table = profiled.trace, profiled.table
                 result.profile = prof.summary
             result.backend = _backend(v, prof.op_names if prof else set())
@@ -535,7 +565,7 @@ def _prepare(
     except Exception as exc:
         record_failure(result, stage, exc, workload.device)
         return result, None
-    return result, Prepared(label=v.label, built=built, backward=backward)
+    return result, Prepared(label=v.label, built=built, backward=backward, call_s=call_s)
 
 
 def _backward_fn(workload: Workload, inputs: Inputs, built: Built) -> Callable[[Any], Any] | None:
@@ -686,12 +716,13 @@ def _run_suite(
         calls: dict[str, Any] = {}
         for _, p in ready:
             calls.update(p.calls())
+        topts = msgspec.structs.replace(opts, time_budget_s=opts.time_budget_s * len(ready) / len(calls))
+        slowest = max(ready, key=lambda rp: rp[1].call_s)
+        slow = slowest[1].call_s > SLOW_CALL_S
+        if slow and opts.min_samples > SLOW_MIN_SAMPLES:
+            topts = msgspec.structs.replace(topts, min_samples=SLOW_MIN_SAMPLES)
         try:
-            summaries = _time(
-                calls,
-                workload,
-                msgspec.structs.replace(opts, time_budget_s=opts.time_budget_s * len(ready) / len(calls)),
-            )
+            summaries = _time(calls, workload, topts, cold=not slow)
         except Exception:
             # one variant failing only in timing: time them one by one to find and record it
             summaries = {}
@@ -703,6 +734,11 @@ def _run_suite(
         for r, _ in ready:
             if r.label in summaries:
                 _apply_timing(r, summaries, peak)
+                if slow:
+                    r.warnings.append(
+                        f"timed in {topts.min_samples} interleaved rounds with no cold-allocator rounds: one "
+                        f"call of {slowest[0].label} takes {slowest[1].call_s:.1f} s here, so intervals are wide"
+                    )
             if progress:
                 progress(r.label, "done")
     record = _record(workload, env, opts, partial.prior + [r for r, _ in prepared])

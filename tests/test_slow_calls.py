@@ -1,0 +1,55 @@
+"""A variant whose calls take seconds (bf16 on a CPU without native bf16 matmul) gets one warm-up
+call, one profiled step and three timing rounds, and says so; a fast run keeps the full schedule."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from attnprof.harness.run import SLOW_CALL_S, SLOW_MIN_SAMPLES, RunOptions, run
+from attnprof.workload import Workload
+
+SLOW = textwrap.dedent(
+    f'''
+    import time
+    import torch.nn.functional as F
+
+    def sleepy(q, k, v, is_causal=False, scale=None):
+        """SDPA after a sleep just over attnprof's slow-call threshold."""
+        time.sleep({SLOW_CALL_S} + 0.1)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)
+    '''
+)
+
+
+def test_slow_calls_get_a_short_schedule_and_say_so(tmp_path: Path) -> None:
+    src = tmp_path / "slow.py"
+    src.write_text(SLOW)
+    out = tmp_path / "r"
+    rec = run(
+        Workload(batch=1, heads=2, seq=64, head_dim=16),
+        ["sdpa", f"{src}:sleepy"],
+        out=out,
+        options=RunOptions(time_budget_s=0.2, min_samples=10),
+    )
+    by = {r.variant: r for r in rec.results}
+    slow, fast = by["sleepy"], by["sdpa"]
+    assert slow.status == "ok" and fast.status == "ok"
+    assert slow.trace is not None and (out / slow.trace).is_file()  # profiled, one step
+    assert any(w.startswith("one call takes 1.") and "1 profiled step" in w for w in slow.warnings)
+    assert not any(w.startswith("one call takes") for w in fast.warnings)  # fast: full schedule
+    for r in (slow, fast):  # timing is interleaved: the short timing holds for the whole run
+        assert r.timing is not None and r.timing.n == SLOW_MIN_SAMPLES and r.timing.cold is None
+        assert any(w.startswith(f"timed in {SLOW_MIN_SAMPLES} interleaved rounds") for w in r.warnings)
+
+
+def test_fast_runs_keep_the_full_schedule(tmp_path: Path) -> None:
+    rec = run(
+        Workload(batch=1, heads=2, seq=64, head_dim=16),
+        ["sdpa"],
+        out=tmp_path / "r",
+        options=RunOptions(profile=False, time_budget_s=0.1, min_samples=10),
+    )
+    t = rec.results[0].timing
+    assert t is not None and t.n >= 10 and t.cold is not None
+    assert not any("interleaved rounds" in w for w in rec.results[0].warnings)
