@@ -53,3 +53,34 @@ def test_fast_runs_keep_the_full_schedule(tmp_path: Path) -> None:
     t = rec.results[0].timing
     assert t is not None and t.n >= 10 and t.cold is not None
     assert not any("interleaved rounds" in w for w in rec.results[0].warnings)
+
+
+def test_cpu_dtype_note_names_the_missing_flags() -> None:
+    from attnprof.harness.env import cpu_dtype_note
+
+    note = cpu_dtype_note("cpu", "bf16", {"avx2", "f16c"})
+    assert note is not None and "avx512_bf16 nor amx_bf16" in note and "emulated" in note
+    assert cpu_dtype_note("cpu", "bf16", {"avx2", "amx_bf16"}) is None  # native: no note
+    assert cpu_dtype_note("cpu", "fp16", {"avx2", "avx512_fp16"}) is None
+    assert cpu_dtype_note("cpu", "fp32", {"avx2"}) is None  # fp32 is every CPU's own
+    assert cpu_dtype_note("cuda", "bf16", {"avx2"}) is None  # not a CPU matmul
+
+
+def test_run_prints_and_records_the_note_on_this_machine(tmp_path: Path) -> None:
+    """On this machine's real flags: the note is printed (stderr) and recorded (run.json) exactly
+    when its flags lack native bf16."""
+    import subprocess
+    import sys
+
+    from attnprof.harness.env import cpu_dtype_note
+    from attnprof.records import decode_run
+
+    expected = cpu_dtype_note("cpu", "bf16")
+    out = tmp_path / "r"
+    cmd = [sys.executable, "-m", "attnprof", "run", "-v", "sdpa", "--shape", "1,2,32,16", "--dtype", "bf16"]
+    cmd += ["--device", "cpu", "--no-profile", "--time-budget", "0.05", "-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (f"note: {expected}" in proc.stderr) if expected else ("note:" not in proc.stderr)
+    env = decode_run((out / "run.json").read_bytes()).environment
+    assert env.notes == ([expected] if expected else [])

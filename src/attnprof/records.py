@@ -295,6 +295,8 @@ class Environment(msgspec.Struct, kw_only=True):
     gpu_memory_bytes: int | None = None
     peak_tflops: float | None = None
     peak_source: str | None = None
+    # what the machine makes of this run's dtype, where it matters (harness/env.cpu_dtype_note)
+    notes: list[str] = msgspec.field(default_factory=list)
 
 
 class ResumeState(msgspec.Struct, kw_only=True):

@@ -157,6 +157,11 @@ def run_command(
         if no_profile:
             raise UserError("--tensorboard writes the profiler's traces: it cannot go with --no-profile")
         opts = msgspec.structs.replace(opts, tensorboard_dir=str(tensorboard / out_dir.name))
+    from attnprof.harness.env import cpu_dtype_note
+
+    note = cpu_dtype_note(workload.device, workload.dtype)
+    if note:  # before the wait it explains, on stderr (stdout may be --json)
+        sys.stderr.write(f"note: {note}\n")
     reporter = ProgressReporter(total=len(chosen), workload=workload, quiet=json_out, no_color=no_color)
     with reporter:
         record = run(workload, chosen, out=out_dir, options=opts, progress=reporter)

@@ -28,6 +28,37 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# /proc/cpuinfo flags that give a CPU native matmul in a 16-bit dtype (oneDNN uses them); without
+# one, bf16/fp16 matmuls are emulated through fp32 conversions: 45x slower than fp32 measured for
+# a [8,512,64] x [8,64,512] bf16 bmm on an AVX2 EPYC (217 ms against 4.9 ms)
+_NATIVE_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16"), "fp16": ("avx512_fp16", "amx_fp16")}
+
+
+def cpu_flags() -> set[str] | None:
+    """The CPU's feature flags (Linux /proc/cpuinfo), or None where they cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def cpu_dtype_note(device: str, dtype: str, flags: set[str] | None = None) -> str | None:
+    """A line for a 16-bit dtype on a CPU whose flags (default: this machine's) show no native
+    matmul for it, else None (also where the flags cannot be read: no guess)."""
+    flags = cpu_flags() if flags is None else flags
+    native = _NATIVE_FLAGS.get(dtype)
+    if not device.startswith("cpu") or native is None or flags is None or flags & set(native):
+        return None
+    return (
+        f"{dtype} on this CPU: its flags have neither {' nor '.join(native)}, so {dtype} matmuls are "
+        f"emulated and run many times slower than fp32 (fp32 is this CPU's fast path)"
+    )
+
+
 def environment(device: str) -> Environment:
     import torch
 

@@ -685,8 +685,8 @@ def _run_suite(
     partial: _Partial,
     resuming: bool,
 ) -> RunRecord:
+    from attnprof.harness.env import cpu_dtype_note, run_peak
     from attnprof.harness.env import environment as get_env
-    from attnprof.harness.env import run_peak
     from attnprof.variants.registry import resolve_variants
 
     if variants and not any(isinstance(x, str) for x in variants):
@@ -698,6 +698,9 @@ def _run_suite(
     env = environment or get_env(workload.device)
     peak, source = run_peak(env, workload.dtype)
     env.peak_tflops, env.peak_source = peak, source
+    note = cpu_dtype_note(workload.device, workload.dtype)
+    if note and note not in env.notes:
+        env.notes.append(note)
     partial.chosen, partial.env = chosen, env
 
     shared = Shared(workload)
