@@ -12,7 +12,7 @@ import os
 import shutil
 from typing import TYPE_CHECKING, Any
 
-from attnprof.variants.registry import Built, Decision, Variant
+from attnprof.variants.base import Built, Decision, Variant
 
 if TYPE_CHECKING:
     from attnprof.workload import Inputs, Workload

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from attnprof.variants.registry import Built, Decision, Variant
+from attnprof.variants.base import Built, Decision, Variant
 
 if TYPE_CHECKING:
     import torch

@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from attnprof.variants.registry import Built, Decision, Variant
+from attnprof.variants.base import Built, Decision, Variant
 
 if TYPE_CHECKING:
     import torch

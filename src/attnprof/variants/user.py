@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnprof.errors import UserError
-from attnprof.variants.registry import Built, Decision, Variant
+from attnprof.variants.base import Built, Decision, Variant
 
 if TYPE_CHECKING:
     from attnprof.workload import Inputs, Workload
