@@ -163,14 +163,15 @@ def test_units() -> None:
 def test_compiled_regions_are_not_compared_op_by_op() -> None:
     """flex's trace is one generated region: no kernel diff against an eager variant, no reason
     drawn from its ops or findings, and the comparison says so."""
-    from attnprof.compare.compare import FindingRef, OpStat, Row, diffs_for
+    from attnprof.analysis.result import Finding
+    from attnprof.compare.compare import OpStat, Row, diffs_for
     from attnprof.report.i18n import Translator
     from attnprof.report.summary import reasons
 
     ops = [OpStat(name="aten::bmm", category="gemm", family="gemm", count=2, time_us=10)]
     eager = Row(label="naive-inplace", kind="run", source="r", variant="naive-inplace", median_ms=2.0,
                 ops=ops, ops_lane="cpu", cpu_ops_per_forward=36,
-                findings=[FindingRef(code="UNFUSED_ATTENTION")])  # fmt: skip
+                findings=[Finding("UNFUSED_ATTENTION", "info", "")])  # fmt: skip
     flex = Row(label="flex", kind="run", source="r", variant="flex", backend="flex", median_ms=1.0,
                ops=ops[:0], ops_lane="cpu", cpu_ops_per_forward=4)  # fmt: skip
     plain = Row(

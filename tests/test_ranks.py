@@ -113,7 +113,7 @@ def test_cross_rank_view_worked_out_by_hand(folder: Path) -> None:
     assert (nccl.max_rank, nccl.spread_pct) == ("1", 250.0)  # (200 - 0) / 80
     gemm = next(f for f in view.families if f.family == "cuBLAS sgemm")
     assert gemm.per_rank_us == {"0": 40.0, "1": 80.0, "2": 50.0}
-    assert len(run_a.traces) == 4 and all(t["schema"] == "attnprof.analysis/1" for t in run_a.traces)
+    assert len(run_a.traces) == 4 and all(t.schema == "attnprof.analysis/1" for t in run_a.traces)
     # one rank: nothing to compare, and the view says so instead of naming a slowest rank
     assert run_b.cross_rank.slowest is None and "one rank" in (run_b.cross_rank.note or "")
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from _records import environment
+from attnprof.analysis.result import Finding
 from attnprof.cli import main
-from attnprof.compare.compare import Comparison, FindingRef, Row
+from attnprof.compare.compare import Comparison, Row
 from attnprof.records import RunRecord
 from attnprof.report.data import ReportData, build_report_data
 from attnprof.report.i18n import LANGUAGES, Translator, load_catalog, parse_po, placeholders
@@ -109,7 +110,7 @@ def _row(label: str, ms: float, codes: list[str], ops: float, *, jitter: list[fl
         paired_rounds=True,
         cpu_ops_per_forward=ops,
         gpu_ops_per_forward=0,
-        findings=[FindingRef(code=c) for c in codes],
+        findings=[Finding(c, "info", "") for c in codes],
     )
 
 

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from attnprof.analysis.result import TraceAnalysis
 from attnprof.errors import UserError
 
 if TYPE_CHECKING:
-    from attnprof.analysis.result import TraceAnalysis
     from attnprof.trace.model import Trace
     from attnprof.workload import Workload
 
@@ -107,15 +107,11 @@ class FolderRun(msgspec.Struct, kw_only=True):
     """One folder of traces: every trace's analysis, and the ranks side by side."""
 
     folder: str
-    traces: list[Any]  # TraceAnalysis.to_dict() per trace, in file order
+    traces: list[TraceAnalysis]  # per trace, in file order
     cross_rank: CrossRank
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "folder": self.folder,
-            "traces": self.traces,
-            "cross_rank": msgspec.to_builtins(self.cross_rank),
-        }
+        return msgspec.to_builtins(self)  # type: ignore[no-any-return]
 
 
 # -- finding the traces ---------------------------------------------------------------------------
@@ -378,7 +374,7 @@ def analyze_folder(
         out.append(
             FolderRun(
                 folder=str(run_dir),
-                traces=[results[p][0].to_dict() for p in files],
+                traces=[results[p][0] for p in files],
                 cross_rank=cross_rank([results[p][1] for p in files]),
             )
         )

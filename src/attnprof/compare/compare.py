@@ -4,9 +4,9 @@ Inputs are run directories (every variant in their run.json) and trace files, mi
 one Row that joins what the harness measured (clean timing, memory, accuracy) with what the
 trace analysis found (ops per forward, categories, families, occupancy, findings).
 
-The analysis is consumed only through its JSON contract (`attnprof.analysis/1`, DESIGN.md): this
-module reads `analyze(...).to_dict()` and never the analyser's internals, so either side can
-change its implementation freely. Every number in a Row states where it came from:
+The analysis is consumed through its typed record (attnprof.analysis.result.TraceAnalysis, the
+`attnprof.analysis/1` JSON contract's own types, DESIGN.md) and never the analyser's internals, so
+either side can change its implementation freely. Every number in a Row states where it came from:
 
 - median_ms / iqr_ms: the harness's clean timing (no profiler), median and interquartile range of
   its raw samples (one sample = one forward call); None for a bare trace, which has no clean timing.
@@ -20,15 +20,15 @@ change its implementation freely. Every number in a Row states where it came fro
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from attnprof.analysis.classify import cpu_category
+from attnprof.analysis.result import CpuOp, Finding, KernelStat, MemoryOp, RegionStat, TraceAnalysis
 from attnprof.analysis.stats import RatioInterval, ratio_interval
 from attnprof.compare.diff import Diff, diff_rows
 from attnprof.errors import UserError
@@ -42,12 +42,14 @@ from attnprof.records import (
     is_incorrect,
 )
 
+if TYPE_CHECKING:
+    from attnprof.workload import Workload
+
 __all__ = [
     "COMPARE_SCHEMA",
     "DEFAULT_BASELINE",
     "INCORRECT",
     "Comparison",
-    "FindingRef",
     "Row",
     "Source",
     "TimelineOp",
@@ -74,13 +76,6 @@ class TimelineOp(msgspec.Struct, frozen=True):
     category: str
     start_us: float
     dur_us: float
-
-
-class FindingRef(msgspec.Struct, kw_only=True):
-    code: str
-    severity: str = "info"
-    message: str = ""
-    evidence: Any = None
 
 
 class OpStat(msgspec.Struct, kw_only=True):
@@ -156,7 +151,7 @@ class Row(msgspec.Struct, kw_only=True):
     rtol: float | None = None
     tflops_useful: float | None = None
     pct_of_peak: float | None = None
-    findings: list[FindingRef] = []
+    findings: list[Finding] = []  # the analyser's, then compare's own (INCORRECT_OUTPUT, ABOVE_PEAK, ...)
     category_sequence: list[str] = []
     gpu_category_time_us: dict[str, float] = {}
     cpu_category_time_us: dict[str, float] = {}
@@ -297,209 +292,160 @@ def trace_label(path: str | Path) -> str:
     return name.removesuffix(".pt.trace")
 
 
-# -- analysis (consumed through the JSON contract only) --------------------------------------------
+# -- analysis (the typed record, attnprof.analysis.result) -----------------------------------------
 
 
-def analyze_trace(path: Path, workload: Any = None) -> dict[str, Any]:
-    """The `attnprof.analysis/1` dict of one trace, every kernel listed (top=0) so that diffs see
-    them all. Imported lazily: comparing run records alone works without the analyser."""
+def analyze_every_kernel(path: Path, workload: Workload | None = None) -> TraceAnalysis:
+    """The analysis of one trace with every kernel listed (top=0), so that diffs see them all.
+    Imported lazily: comparing run records alone works without the analyser."""
     from attnprof.analysis import analyze
 
-    return dict(analyze(path, region=None, workload=workload, top=0).to_dict())
+    return analyze(path, region=None, workload=workload, top=0)
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or x is None:
-        return None
-    if isinstance(x, (int, float)) and math.isfinite(float(x)):
-        return float(x)
-    return None
+def _pick_region(a: TraceAnalysis) -> RegionStat | None:
+    """attn_fwd when the trace has it (a run's traces), else the analysis's first region."""
+    return next((r for r in a.regions if r.name == "attn_fwd"), a.regions[0] if a.regions else None)
 
 
-def _pick_region(a: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    regions = a.get("regions") or []
-    for r in regions:
-        if r.get("name") == "attn_fwd":
-            return dict(r)
-    return dict(regions[0]) if regions else None
+def _family(k: KernelStat | MemoryOp) -> str:
+    family = k.family if isinstance(k, KernelStat) else None
+    return family or k.category or "other"
 
 
-def _instances(region: Mapping[str, Any] | None) -> int:
-    n = (region or {}).get("instances")
-    return max(1, int(n)) if isinstance(n, (int, float)) else 1
-
-
-def _kernel_family(k: Mapping[str, Any]) -> str:
-    return str(k.get("family") or k.get("category") or "other")
-
-
-def _tensor_core_share(kernels: Sequence[Mapping[str, Any]]) -> float | None:
+def _tensor_core_share(kernels: Sequence[KernelStat]) -> float | None:
     tc = known = 0.0
     for k in kernels:
-        if k.get("category") != "gemm" or k.get("tensor_cores") is None:
+        if k.category != "gemm" or k.tensor_cores is None:
             continue
-        t = _num(k.get("time_us")) or 0.0
-        known += t
-        if k.get("tensor_cores"):
-            tc += t
+        known += k.time_us
+        if k.tensor_cores:
+            tc += k.time_us
     return tc / known if known > 0 else None
 
 
-def _occupancy(k: Mapping[str, Any]) -> tuple[float | None, float | None, str | None]:
-    """(achieved, theoretical, limiter) of one kernel entry, as fractions. Achieved is None when
-    the profiler did not measure it (driver-API launches report 0: a gap, not a value)."""
-    occ = k.get("occupancy")
-    if not isinstance(occ, Mapping):
+def _occupancy(k: KernelStat) -> tuple[float | None, float | None, str | None]:
+    """(achieved, theoretical, limiter) of one kernel, as fractions. Achieved is None when the
+    profiler did not measure it (Occupancy.measured: a reported 0 may be a gap, not a value)."""
+    occ = k.occupancy
+    if occ is None:
         return None, None, None
-    ach = _num(occ.get("achieved_pct"))
-    if occ.get("measured") is False:
-        ach = None
-    theo = _num(occ.get("theoretical_pct"))
-    lim = occ.get("limiter")
+    ach = occ.achieved_pct if occ.measured else None
+    theo = occ.theoretical_pct
     return (
         (ach / 100 if ach is not None else None),
         (theo / 100 if theo is not None else None),
-        (str(lim) if lim else None),
+        occ.limiter or None,
     )
 
 
-def _timeline(ops: Sequence[Mapping[str, Any]], cat: Callable[[str], str] | None = None) -> list[TimelineOp]:
-    """Ops in order; with no start times (the contract's gpu_ops list) they are laid end to end,
-    so the strip shows order and duration, not idle gaps."""
-    out: list[TimelineOp] = []
-    cursor = 0.0
-    for o in ops:
-        name = str(o.get("name", "?"))
-        dur = _num(o.get("dur_us", o.get("time_us"))) or 0.0
-        start = _num(o.get("start_us"))
-        start = cursor if start is None else start
-        cursor = start + dur
-        category = str(o.get("category") or (cat(name) if cat else "other"))
-        out.append(TimelineOp(name=name, category=category, start_us=start, dur_us=dur))
-    return out
-
-
-def _gpu_ops(a: Mapping[str, Any], per: int) -> list[OpStat]:
+def _gpu_ops(a: TraceAnalysis, per: int) -> list[OpStat]:
     """Kernels and memory ops (memcpy, memset) per forward: what a GPU diff compares."""
-    out = []
-    for k in list(a.get("kernels") or []) + list(a.get("memory_ops") or []):
-        if not isinstance(k, Mapping):
-            continue
-        out.append(
-            OpStat(
-                name=str(k.get("name", "?")),
-                category=str(k.get("category") or "other"),
-                family=_kernel_family(k),
-                count=(_num(k.get("count")) or 0.0) / per,
-                time_us=(_num(k.get("time_us")) or 0.0) / per,
-                short=str(k.get("short_name") or ""),
-            )
+    ops: list[KernelStat | MemoryOp] = [*a.kernels, *a.memory_ops]
+    return [
+        OpStat(
+            name=k.name,
+            category=k.category or "other",
+            family=_family(k),
+            count=k.count / per,
+            time_us=k.time_us / per,
+            short=k.short_name if isinstance(k, KernelStat) else "",
         )
-    return out
+        for k in ops
+    ]
 
 
-def _cpu_ops(region: Mapping[str, Any] | None) -> list[OpStat]:
+def _cpu_ops(region: RegionStat | None) -> list[OpStat]:
     """CPU ops per forward by name, with their self time: the region's cpu_ops_by_name (the
     largest self time first)."""
     out = []
-    for o in (region or {}).get("cpu_ops_by_name") or []:
-        if isinstance(o, Mapping) and o.get("name"):
-            name = str(o["name"])
-            cat = cpu_category(name)
+    for o in region.cpu_ops_by_name if region is not None else []:
+        if o.name:
+            cat = cpu_category(o.name)
             out.append(
                 OpStat(
-                    name=name,
+                    name=o.name,
                     category=cat,
                     family=cat,
-                    count=_num(o.get("per_instance")) or 0.0,
-                    time_us=_num(o.get("self_us_per_instance")) or 0.0,
+                    count=float(o.per_instance),
+                    time_us=float(o.self_us_per_instance),
                 )
             )
     return out
 
 
-def _self_segments(ops: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _self_segments(ops: Sequence[CpuOp]) -> list[TimelineOp]:
     """What ran when in one forward: the parts of each op's interval that none of the ops directly
     inside it cover, in time order. ops: the region's cpu_ops (in order, each with its depth)."""
-    kids: list[list[Mapping[str, Any]]] = [[] for _ in ops]
+    kids: list[list[CpuOp]] = [[] for _ in ops]
     stack: list[int] = []
     for i, o in enumerate(ops):
-        del stack[int(o.get("depth") or 0) :]
+        del stack[o.depth :]
         if stack:
             kids[stack[-1]].append(o)
         stack.append(i)
-    out: list[dict[str, Any]] = []
+    out: list[TimelineOp] = []
+
+    def segment(name: str, start: float, end: float) -> None:
+        out.append(TimelineOp(name=name, category=cpu_category(name), start_us=start, dur_us=end - start))
+
     for o, inside in zip(ops, kids, strict=True):
-        name = o.get("name", "?")
-        cursor = _num(o.get("start_us")) or 0.0
-        end = cursor + (_num(o.get("dur_us")) or 0.0)
+        cursor = float(o.start_us)
+        end = cursor + o.dur_us
         for k in inside:
-            start = _num(k.get("start_us")) or 0.0
-            if start > cursor:
-                out.append({"name": name, "start_us": cursor, "dur_us": start - cursor})
-            cursor = max(cursor, start + (_num(k.get("dur_us")) or 0.0))
+            if k.start_us > cursor:
+                segment(o.name, cursor, k.start_us)
+            cursor = max(cursor, k.start_us + k.dur_us)
         if end > cursor:
-            out.append({"name": name, "start_us": cursor, "dur_us": end - cursor})
-    out.sort(key=lambda seg: seg["start_us"])
+            segment(o.name, cursor, end)
+    out.sort(key=lambda seg: seg.start_us)
     return out
 
 
-def _apply_analysis(row: Row, a: Mapping[str, Any]) -> None:
+def _apply_analysis(row: Row, a: TraceAnalysis) -> None:
     region = _pick_region(a)
-    per = _instances(region)
+    per = max(1, region.instances) if region is not None else 1
     row.forwards = per if region is not None else None
-    kernels = [dict(k) for k in (a.get("kernels") or []) if isinstance(k, Mapping)]
-    totals = a.get("totals") or {}
+    kernels = a.kernels
     if region is not None:
-        row.gpu_ops_per_forward = _num(region.get("gpu_ops_per_instance"))
-        row.cpu_ops_per_forward = _num(region.get("cpu_ops_per_instance"))
-        row.gpu_time_us_per_forward = _num(region.get("gpu_time_us_per_instance"))
-        row.cpu_time_us_per_forward = _num(region.get("cpu_time_us_per_instance"))
-        cats = region.get("categories_per_instance") or {}
-        row.memcpy_per_forward = _num(cats.get("memcpy")) or 0.0
+        row.gpu_ops_per_forward = float(region.gpu_ops_per_instance)
+        row.cpu_ops_per_forward = float(region.cpu_ops_per_instance)
+        row.gpu_time_us_per_forward = float(region.gpu_time_us_per_instance)
+        row.cpu_time_us_per_forward = float(region.cpu_time_us_per_instance)
+        row.memcpy_per_forward = float(region.categories_per_instance.get("memcpy", 0.0))
     else:
-        row.memcpy_per_forward = _num(totals.get("memcpy"))
+        row.memcpy_per_forward = float(a.totals.memcpy)
     row.tensor_core_share = _tensor_core_share(kernels)
-    row.families = sorted({_kernel_family(k) for k in kernels if k.get("family")})
-    attn = [k for k in kernels if k.get("category") == "attention"]
-    row.fused_families = sorted({_kernel_family(k) for k in attn})
+    row.families = sorted({_family(k) for k in kernels if k.family})
+    attn = [k for k in kernels if k.category == "attention"]
+    row.fused_families = sorted({_family(k) for k in attn})
     # occupancy of the fused attention kernel if any, else of the longest kernel: the one that matters
-    focus = max(attn or kernels, key=lambda k: _num(k.get("time_us")) or 0.0, default=None)
+    focus = max(attn or kernels, key=lambda k: k.time_us, default=None)
     if focus is not None:
         ach, theo, lim = _occupancy(focus)
         if ach is not None or theo is not None:
-            row.occupancy_kernel = str(focus.get("name"))
+            row.occupancy_kernel = focus.name
             row.occupancy_achieved, row.occupancy_theoretical, row.occupancy_limiter = ach, theo, lim
-    row.findings = [
-        FindingRef(
-            code=str(f.get("code")),
-            severity=str(f.get("severity", "info")),
-            message=str(f.get("message", "")),
-            evidence=f.get("evidence"),
-        )
-        for f in (a.get("findings") or [])
-        if isinstance(f, Mapping) and f.get("code")
-    ]
-    roof = a.get("roofline")
+    row.findings = list(a.findings)
+    roof = a.roofline
     # a run's clean timing beats the trace's profiled time; traces alone use the roofline
-    if isinstance(roof, Mapping) and row.tflops_useful is None:
-        pct = _num(roof.get("pct_of_peak_flops"))
+    if roof is not None and row.tflops_useful is None:
+        pct = roof.pct_of_peak_flops
         row.pct_of_peak = pct / 100 if pct is not None else None
-        row.tflops_useful = _num(roof.get("achieved_tflops"))
-    dev = a.get("device")
-    if row.device_name is None and isinstance(dev, Mapping) and dev.get("name"):
-        row.device_name = str(dev["name"])
+        row.tflops_useful = roof.achieved_tflops
+    if row.device_name is None and a.device.name:
+        row.device_name = a.device.name
     # per forward: the region's share of each category is not in the contract, so the trace's
     # category totals are divided by the instances (a run's trace holds only attn_fwd steps)
-    row.gpu_category_time_us = {
-        str(c.get("category")): (_num(c.get("time_us")) or 0.0) / per
-        for c in (a.get("categories") or [])
-        if isinstance(c, Mapping) and (_num(c.get("time_us")) or 0.0) > 0
-    }
-    gpu_seq = [o for o in (region or {}).get("gpu_ops") or [] if isinstance(o, Mapping)]
-    row.category_sequence = [str(o.get("category") or "other") for o in gpu_seq]
+    row.gpu_category_time_us = {c.category: c.time_us / per for c in a.categories if c.time_us > 0}
+    gpu_seq = region.gpu_ops if region is not None else []
+    row.category_sequence = [o.category or "other" for o in gpu_seq]
     if gpu_seq:
-        row.timeline, row.timeline_lane = _timeline(gpu_seq), "gpu"
+        row.timeline = [
+            TimelineOp(name=o.name, category=o.category or "other", start_us=o.start_us, dur_us=o.time_us)
+            for o in gpu_seq
+        ]
+        row.timeline_lane = "gpu"
     gpu_ops = _gpu_ops(a, per)
     if gpu_ops:
         row.ops, row.ops_lane = gpu_ops, "gpu"
@@ -511,9 +457,8 @@ def _apply_analysis(row: Row, a: Mapping[str, Any]) -> None:
     for o in row.ops:
         agg[o.category] = agg.get(o.category, 0.0) + o.time_us
     row.cpu_category_time_us = {c: v for c, v in sorted(agg.items(), key=lambda kv: -kv[1]) if v > 0}
-    cpu_seq = [o for o in (region or {}).get("cpu_ops") or [] if isinstance(o, Mapping)]
-    if cpu_seq:
-        row.timeline, row.timeline_lane = _timeline(_self_segments(cpu_seq), cpu_category), "cpu"
+    if region is not None and region.cpu_ops:
+        row.timeline, row.timeline_lane = _self_segments(region.cpu_ops), "cpu"
 
 
 def workload_key(w: WorkloadRecord) -> str:
@@ -596,7 +541,7 @@ def _peak_check(row: Row, record: RunRecord) -> None:
     env = record.environment
     pct = int(f"{row.pct_of_peak * 100:.0f}")  # as the tables print it (units.fmt_pct)
     row.findings.append(
-        FindingRef(
+        Finding(
             code="ABOVE_PEAK",
             severity="error",
             message=f"{pct}% of the peak ({env.peak_tflops:.3g} TFLOP/s, {env.peak_source}): the peak is "
@@ -624,7 +569,7 @@ def _fault_check(row: Row) -> None:
     if n is None or n < PAGE_FAULTS_PER_CALL:
         return
     row.findings.append(
-        FindingRef(
+        Finding(
             code="PAGE_FAULTS",
             severity="warning",
             message=f"{n:.0f} minor page faults per call while timing ({n * 4 / 1024:.1f} MiB of fresh 4 KiB "
@@ -656,7 +601,7 @@ def _cold_check(row: Row, t: TimingSummary | None) -> None:
     if cold_faults - warm_faults < PAGE_FAULTS_PER_CALL:
         return
     row.findings.append(
-        FindingRef(
+        Finding(
             code="COLD_ALLOCATOR",
             severity="warning",
             message=f"In the cold allocator state (larger buffers mapped afresh each call, as in a fresh "
@@ -689,7 +634,7 @@ def _gate(row: Row, res: RunResult, dtype: str) -> None:
     row.tflops_useful = row.pct_of_peak = None
     row.findings.insert(
         0,
-        FindingRef(
+        Finding(
             code="INCORRECT_OUTPUT",
             severity="error",
             message=row.reason[0].upper()
@@ -708,7 +653,7 @@ def _gate(row: Row, res: RunResult, dtype: str) -> None:
 
 def _analyse_into(row: Row, path: Path, workload: Any, notes: list[str]) -> None:
     try:
-        a = analyze_trace(path, workload)
+        a = analyze_every_kernel(path, workload)
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("attnprof"):
             row.analysis_error = "trace analysis unavailable in this installation"

@@ -6,7 +6,7 @@ region, launch APIs, the roofline when there is one, and the findings. Computes 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
@@ -17,7 +17,7 @@ from attnprof.report.console import make_console, print_table
 from attnprof.units import fmt_us
 
 if TYPE_CHECKING:
-    from attnprof.analysis.result import TraceAnalysis
+    from attnprof.analysis.result import Device, Occupancy, Share, TraceAnalysis
 
 __all__ = ["render_analysis"]
 
@@ -30,80 +30,84 @@ def _tc(v: bool | None) -> Text:
     return Text("yes", style="green") if v else Text("no", style="red")
 
 
-def _occ(o: dict[str, Any] | None) -> str:
-    if not o:
+def _occ(o: Occupancy | None) -> str:
+    if o is None:
         return "-"
-    ach = o.get("achieved_pct")
-    th = o.get("theoretical_pct")
-    a = "n/m" if not o.get("measured") else ("-" if ach is None else f"{ach:.0f}")
+    ach = o.achieved_pct
+    th = o.theoretical_pct
+    a = "n/m" if not o.measured else ("-" if ach is None else f"{ach:.0f}")
     t = "-" if th is None else f"{th:.0f}"
     return f"{a}/{t}"
 
 
-def _device_line(d: dict[str, Any]) -> str:
-    if d.get("kind") == "cpu":
+def _device_line(d: Device) -> str:
+    if d.kind == "cpu":
         return "CPU only (no device events)"
-    acc = d.get("accelerator")
-    if d.get("name") and acc and acc != "cuda":
-        return f"{d['name']} ({acc})" + (f", {d['count']} devices listed" if d.get("count", 0) > 1 else "")
-    if d.get("name"):
-        cc = d.get("compute_capability")
-        parts = [d["name"]]
+    acc = d.accelerator
+    if d.name and acc and acc != "cuda":
+        return f"{d.name} ({acc})" + (f", {d.count} devices listed" if d.count > 1 else "")
+    if d.name:
+        cc = d.compute_capability
+        parts = [d.name]
         if cc:
             parts.append(f"sm{cc.replace('.', '')}")
-        if d.get("num_sms"):
-            parts.append(f"{d['num_sms']} SMs")
-        if d.get("count", 0) > 1:
-            parts.append(f"{d['count']} devices listed")
+        if d.num_sms:
+            parts.append(f"{d.num_sms} SMs")
+        if d.count > 1:
+            parts.append(f"{d.count} devices listed")
         return ", ".join(parts)
-    return "GPU (no deviceProperties in the trace)" if d.get("kind") == "gpu" else "unknown"
+    return "GPU (no deviceProperties in the trace)" if d.kind == "gpu" else "unknown"
 
 
-def _share_line(sh: dict[str, Any]) -> str | None:
+def _share_line(sh: Share) -> str | None:
     """ "attention 12% (fused 12%, unfused 0%; fwd 8%, bwd 4%) | GEMM 64% | ...": the first thing
     a reader of a model trace wants. None without device time."""
-    total = sh.get("device_time_us") or 0.0
+    total = sh.device_time_us or 0.0
     if total <= 0:
         return None
-    att = sh["attention"]
+    att = sh.attention
 
     def p(us: float) -> str:
         return f"{100.0 * us / total:.0f}%"
 
     parts = [
-        f"attention {p(att['time_us'])} (fused {p(att['fused_us'])}, unfused {p(att['unfused_us'])}; "
-        f"fwd {p(att['fwd_us'])}, bwd {p(att['bwd_us'])})"
+        f"attention {p(att.time_us)} (fused {p(att.fused_us)}, unfused {p(att.unfused_us)}; "
+        f"fwd {p(att.fwd_us)}, bwd {p(att.bwd_us)})"
     ]
-    for key, label in (("gemm", "GEMM"), ("conv", "conv"), ("communication", "comm"), ("memory", "memory")):
-        parts.append(f"{label} {p(sh[key]['time_us'])}")
-    parts.append(f"other {p(sh['other']['time_us'])}")
+    for part, label in (
+        (sh.gemm, "GEMM"),
+        (sh.conv, "conv"),
+        (sh.communication, "comm"),
+        (sh.memory, "memory"),
+    ):
+        parts.append(f"{label} {p(part.time_us)}")
+    parts.append(f"other {p(sh.other.time_us)}")
     return f"device time {fmt_us(total)}: " + " | ".join(parts)
 
 
-def render_analysis(result: TraceAnalysis, console: Console | None = None) -> None:
+def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
     if console is None:
         console = make_console()
-    d = result.to_dict()
-    t, tr = d["totals"], d["trace"]
-    console.print(Text(f"{d['source']}", style="bold"))
-    share = _share_line(d.get("share") or {})
+    t, tr = d.totals, d.trace
+    console.print(Text(f"{d.source}", style="bold"))
+    share = _share_line(d.share)
     if share:
         console.print(Text(share, style="bold"), overflow="fold")
-    console.print(f"device: {_device_line(d['device'])}")
-    rank = f", rank {tr['rank']}" if tr.get("rank") is not None else ""
+    console.print(f"device: {_device_line(d.device)}")
+    rank = f", rank {tr.rank}" if tr.rank is not None else ""
     console.print(
-        f"events: {tr['events']:,} ({tr['kept_events']:,} analysed{rank}); "
-        f"kernels {t['kernels']:,} ({fmt_us(t['kernel_time_us'])}), memcpy {t['memcpy']:,}, "
-        f"memset {t['memset']:,}, cpu ops {t['cpu_ops']:,}"
+        f"events: {tr.events:,} ({tr.kept_events:,} analysed{rank}); "
+        f"kernels {t.kernels:,} ({fmt_us(t.kernel_time_us)}), memcpy {t.memcpy:,}, "
+        f"memset {t.memset:,}, cpu ops {t.cpu_ops:,}"
     )
-    for line in d["repairs"]:
-        console.print(Text(f"repaired: {line}", style="yellow"))
-    for line in d["warnings"]:
-        console.print(Text(f"warning: {line}", style="yellow"))
+    for note in d.repairs:
+        console.print(Text(f"repaired: {note}", style="yellow"))
+    for note in d.warnings:
+        console.print(Text(f"warning: {note}", style="yellow"))
 
-    if d["kernels"]:
+    if d.kernels:
         table = Table(
-            title=f"Top kernels ({len(d['kernels'])} of {t['unique_kernels']})",
+            title=f"Top kernels ({len(d.kernels)} of {t.unique_kernels})",
             box=box.SIMPLE_HEAD,
             pad_edge=False,
             padding=(0, 0),
@@ -120,16 +124,16 @@ def render_analysis(result: TraceAnalysis, console: Console | None = None) -> No
             ("occ a/t%", 8, "right"),
         ):
             table.add_column(col, width=width, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
-        for k in d["kernels"]:
+        for k in d.kernels:
             table.add_row(
-                k["short_name"],
-                k["category"],
-                k["family"],
-                _tc(k["tensor_cores"]),
-                f"{k['count']:,}",
-                fmt_us(k["time_us"]),
-                fmt_us(k["mean_us"]),
-                _occ(k.get("occupancy")),
+                k.short_name,
+                k.category,
+                k.family,
+                _tc(k.tensor_cores),
+                f"{k.count:,}",
+                fmt_us(k.time_us),
+                fmt_us(k.mean_us),
+                _occ(k.occupancy),
             )
         print_table(console, table)
         console.print(
@@ -140,18 +144,18 @@ def render_analysis(result: TraceAnalysis, console: Console | None = None) -> No
             )
         )
 
-    if d["categories"]:
+    if d.categories:
         cat = Table(title="GPU time by category", box=box.SIMPLE_HEAD, pad_edge=False)
         cat.add_column("category")
         cat.add_column("count", justify="right")
         cat.add_column("time", justify="right")
         cat.add_column("%", justify="right")
-        for c in d["categories"]:
-            cat.add_row(c["category"], f"{c['count']:,}", fmt_us(c["time_us"]), f"{c['pct_time']:.1f}")
+        for c in d.categories:
+            cat.add_row(c.category, f"{c.count:,}", fmt_us(c.time_us), f"{c.pct_time:.1f}")
         console.print(cat)
 
-    for r in d["regions"]:
-        reg = Table(title=f"Region: {r['name']} ({r['selector']})", box=box.SIMPLE_HEAD, pad_edge=False)
+    for r in d.regions:
+        reg = Table(title=f"Region: {r.name} ({r.selector})", box=box.SIMPLE_HEAD, pad_edge=False)
         for col in (
             "instances",
             "cpu ops/inst",
@@ -162,81 +166,77 @@ def render_analysis(result: TraceAnalysis, console: Console | None = None) -> No
         ):
             reg.add_column(col, justify="right")
         reg.add_row(
-            str(r["instances"]),
-            f"{r['cpu_ops_per_instance']:g}",
-            f"{r['gpu_ops_per_instance']:g}",
-            fmt_us(r["cpu_time_us_per_instance"]),
-            fmt_us(r["gpu_time_us_per_instance"]),
-            fmt_us(r["gpu_span_us_per_instance"]),
+            str(r.instances),
+            f"{r.cpu_ops_per_instance:g}",
+            f"{r.gpu_ops_per_instance:g}",
+            fmt_us(r.cpu_time_us_per_instance),
+            fmt_us(r.gpu_time_us_per_instance),
+            fmt_us(r.gpu_span_us_per_instance),
         )
         console.print(reg)
-        att = r.get("attribution") or {}
-        if att.get("rules"):
-            rules = ", ".join(f"{k} {v:g}" for k, v in att["rules"].items())
-            threads = ", ".join(
-                f"{x['thread']} {x['gpu_ops_per_instance']:g}" for x in att.get("threads", [])[:4]
-            )
+        att = r.attribution
+        if att.rules:
+            rules = ", ".join(f"{k} {v:g}" for k, v in att.rules.items())
+            threads = ", ".join(f"{x.thread} {x.gpu_ops_per_instance:g}" for x in att.threads[:4])
             console.print(
                 Text(
                     f"device ops per instance by rule: {rules}; by launching thread: {threads}", style="dim"
                 ),
                 overflow="fold",
             )
-        bwd = r.get("backward") or {}
-        if bwd.get("gpu_ops_per_instance"):
+        bwd = r.backward
+        if bwd.gpu_ops_per_instance:
             console.print(
                 Text(
-                    f"linked backward ({bwd['linked_by']}): {bwd['gpu_ops_per_instance']:g} device ops, "
-                    f"{fmt_us(bwd['gpu_time_us_per_instance'])} per instance",
+                    f"linked backward ({bwd.linked_by}): {bwd.gpu_ops_per_instance:g} device ops, "
+                    f"{fmt_us(bwd.gpu_time_us_per_instance)} per instance",
                     style="dim",
                 ),
                 overflow="fold",
             )
-        idle = r.get("idle") or {}
-        if idle.get("window_us_per_instance"):
+        idle = r.idle
+        if idle.window_us_per_instance:
             host = ", ".join(
                 f"{k.replace('_', ' ')} {fmt_us(v)}"
-                for k, v in idle["host_during_idle_us_per_instance"].items()
+                for k, v in idle.host_during_idle_us_per_instance.items()
                 if v
             )
             console.print(
                 Text(
-                    f"device idle {idle['idle_pct']:.0f}% ({fmt_us(idle['idle_us_per_instance'])} of "
-                    f"{fmt_us(idle['window_us_per_instance'])} per instance); host meanwhile: {host or 'nothing'}",
+                    f"device idle {idle.idle_pct:.0f}% ({fmt_us(idle.idle_us_per_instance)} of "
+                    f"{fmt_us(idle.window_us_per_instance)} per instance); host meanwhile: {host or 'nothing'}",
                     style="dim",
                 ),
                 overflow="fold",
             )
-        if r["gpu_ops"] and len(r["gpu_ops"]) <= 30:
-            seq = " -> ".join(f"{o['category']}" for o in r["gpu_ops"])
+        if r.gpu_ops and len(r.gpu_ops) <= 30:
+            seq = " -> ".join(f"{o.category}" for o in r.gpu_ops)
             console.print(Text(f"GPU ops in order (first instance): {seq}", style="dim"), overflow="fold")
-        elif r["top_cpu_ops"] and not r["gpu_ops"]:
-            ops = ", ".join(f"{o['name']} x{o['per_instance']:g}" for o in r["top_cpu_ops"][:8])
+        elif r.top_cpu_ops and not r.gpu_ops:
+            ops = ", ".join(f"{o.name} x{o.per_instance:g}" for o in r.top_cpu_ops[:8])
             console.print(Text(f"CPU ops per instance: {ops}", style="dim"), overflow="fold")
 
-    if d["launch_apis"]:
-        apis = ", ".join(f"{a['api']} {a['gpu_ops']:,}" for a in d["launch_apis"])
+    if d.launch_apis:
+        apis = ", ".join(f"{a.api} {a.gpu_ops:,}" for a in d.launch_apis)
         console.print(f"launch APIs (GPU ops): {apis}", overflow="fold")
 
-    roof = d.get("roofline")
-    if roof:
-        pct = roof.get("pct_of_peak_flops")
-        peak = (
-            f" = {pct:.1f}% of {roof['peak_tflops']:g} TFLOP/s" if pct is not None else f" ({roof['note']})"
-        )
+    roof = d.roofline
+    if roof is not None:
+        pct = roof.pct_of_peak_flops
+        peak = f" = {pct:.1f}% of {roof.peak_tflops:g} TFLOP/s" if pct is not None else f" ({roof.note})"
         console.print(
-            f"roofline ({roof['workload']}; {roof['basis']}): "
-            f"{roof['achieved_tflops']:.3g} TFLOP/s{peak}, {roof['achieved_tbps']:.3g} TB/s",
+            f"roofline ({roof.workload}; {roof.basis}): "
+            f"{roof.achieved_tflops:.3g} TFLOP/s{peak}, {roof.achieved_tbps:.3g} TB/s",
             overflow="fold",
         )
 
     console.print(Text("Findings", style="bold"))
-    if not d["findings"]:
+    if not d.findings:
         console.print("  none")
-    for f in d["findings"]:
+    for f in d.findings:
         line = Text("  ")
-        line.append(f"{f['severity']:<7} ", style=_SEVERITY_STYLE.get(f["severity"], ""))
-        line.append(f"{f['code']}: ", style="bold")
-        line.append(f["message"])
+        line.append(f"{f.severity:<7} ", style=_SEVERITY_STYLE.get(f.severity, ""))
+        line.append(f"{f.code}: ", style="bold")
+        line.append(f.message)
         console.print(line, overflow="fold")
     console.print()

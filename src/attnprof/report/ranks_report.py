@@ -92,7 +92,7 @@ def render_ranks_html(runs: Sequence[FolderRun], t: Translator, *, folder: str) 
             "ranks": _ranks_table(run, t),
             "slowest": _slowest_line(run, t),
             "families": _families_table(run, t),
-            "traces": [d["source"] for d in run.traces],
+            "traces": [d.source for d in run.traces],
         }
         for run in runs
     ]

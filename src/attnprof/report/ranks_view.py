@@ -36,10 +36,10 @@ def render_folder(run: FolderRun, console: Console | None = None) -> None:
     n_files = sum(len(r.files) for r in view.ranks)
     console.print(Text(f"{run.folder}: {n_files} trace(s), {len(view.ranks)} rank(s)", style="bold"))
     for d in run.traces:
-        for line in d.get("repairs", []):
-            console.print(Text(f"{d['source']}: repaired: {line}", style="yellow"))
-        for line in d.get("warnings", []):
-            console.print(Text(f"{d['source']}: warning: {line}", style="yellow"))
+        for line in d.repairs:
+            console.print(Text(f"{d.source}: repaired: {line}", style="yellow"))
+        for line in d.warnings:
+            console.print(Text(f"{d.source}: warning: {line}", style="yellow"))
 
     table = Table(title="Ranks", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("rank", "steps", "step time", "GPU window", "busy", "idle %", "comm %", "attn %"):
