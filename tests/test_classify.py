@@ -198,7 +198,7 @@ def test_bf16_is_not_mistaken_for_fp16() -> None:
 
 
 def test_short_names_drop_void_parameters_and_namespaces() -> None:
-    from attnprof.analysis.names import short_name
+    from attnprof.units import short_name
 
     assert short_name(
         "void at::native::(anonymous namespace)::softmax_warp_forward<float, float>(float*, int)"

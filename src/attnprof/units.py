@@ -4,6 +4,9 @@ The terminal and JSON write numbers the Python way. Reports in another language 
 number_locale(lang), where the decimal and group symbols are that locale's, as Babel's CLDR data
 gives them: Indonesian writes 1,5 ms and 12.345 (Thai, like English, 1.5 ms). Digits, units and
 significant figures stay the same, so a figure reads the same value in every report.
+
+Kernel names are shortened here too (short_name), once for every output: the analysis JSON's
+short names and the reports' narrower columns come from the same function.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from functools import cache
+from functools import cache, lru_cache
 
 _LOCALE: ContextVar[str | None] = ContextVar("attnprof_number_locale", default=None)
 
@@ -160,21 +163,59 @@ def fmt_err(x: float | None) -> str:
     return "-" if x is None else _n(f"{x:.1e}")
 
 
-_TEMPLATE = re.compile(r"<[^<>]*>")
+_STRIP = re.compile(r"^(void|std::enable_if<[^>]*>::type)\s+")
+_NS = re.compile(
+    r"\b(at::native::|at::cuda::|\(anonymous namespace\)::|c10::|cutlass::|at::detail::|std::|binary_internal::)"
+)
 
 
-def short_name(name: str, width: int = 48) -> str:
-    """Kernel names are long C++ signatures: drop 'void ', the argument list and template
-    arguments (innermost first) until the name fits, then cut with an ellipsis."""
-    s = name.removeprefix("void ").strip()
-    if "(" in s and not s.startswith("("):
-        s = s.split("(", 1)[0]
-    while len(s.replace("\x01", "<…>")) > width:
-        collapsed = _TEMPLATE.sub("\x01", s)  # innermost template arguments first
-        if collapsed == s:
-            break
-        s = collapsed
-    s = s.replace("\x01", "<…>")
-    if len(s) > width and "<" in s:  # an argument list cut at "(" can leave a template unclosed
-        s = s[: s.index("<")] + "<…>"
-    return s if len(s) <= width else s[: width - 1] + "…"
+def _cut_params(name: str) -> str:
+    """Drop the parameter list: the first '(' at template depth 0 (kept when it opens the name)."""
+    depth = 0
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif ch == "(" and depth == 0 and i > 0:
+            return name[:i]
+    return name
+
+
+def _collapse(name: str, keep_depth: int) -> str:
+    out, depth = [], 0
+    for ch in name:
+        if ch == "<":
+            depth += 1
+            if depth == keep_depth + 1:
+                out.append("<…")
+            if depth > keep_depth:
+                continue
+        elif ch == ">":
+            depth -= 1
+            if depth == keep_depth:
+                out.append(">")
+            if depth >= keep_depth:
+                continue
+        if depth <= keep_depth:
+            out.append(ch)
+    return "".join(out)
+
+
+@lru_cache(maxsize=8192)  # a region lists up to 500 ops, most of them the same few kernels
+def short_name(name: str, width: int = 60) -> str:
+    """A kernel name a person can read in a table: no 'void', no parameters, fewer namespaces,
+    inner template arguments folded, cut to width. Memcpy / memset names are kept whole.
+
+    The one short name of a kernel: the analysis writes it into its JSON (kernels[].short_name,
+    regions[].gpu_ops[].name, at the default width) and the reports shorten further with it."""
+    if name.startswith(("Memcpy", "Memset")):
+        return name if len(name) <= width else name[: width - 1] + "…"
+    s = _STRIP.sub("", name.strip()).replace("(anonymous namespace)::", "")
+    s = _NS.sub("", _cut_params(s))
+    for depth in (2, 1):  # fold inner template arguments until it fits; the outer ones name the op
+        if len(s) > width:
+            s = _collapse(s, depth)
+    if len(s) > width:
+        s = s[: width - 1] + "…"
+    return s

@@ -23,9 +23,9 @@ import numpy as np
 from attnprof.analysis.classify import CATEGORIES
 from attnprof.analysis.context import Context, gpu_unfused_count
 from attnprof.analysis.cpu_ops import OUT_OF_PLACE_CLONERS
-from attnprof.analysis.names import short_name
 from attnprof.analysis.result import Finding, KernelStat, Occupancy
 from attnprof.trace.model import Kind, unique
+from attnprof.units import short_name
 
 __all__ = ["CODES", "RULES", "evaluate"]
 

@@ -16,7 +16,6 @@ from attnprof.analysis.cpu_ops import cpu_evidence
 from attnprof.analysis.devices import device_info, gap_warnings
 from attnprof.analysis.idle import HostActivity, IdleBreakdown, host_activity, idle_breakdown, union
 from attnprof.analysis.links import Links, link
-from attnprof.analysis.names import short_name
 from attnprof.analysis.occupancy import DeviceLimits, theoretical_occupancy
 from attnprof.analysis.regions import RULE_NAMES, Instance, Region, backward_links, cpu_nesting, find_region
 from attnprof.analysis.result import (
@@ -44,6 +43,7 @@ from attnprof.analysis.result import (
 )
 from attnprof.analysis.roofline import roofline
 from attnprof.trace.model import Kind, Trace, unique
+from attnprof.units import short_name
 from attnprof.workload import Workload
 
 __all__ = ["analyze_trace"]
