@@ -5,11 +5,14 @@ Public API (stable; compare/report code relies on it):
     analyze(path, *, region=None, workload=None, top=20, max_memory=None) -> TraceAnalysis
     analyze(list_of_paths, ...) -> list[TraceAnalysis]        (parallel processes)
     analyze_many(paths, *, region=None, workload=None, top=20, workers=None) -> list[TraceAnalysis]
-    TraceAnalysis.to_dict()   the "attnprof.analysis/1" JSON contract (keys: see
-                              attnprof.analysis.result), .findings (list[Finding]: code, severity,
-                              message, evidence), .codes, .finding(code), and DataFrame accessors
-                              kernels_df(), categories_df(), regions_df(), launch_apis_df(),
-                              findings_df()
+    TraceAnalysis             a typed record (msgspec Structs, attnprof.analysis.result): .device,
+                              .trace, .totals, .share, .kernels, .categories, .memory_ops,
+                              .launch_apis, .regions, .roofline, .findings (list[Finding]: code,
+                              severity, message, evidence), .codes, .finding(code), and DataFrame
+                              accessors kernels_df(), categories_df(), regions_df(),
+                              launch_apis_df(), findings_df()
+    TraceAnalysis.to_dict()   the "attnprof.analysis/1" JSON contract (msgspec.to_builtins of the
+                              record); decode_analysis(json) gives the record back
 
 The workload for the roofline is the one given, else the one in the run directory's run.json
 when the trace sits in <run>/traces/, else none (no roofline). This package never imports torch,
@@ -23,12 +26,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from attnprof.analysis.result import SCHEMA, Finding, TraceAnalysis
+from attnprof.analysis.result import SCHEMA, Finding, TraceAnalysis, decode_analysis
 
 if TYPE_CHECKING:
     from attnprof.workload import Workload
 
-__all__ = ["CODES", "SCHEMA", "Finding", "TraceAnalysis", "analyze", "analyze_many", "run_context"]
+__all__ = [
+    "CODES",
+    "SCHEMA",
+    "Finding",
+    "TraceAnalysis",
+    "analyze",
+    "analyze_many",
+    "decode_analysis",
+    "run_context",
+]
 
 PathLike = str | os.PathLike[str]
 

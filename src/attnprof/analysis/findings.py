@@ -23,6 +23,7 @@ import numpy as np
 from attnprof.analysis.classify import CATEGORIES
 from attnprof.analysis.context import Context, gpu_unfused_count
 from attnprof.analysis.cpu_ops import OUT_OF_PLACE_CLONERS
+from attnprof.analysis.idle import HostActivity
 from attnprof.analysis.result import Finding, KernelStat, Occupancy
 from attnprof.trace.model import Kind, unique
 from attnprof.units import short_name
@@ -554,34 +555,43 @@ def gpu_idle(ctx: Context) -> list[Finding]:
     return out
 
 
+# causes whose finding names the host ops that held the idle time: code, those ops, what the
+# host did and what to do ({names}: the ops, most time first; {pre}: the part before the first
+# launch), the evidence key for the ops, and the word for none named
+_NAMED_CAUSES: dict[str, tuple[str, Callable[[HostActivity], np.ndarray], str, str, str]] = {
+    "sync": (
+        "GPU_IDLE_SYNC",
+        lambda host: host.sync_rows,
+        "the host waits in synchronizing calls ({names}) "
+        "or blocking copies, so no new work is queued. Remove the synchronisation from the loop: "
+        ".item(), .cpu(), .tolist(), printing or logging tensor values, torch.cuda.synchronize(), "
+        "blocking device-to-host copies (use non_blocking=True with pinned memory and read the "
+        "values later)",
+        "sync_calls_us",
+        "sync",
+    ),
+    "host_compute": (
+        "GPU_IDLE_HOST_COMPUTE",
+        lambda host: host.compute_rows,
+        "the host runs CPU ops that launch nothing ({names}){pre}. The "
+        "device waits for host computation, not for launches: create tensors on the device "
+        "(torch.randn(..., device='cuda')), move preprocessing to the device or to DataLoader "
+        "workers, and overlap it with device work (prefetch, pin_memory)",
+        "cpu_ops_us",
+        "",
+    ),
+}
+
+
 def _idle_cause(
     ctx: Context, cause: str, us: float, windows: list[tuple[float, float]], pre: str
 ) -> tuple[str, str, str, dict[str, Any]]:
     """For one cause of idle time holding `us` per instance: the finding's code, severity, what
     the host did and what to do about it, and the evidence that names it."""
-    if cause == "sync":
-        calls = _top_names(ctx, ctx.host.sync_rows, windows)
-        return (
-            "GPU_IDLE_SYNC",
-            "warning",
-            f"the host waits in synchronizing calls ({', '.join(calls) or 'sync'}) "
-            "or blocking copies, so no new work is queued. Remove the synchronisation from the loop: "
-            ".item(), .cpu(), .tolist(), printing or logging tensor values, torch.cuda.synchronize(), "
-            "blocking device-to-host copies (use non_blocking=True with pinned memory and read the "
-            "values later)",
-            {"sync_calls_us": calls},
-        )
-    if cause == "host_compute":
-        ops = _top_names(ctx, ctx.host.compute_rows, windows)
-        return (
-            "GPU_IDLE_HOST_COMPUTE",
-            "warning",
-            f"the host runs CPU ops that launch nothing ({', '.join(ops)}){pre}. The "
-            "device waits for host computation, not for launches: create tensors on the device "
-            "(torch.randn(..., device='cuda')), move preprocessing to the device or to DataLoader "
-            "workers, and overlap it with device work (prefetch, pin_memory)",
-            {"cpu_ops_us": ops},
-        )
+    if cause in _NAMED_CAUSES:
+        code, rows, what, key, none = _NAMED_CAUSES[cause]
+        names = _top_names(ctx, rows(ctx.host), windows)
+        return code, "warning", what.format(names=", ".join(names) or none, pre=pre), {key: names}
     if cause == "launching":
         lr = ctx.host.launch_rows
         slow = lr[ctx.trace.dur[lr] >= _SLOW_LAUNCH_US]
