@@ -82,6 +82,33 @@ def test_unavailable_implementations_carry_their_own_reason(llama) -> None:  # t
     assert fa2.status == "unsupported" and "FlashAttention2" in (fa2.reason or "")  # transformers' words
     eff = by["attnprof-sdpa-EFFICIENT"]
     assert eff.status == "unsupported" and "CUDA only" in (eff.reason or "")
+    # as data too: the variant's own reason inside the model's, and transformers' words as said
+    from attnprof.reasons import english
+
+    assert eff.reason_code is not None and eff.reason_code.code == "in_model"
+    assert [p.code for p in eff.reason_code.parts] == ["cuda_only"] and english(eff.reason_code) == eff.reason
+    assert (
+        fa2.reason_code is not None
+        and fa2.reason_code.code == "said"
+        and english(fa2.reason_code) == fa2.reason
+    )
+
+
+def test_an_implementation_left_out_on_cpu_is_skipped_with_a_coded_reason() -> None:
+    from attnprof.models.harness import _check
+    from attnprof.reasons import english
+    from attnprof.workload import Workload
+
+    status, why = _check("flex_attention", Workload(batch=1, heads=2, seq=32, head_dim=16), None, False) or (
+        "",
+        None,
+    )
+    assert status == "skipped" and why is not None and why.code == "cpu_slow"
+    assert english(why) == (
+        "flex_attention compiles its kernels with inductor on first use, about a minute on a 2-core CPU; "
+        "ask for it with --attn flex_attention"
+    )
+    assert _check("flex_attention", Workload(batch=1, heads=2, seq=32, head_dim=16), None, True) is None
 
 
 def test_registered_naive_inplace_runs_inside_the_model(llama) -> None:  # type: ignore[no-untyped-def]

@@ -26,7 +26,7 @@ from attnprof.errors import Interrupted, UserError
 from attnprof.extras import require
 from attnprof.harness.memory import available_bytes
 from attnprof.harness.options import RunOptions
-from attnprof.reasons import reason
+from attnprof.reasons import english, reason
 from attnprof.records import (
     RUN_SCHEMA,
     Environment,
@@ -58,6 +58,7 @@ __all__ = [
     "profile_into",
     "ran_any",
     "record_failure",
+    "reject",
     "run",
     "run_variant",
     "safe_name",
@@ -334,9 +335,9 @@ def memory_gate(
     )
 
 
-def _reject(result: RunResult, status: Status, why: ReasonCode) -> None:
-    from attnprof.reasons import english
-
+def reject(result: RunResult, status: Status, why: ReasonCode) -> None:
+    """A variant (or a model's implementation) that does not run: its status, and its reason in
+    English and as data."""
     result.status, result.reason, result.reason_code = status, english(why), why
 
 
@@ -464,15 +465,12 @@ def _prepare(
 
     decision = check(v, workload)
     if not decision.accepted:
-        result.status, result.reason, result.reason_code = (
-            "unsupported",
-            decision.reason,
-            decision.reason_code,
-        )
+        assert decision.reason_code is not None  # Decision.no records one
+        reject(result, "unsupported", decision.reason_code)
         return result, None
     refused = memory_gate(v, workload, shared, opts, share=memory_share)
     if refused is not None:
-        _reject(result, "refused", refused)
+        reject(result, "refused", refused)
         return result, None
 
     stage = "build"

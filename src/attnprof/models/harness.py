@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnprof.errors import UserError
-from attnprof.harness.run import safe_name
-from attnprof.reasons import english, reason
+from attnprof.harness.run import reject, safe_name
+from attnprof.reasons import reason
 from attnprof.records import (
     RUN_SCHEMA,
     LayerAttention,
@@ -275,10 +275,6 @@ def _check(impl: str, workload: Workload, base: Any, explicit: bool) -> tuple[St
     return None
 
 
-def _reject(result: RunResult, status: Status, why: ReasonCode) -> None:
-    result.status, result.reason, result.reason_code = status, english(why), why
-
-
 def _origin(impl: str) -> str:
     return "attnprof" if impl.startswith("attnprof-") else "transformers"
 
@@ -410,13 +406,13 @@ def run_model(
         prepared.append(p)
         refused = _check(impl, workload, base, explicit)
         if refused:
-            _reject(result, *refused)
+            reject(result, *refused)
             continue
         try:
             m: Any = _share_weights(base)
             m.set_attn_implementation(impl)
         except Exception as exc:  # transformers' own reason (not installed, not supported, unknown)
-            _reject(result, "unsupported", reason("said", name=impl, detail=_first_line(exc)))
+            reject(result, "unsupported", reason("said", name=impl, detail=_first_line(exc)))
             continue
         p.model = m
 

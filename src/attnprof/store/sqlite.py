@@ -583,7 +583,9 @@ class Store:
         cols = [f"r.{c}" if c in present else _ADDED_DEFAULTS[c] for c in _COLUMNS]
         cols += ["e.device_name", "e.torch_version", "e.host"]
         cols.append("r.samples_ms" if samples else "NULL")
-        cols.append("json_extract(r.result, '$.reason_code')")
+        # an SQLite built without its JSON functions: no codes, and reports fall back on the
+        # English reason (attnprof.report.reasons)
+        cols.append("json_extract(r.result, '$.reason_code')" if self._json() else "NULL")
         names = [*_COLUMNS, "device_name", "torch_version", "host", "samples_ms", "reason_code"]
         sql = (
             f"SELECT {', '.join(cols)} FROM results r LEFT JOIN environments e ON e.id = r.environment_id"
@@ -607,6 +609,13 @@ class Store:
             d["reason_code"] = msgspec.json.decode(code, type=_REASON_CODE) if code else None
             out.append(StoredResult(**d))
         return out
+
+    def _json(self) -> bool:
+        try:
+            self.conn.execute("SELECT json_extract('{}', '$.a')").fetchone()
+        except sqlite3.OperationalError:
+            return False
+        return True
 
     def run_result(self, key: str) -> RunResult | None:
         with self._reading():

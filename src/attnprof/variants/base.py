@@ -31,6 +31,10 @@ class Decision:
     reason: str | None = None
     reason_code: ReasonCode | None = None
 
+    def __post_init__(self) -> None:
+        if not self.accepted and self.reason_code is None:
+            raise ValueError("a rejection records its reason code: build it with Decision.no")
+
     @classmethod
     def ok(cls) -> Decision:
         return cls(True, None)
