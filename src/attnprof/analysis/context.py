@@ -8,13 +8,12 @@ level (the pipeline calls the rules; the rules never call the pipeline).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from attnprof.analysis.classify import CATEGORIES, Classification
-from attnprof.analysis.cpu_ops import CpuEvidence, count_gemm_softmax_gemm
+from attnprof.analysis.cpu_ops import CpuEvidence, UnfusedChains, count_gemm_softmax_gemm
 from attnprof.analysis.idle import HostActivity, IdleBreakdown
 from attnprof.analysis.links import Links
 from attnprof.analysis.regions import Region
@@ -46,7 +45,7 @@ class Context:
     idle: list[IdleBreakdown]  # per region instance; one for the whole trace
     host: HostActivity
     gap_facts: Gaps
-    unfused: dict[str, Any]  # attnprof.analysis.cpu_ops.unfused_chains, with GPU kernels
+    unfused: UnfusedChains  # the region's GEMM -> softmax -> GEMM chains
 
 
 def gpu_unfused_count(ctx: Context, idx: np.ndarray) -> int:

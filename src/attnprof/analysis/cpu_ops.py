@@ -28,7 +28,7 @@ import numpy as np
 from attnprof.analysis.regions import Region
 from attnprof.trace.model import Trace, unique
 
-__all__ = ["CpuEvidence", "count_gemm_softmax_gemm", "cpu_evidence", "unfused_chains"]
+__all__ = ["CpuEvidence", "UnfusedChains", "count_gemm_softmax_gemm", "cpu_evidence", "unfused_chains"]
 
 # out-of-place ops that PyTorch implements as clone() + the in-place op: their clone is a copy
 # the in-place variant would not make
@@ -256,7 +256,26 @@ def _same(a: list[int], b: list[int]) -> bool:
     return a[-2:] == b[-2:] and int(np.prod(a[:-2])) == int(np.prod(b[:-2]))
 
 
-def unfused_chains(trace: Trace, region: Region, window: int = 8) -> dict[str, Any]:
+@dataclass
+class UnfusedChains:
+    """GEMM -> softmax -> GEMM chains among a region's CPU ops (unfused_chains)."""
+
+    confirmed: int = 0  # the dataflow (recorded shapes) says attention
+    possible: int = 0  # no shapes: the order alone
+    rejected: int = 0  # shapes recorded, and they do not chain (MoE routing)
+    shapes_recorded: bool = False
+    # up to 3 confirmed chains: gemm, scores_shape, softmax, gemm_after, values_shape (as the
+    # UNFUSED_ATTENTION finding's evidence shows them)
+    examples: list[dict[str, Any]] = field(default_factory=list)
+    spans: list[tuple[int, float, float]] = field(
+        default_factory=list
+    )  # (lane, start, end): first GEMM to second
+    ops: np.ndarray = field(
+        default_factory=lambda: np.zeros(0, np.int64)
+    )  # rows of the confirmed chains' ops
+
+
+def unfused_chains(trace: Trace, region: Region, window: int = 8) -> UnfusedChains:
     """GEMM -> softmax -> GEMM chains among each instance's CPU ops, judged by dataflow.
 
     With recorded shapes (record_shapes=True) a chain is attention only when the softmax's input
@@ -268,15 +287,7 @@ def unfused_chains(trace: Trace, region: Region, window: int = 8) -> dict[str, A
     ids = {n: i for i, n in enumerate(trace.names)}
     gemm_ids = np.array([ids[w] for w in _GEMM_OPS if w in ids], np.int32)
     soft_ids = np.array([ids[w] for w in _SOFTMAX_OPS if w in ids], np.int32)
-    out: dict[str, Any] = {
-        "confirmed": 0,
-        "possible": 0,
-        "rejected": 0,
-        "shapes_recorded": bool(trace.shapes),
-        "examples": [],
-        "spans": [],  # (lane, start, end) of each confirmed chain, first GEMM to second
-        "ops": np.zeros(0, np.int64),
-    }
+    out = UnfusedChains(shapes_recorded=bool(trace.shapes))
     if not gemm_ids.size or not soft_ids.size:
         return out
     chain_ops: list[int] = []
@@ -315,7 +326,7 @@ def unfused_chains(trace: Trace, region: Region, window: int = 8) -> dict[str, A
                 if not before or not after:
                     continue
                 if s_shape is None or len(s_shape) < 2:
-                    out["possible"] += 1
+                    out.possible += 1
                     continue
                 a = next(
                     (
@@ -341,13 +352,13 @@ def unfused_chains(trace: Trace, region: Region, window: int = 8) -> dict[str, A
                     None,
                 )
                 if a is None or b is None:
-                    out["rejected"] += 1
+                    out.rejected += 1
                     continue
-                out["confirmed"] += 1
+                out.confirmed += 1
                 chain_ops.extend((a, r, b))
-                out["spans"].append((lane, float(trace.ts[a]), float(trace.ts[b] + trace.dur[b])))
-                if len(out["examples"]) < 3:
-                    out["examples"].append(
+                out.spans.append((lane, float(trace.ts[a]), float(trace.ts[b] + trace.dur[b])))
+                if len(out.examples) < 3:
+                    out.examples.append(
                         {
                             "gemm": names[int(trace.name[a])],
                             "scores_shape": s_shape,
@@ -356,5 +367,5 @@ def unfused_chains(trace: Trace, region: Region, window: int = 8) -> dict[str, A
                             "values_shape": trace.shapes[b][1],
                         }
                     )
-    out["ops"] = unique(np.array(chain_ops, np.int64))
+    out.ops = unique(np.array(chain_ops, np.int64))
     return out

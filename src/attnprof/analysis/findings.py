@@ -123,10 +123,10 @@ def unfused_attention(ctx: Context) -> list[Finding]:
     u = ctx.unfused
     scope = f"per {reg.name} instance" if reg.selector != "whole trace" else "in the trace"
     cpu_ops = any(inst.cpu_ops.size for inst in reg.instances)
-    if u["confirmed"]:
-        total, confidence, source = u["confirmed"], "confirmed", "CPU ops with recorded shapes"
-    elif u["possible"]:
-        total, confidence, source = u["possible"], "possible", "CPU ops in order (shapes not recorded)"
+    if u.confirmed:
+        total, confidence, source = u.confirmed, "confirmed", "CPU ops with recorded shapes"
+    elif u.possible:
+        total, confidence, source = u.possible, "possible", "CPU ops in order (shapes not recorded)"
     elif not cpu_ops:
         total = sum(gpu_unfused_count(ctx, inst.gpu) for inst in reg.instances)
         confidence, source = "possible", "GPU kernels in order (no CPU ops, no shapes)"
@@ -149,13 +149,13 @@ def unfused_attention(ctx: Context) -> list[Finding]:
         "region": reg.name,
         "source": source,
         "confidence": confidence,
-        "shape_chains": u["examples"],
-        "rejected_by_shapes": u["rejected"],
+        "shape_chains": u.examples,
+        "rejected_by_shapes": u.rejected,
         "gemm_kernels": [short_name(k) for k, _ in gemm_names.most_common(3)],
         "softmax_kernels": [short_name(k) for k, _ in soft_names.most_common(3)],
     }
     if confidence == "confirmed":
-        ex = u["examples"][0]
+        ex = u.examples[0]
         return [
             Finding(
                 "UNFUSED_ATTENTION",
@@ -264,10 +264,7 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
     in_chain = sum(
         1
         for r in ev.upcast_rows
-        if any(
-            lane == int(t.lane[r]) and start <= t.ts[r] <= end
-            for lane, start, end in ctx.unfused.get("spans", [])
-        )
+        if any(lane == int(t.lane[r]) and start <= t.ts[r] <= end for lane, start, end in ctx.unfused.spans)
     )
     count = ev.upcasts_confirmed if annotated else ev.upcasts_in_sdpa + in_chain
     if count:

@@ -181,7 +181,7 @@ def model_shares(trace: Trace) -> StepShares:
     chained: set[int] | None = None
     if steps and trace.shapes:
         # the analyser's own dataflow rule over the step ranges: confirmed chains only
-        chained = set(unfused_chains(trace, find_region(trace, links, region=STEP_RANGE))["ops"].tolist())
+        chained = set(unfused_chains(trace, find_region(trace, links, region=STEP_RANGE)).ops.tolist())
     gpu = links.gpu_rows
     out.device_time = bool(trace.rows(Kind.KERNEL).size)
     launch_ts = np.where(links.launch >= 0, trace.ts[np.maximum(links.launch, 0)], np.nan)

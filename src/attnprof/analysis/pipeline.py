@@ -143,14 +143,12 @@ def analyze_trace(
     region_stat = _region_stat(trace, links, reg, gpu_cat, unique_names, inv, classes, idle)
     evidence = cpu_evidence(trace, reg)
     unfused = unfused_chains(trace, reg)
-    region_chain_ops = unfused.pop("ops")
-    unfused["gpu_ops"] = _chain_gpu_ops(trace, links, region_chain_ops)
     # the share is the whole trace's: its unfused chains are looked for on every thread
     cpu_all = trace.rows(Kind.CPU_OP)
-    chain_ops = region_chain_ops
+    chain_ops = unfused.ops
     if reg.selector != "whole trace":
         whole = Region("whole trace", "whole trace", [Instance(-1, 0.0, 0.0, cpu_all, np.zeros(0, np.int64))])
-        chain_ops = unfused_chains(trace, whole)["ops"]
+        chain_ops = unfused_chains(trace, whole).ops
     chain_fwd = _chain_gpu_ops(trace, links, chain_ops)
     chain_bwd = _chain_gpu_ops(trace, links, _linked_backward_ops(trace, cpu_all, chain_ops))
     share = _share(trace, links, gpu_cat, inv, classes, chain_fwd, chain_bwd)
