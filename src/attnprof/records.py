@@ -273,6 +273,10 @@ class RunResult(msgspec.Struct, kw_only=True):
     # `reason` as data, for a variant that did not run because it was rejected or refused; reports
     # say it in their language from it. None in records written before codes (and for failures).
     reason_code: ReasonCode | None = None
+    # whether the variant builds the full B*H*Sq*Skv score matrix (and a dense mask), from the
+    # variant's own definition (Variant.materialises); None: not recorded (run.json written
+    # before this field, or a model run), which readers must treat as unknown
+    materialises: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.label:

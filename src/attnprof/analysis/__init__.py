@@ -2,7 +2,8 @@
 
 Public API (stable; compare/report code relies on it):
 
-    analyze(path, *, region=None, workload=None, top=20, max_memory=None) -> TraceAnalysis
+    analyze(path, *, region=None, workload=None, top=20, max_memory=None, context=None)
+                                                                  -> TraceAnalysis
     analyze(list_of_paths, ...) -> list[TraceAnalysis]        (parallel processes)
     analyze_many(paths, *, region=None, workload=None, top=20, workers=None) -> list[TraceAnalysis]
     TraceAnalysis             a typed record (msgspec Structs, attnprof.analysis.result): .device,
@@ -14,21 +15,22 @@ Public API (stable; compare/report code relies on it):
     TraceAnalysis.to_dict()   the "attnprof.analysis/1" JSON contract (msgspec.to_builtins of the
                               record); decode_analysis(json) gives the record back
 
-The workload for the roofline is the one given, else the one in the run directory's run.json
-when the trace sits in <run>/traces/, else none (no roofline). This package never imports torch,
-the harness or the variants: it works on traces from anywhere.
+The workload for the roofline is the one given, else the run's (attnprof.context.RunContext:
+the one passed, or <run>/run.json when the trace sits in <run>/traces/), else none (no roofline).
+From the run also come the CPU peak and what the traced variant executes and materialises. This
+package never imports torch, the harness or the variants: it works on traces from anywhere.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from attnprof.analysis.result import SCHEMA, Finding, TraceAnalysis, decode_analysis
 
 if TYPE_CHECKING:
+    from attnprof.context import RunContext
     from attnprof.workload import Workload
 
 __all__ = [
@@ -39,7 +41,6 @@ __all__ = [
     "analyze",
     "analyze_many",
     "decode_analysis",
-    "run_context",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -55,60 +56,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def run_context(path: PathLike) -> tuple[Workload | None, tuple[float, str] | None, bool | None]:
-    """Workload, CPU peak and 'materialises' from <run>/run.json when path is <run>/traces/<file>.
-
-    Returns (None, None, None) when the trace is not in a run directory or run.json is unreadable
-    (analysis of a bare trace must not fail because of a neighbouring file).
-    """
-    p = Path(path)
-    run_json = p.parent.parent / "run.json"
-    if p.parent.name != "traces" or not run_json.is_file():
-        return None, None, None
-    import msgspec
-
-    from attnprof.records import decode_run
-    from attnprof.workload import Workload
-
-    try:
-        data = run_json.read_bytes()
-        record = decode_run(data)
-        workload = Workload.from_record(record.workload)
-    except (OSError, msgspec.MsgspecError, TypeError, ValueError):
-        return None, None, None
-    if record.model is not None:
-        # an `attnprof model` run: its workload is one attention call inside each traced model
-        # step, so it says nothing about the FLOPs of the step
-        return None, None, None
-    peak = _find_peak(msgspec.json.decode(data))
-    materialises = None
-    for res in record.results:
-        if res.trace and Path(res.trace).name == p.name and res.flops_executed and res.flops_useful:
-            materialises = res.flops_executed > res.flops_useful * 1.0001
-    return workload, peak, materialises
-
-
-def _find_peak(doc: Any) -> tuple[float, str] | None:
-    """A CPU peak the harness measured: a numeric key naming "peak" and "tflop" anywhere in
-    run.json (environment.peak_tflops today), with its peak_source beside it when given."""
-    stack = [doc]
-    while stack:
-        cur = stack.pop()
-        if isinstance(cur, dict):
-            for k, v in cur.items():
-                if isinstance(v, int | float) and "peak" in k.lower() and "tflop" in k.lower() and v > 0:
-                    source = cur.get("peak_source")
-                    what = f"run.json {k}" + (
-                        f" ({source})" if isinstance(source, str) else " (measured by the harness)"
-                    )
-                    return float(v), what
-                if isinstance(v, dict | list):
-                    stack.append(v)
-        elif isinstance(cur, list):
-            stack.extend(cur)
-    return None
-
-
 def _one(
     path: PathLike,
     region: str | None,
@@ -116,19 +63,28 @@ def _one(
     top: int,
     max_memory: float | None = None,
     threads: str = "own",
+    context: RunContext | None = None,
 ) -> TraceAnalysis:
     from attnprof.analysis.pipeline import analyze_trace
+    from attnprof.context import RunContext
     from attnprof.trace.load import MAX_MEMORY, load_trace
 
-    run_wl, peak, materialises = run_context(path)
+    ctx = context if context is not None else RunContext.beside_trace(path)
+    # a model run's workload is one attention call inside each traced step: nothing from its
+    # record describes the FLOPs of what the trace holds
+    run = ctx if ctx is not None and not ctx.model_run else None
+    facts = run.for_trace(path) if run is not None else None
+    # what the variant materialises and executes describes the run's workload, not one given here
+    own = workload is None and facts is not None
     return analyze_trace(
         load_trace(path, max_memory=MAX_MEMORY if max_memory is None else max_memory),
         path=str(path),
         region=region,
-        workload=workload if workload is not None else run_wl,
+        workload=workload if workload is not None else run.workload if run is not None else None,
         top=top,
-        cpu_peak=peak,
-        materialises=materialises if workload is None else None,
+        cpu_peak=(run.peak.tflops, run.peak.source) if run is not None and run.peak is not None else None,
+        materialises=facts.materialises if own and facts is not None else None,
+        flops_executed=facts.flops_executed if own and facts is not None else None,
         threads=threads,
     )
 
@@ -142,6 +98,7 @@ def analyze(
     top: int = ...,
     max_memory: float | None = ...,
     threads: str = ...,
+    context: RunContext | None = ...,
 ) -> TraceAnalysis: ...
 @overload
 def analyze(
@@ -152,6 +109,7 @@ def analyze(
     top: int = ...,
     max_memory: float | None = ...,
     threads: str = ...,
+    context: RunContext | None = ...,
 ) -> list[TraceAnalysis]: ...
 def analyze(
     path_or_paths: PathLike | Sequence[PathLike],
@@ -161,6 +119,7 @@ def analyze(
     top: int = 20,
     max_memory: float | None = None,
     threads: str = "own",
+    context: RunContext | None = None,
 ) -> TraceAnalysis | list[TraceAnalysis]:
     """Analyse one trace (returns a TraceAnalysis) or several (a list, analysed in parallel).
 
@@ -169,11 +128,19 @@ def analyze(
     attnprof.trace.load.MAX_MEMORY, 0 = no limit) and for a --region that matches nothing.
     threads: "own" (a region owns the device work its thread and the autograd threads launch) or
     "all" (also every other thread of the process while it is open; see attnprof.analysis.regions).
+    context: the run the traces belong to (attnprof.context.RunContext), when the caller already
+    decoded it; else it is read from <run>/run.json when a trace sits in <run>/traces/.
     """
     if isinstance(path_or_paths, str | os.PathLike):
-        return _one(path_or_paths, region, workload, top, max_memory, threads)
+        return _one(path_or_paths, region, workload, top, max_memory, threads, context)
     return analyze_many(
-        list(path_or_paths), region=region, workload=workload, top=top, max_memory=max_memory, threads=threads
+        list(path_or_paths),
+        region=region,
+        workload=workload,
+        top=top,
+        max_memory=max_memory,
+        threads=threads,
+        context=context,
     )
 
 
@@ -186,6 +153,7 @@ def analyze_many(
     workers: int | None = None,
     max_memory: float | None = None,
     threads: str = "own",
+    context: RunContext | None = None,
 ) -> list[TraceAnalysis]:
     """Analyse several traces (one per rank, say) in parallel processes, results in input order.
 
@@ -194,9 +162,9 @@ def analyze_many(
     paths = list(paths)
     n = min(len(paths), workers or os.cpu_count() or 1)
     if n <= 1:
-        return [_one(p, region, workload, top, max_memory, threads) for p in paths]
+        return [_one(p, region, workload, top, max_memory, threads, context) for p in paths]
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=n) as pool:
-        futures = [pool.submit(_one, p, region, workload, top, max_memory, threads) for p in paths]
+        futures = [pool.submit(_one, p, region, workload, top, max_memory, threads, context) for p in paths]
         return [f.result() for f in futures]

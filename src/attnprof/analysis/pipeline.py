@@ -66,6 +66,7 @@ def analyze_trace(
     top: int = 20,
     cpu_peak: tuple[float, str] | None = None,
     materialises: bool | None = None,
+    flops_executed: float | None = None,
     threads: str = "own",
 ) -> TraceAnalysis:
     from attnprof.analysis.cpu_ops import unfused_chains
@@ -156,7 +157,7 @@ def analyze_trace(
     roof = None
     if workload is not None:
         mat = materialises
-        if mat is None:
+        if mat is None:  # the run did not say (or no run): the trace's own evidence, as for any trace
             mat = bool(evidence.unfused_sequences) or any(
                 op.category == "softmax" for op in region_stat.gpu_ops
             )
@@ -165,6 +166,7 @@ def analyze_trace(
             device=device,
             region=region_stat,
             materialises=mat,
+            flops_executed=flops_executed,
             cpu_peak_tflops=cpu_peak[0] if cpu_peak else None,
             cpu_peak_source=cpu_peak[1] if cpu_peak else None,
         )

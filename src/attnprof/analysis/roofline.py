@@ -1,8 +1,9 @@
 """Achieved FLOP/s and bandwidth against the device's peak, when the workload is known.
 
 FLOPs and bytes come from attnprof.workload.Workload (DOMAIN.md section 6): useful FLOPs count
-only unmasked query-key pairs under a causal mask; executed FLOPs count the full square for an
-implementation that materialises the scores. The time is the region's mean per instance: GPU
+only unmasked query-key pairs under a causal mask; executed FLOPs are what the variant recorded
+it computes in run.json (attnprof.context), else the full square for an implementation that
+materialises the scores. The time is the region's mean per instance: GPU
 busy time (sum of GPU-op durations) on GPU traces, the annotation's CPU duration on CPU traces,
 so one region instance must be one forward call of the workload (as attn_fwd is).
 
@@ -32,9 +33,12 @@ def roofline(
     device: Device,
     region: RegionStat,
     materialises: bool,
+    flops_executed: float | None = None,
     cpu_peak_tflops: float | None = None,
     cpu_peak_source: str | None = None,
 ) -> Roofline:
+    """flops_executed: the forward FLOPs the traced variant recorded it computes (run.json);
+    without it, the full square when it materialises the scores, else the useful FLOPs."""
     gpu = device.kind == "gpu" and region.gpu_ops_per_instance > 0
     basis = "gpu busy time per instance" if gpu else "cpu time per instance"
     t_us = float(region.gpu_time_us_per_instance if gpu else region.cpu_time_us_per_instance)
@@ -47,6 +51,8 @@ def roofline(
     if workload.backward and "attn_fwd" not in name:
         factor = BACKWARD_FLOP_FACTOR if "attn_bwd" in name else 1.0 + BACKWARD_FLOP_FACTOR
     flops = workload.flops_useful() * factor
+    forward = flops_executed if flops_executed is not None else workload.flops_executed(materialises)
+    executed = forward * factor
     nbytes = workload.bytes_min()
     out = Roofline(
         basis=basis,
@@ -54,7 +60,7 @@ def roofline(
         # the workload's shape and dtype; its device field is the harness's, not this trace's
         workload=workload.describe().replace(f" {workload.device} ", " "),
         flops_useful=flops,
-        flops_executed=workload.flops_executed(materialises) * factor,
+        flops_executed=executed,
         bytes_min=nbytes,
         time_us=round(t_us, 3),
     )

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 import msgspec
 
@@ -31,6 +31,7 @@ from attnprof.analysis.classify import cpu_category
 from attnprof.analysis.result import CpuOp, Finding, KernelStat, MemoryOp, RegionStat, TraceAnalysis
 from attnprof.analysis.stats import RatioInterval, ratio_interval
 from attnprof.compare.diff import Diff, diff_rows
+from attnprof.context import RunContext
 from attnprof.errors import UserError
 from attnprof.records import (
     ReasonCode,
@@ -38,12 +39,8 @@ from attnprof.records import (
     RunResult,
     TimingSummary,
     WorkloadRecord,
-    decode_run,
     is_incorrect,
 )
-
-if TYPE_CHECKING:
-    from attnprof.workload import Workload
 
 __all__ = [
     "COMPARE_SCHEMA",
@@ -242,11 +239,16 @@ class Comparison(msgspec.Struct, kw_only=True):
 
 
 class Source(msgspec.Struct, kw_only=True):
-    """One input path: a run directory (with its record) or a trace file."""
+    """One input path: a run directory (with its run context, run.json decoded once) or a trace
+    file."""
 
     path: str
     kind: Literal["run", "trace"]
-    record: RunRecord | None = None
+    context: RunContext | None = None
+
+    @property
+    def record(self) -> RunRecord | None:
+        return self.context.record if self.context is not None else None
 
 
 # -- loading ---------------------------------------------------------------------------------------
@@ -256,10 +258,14 @@ def _is_trace(p: Path) -> bool:
     return p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.name != "run.json"
 
 
-def load_sources(paths: Iterable[str | Path]) -> list[Source]:
-    """Resolve each path to a run directory (holding run.json) or a trace file."""
+def load_sources(paths: Iterable[str | Path | Source]) -> list[Source]:
+    """Resolve each path to a run directory (holding run.json, decoded here once into its
+    RunContext) or a trace file; a Source already loaded is kept as it is."""
     out: list[Source] = []
     for raw in paths:
+        if isinstance(raw, Source):
+            out.append(raw)
+            continue
         p = Path(raw)
         if p.is_dir() or p.name == "run.json":
             run_json = p / "run.json" if p.is_dir() else p
@@ -267,11 +273,9 @@ def load_sources(paths: Iterable[str | Path]) -> list[Source]:
                 raise UserError(
                     f"{p}: not a run directory (no run.json); give a run directory or a trace file"
                 )
-            try:
-                record = decode_run(run_json.read_bytes(), source=str(run_json))
-            except msgspec.DecodeError as exc:
-                raise UserError(f"{run_json}: not a valid attnprof run record ({exc})") from None
-            out.append(Source(path=str(run_json.parent), kind="run", record=record))
+            out.append(
+                Source(path=str(run_json.parent), kind="run", context=RunContext.load(run_json.parent))
+            )
         elif _is_trace(p):
             out.append(Source(path=str(p), kind="trace"))
         elif not p.exists():
@@ -295,12 +299,13 @@ def trace_label(path: str | Path) -> str:
 # -- analysis (the typed record, attnprof.analysis.result) -----------------------------------------
 
 
-def analyze_every_kernel(path: Path, workload: Workload | None = None) -> TraceAnalysis:
-    """The analysis of one trace with every kernel listed (top=0), so that diffs see them all.
+def analyze_every_kernel(path: Path, context: RunContext | None = None) -> TraceAnalysis:
+    """The analysis of one trace (of the run `context`, when given: its workload, peak and what
+    the variant executes) with every kernel listed (top=0), so that diffs see them all.
     Imported lazily: comparing run records alone works without the analyser."""
     from attnprof.analysis import analyze
 
-    return analyze(path, region=None, workload=workload, top=0)
+    return analyze(path, region=None, top=0, context=context)
 
 
 def _pick_region(a: TraceAnalysis) -> RegionStat | None:
@@ -531,14 +536,14 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
     return row
 
 
-def _peak_check(row: Row, record: RunRecord) -> None:
+def _peak_check(row: Row, ctx: RunContext) -> None:
     """One figure for "% of peak" on a run's row: the clean timing's, as in the table. The
     analyser's ABOVE_PEAK (from the trace's profiled time, another number) is replaced by one
     that states the clean figure, so the table, finding, summary and JSON say the same."""
     row.findings = [f for f in row.findings if f.code != "ABOVE_PEAK"]
     if row.pct_of_peak is None or row.pct_of_peak <= 1.0:
         return
-    env = record.environment
+    env = ctx.record.environment
     pct = int(f"{row.pct_of_peak * 100:.0f}")  # as the tables print it (units.fmt_pct)
     row.findings.append(
         Finding(
@@ -651,9 +656,9 @@ def _gate(row: Row, res: RunResult, dtype: str) -> None:
     )
 
 
-def _analyse_into(row: Row, path: Path, workload: Any, notes: list[str]) -> None:
+def _analyse_into(row: Row, path: Path, context: RunContext | None, notes: list[str]) -> None:
     try:
-        a = analyze_every_kernel(path, workload)
+        a = analyze_every_kernel(path, context)
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("attnprof"):
             row.analysis_error = "trace analysis unavailable in this installation"
@@ -730,7 +735,7 @@ def choose_baseline(rows: Sequence[Row], name: str | None) -> str | None:
 
 
 def compare(
-    paths: Iterable[str | Path],
+    paths: Iterable[str | Path | Source],
     *,
     baseline: str | None = None,
     analyse: bool = True,
@@ -750,34 +755,31 @@ def compare(
     notes: list[str] = []
     for i, src in enumerate(sources):
         if src.kind == "run":
-            assert src.record is not None
-            if src.record.interrupted and src.record.resume is not None:
-                pending = src.record.resume.pending
+            ctx = src.context
+            assert ctx is not None
+            record = ctx.record
+            if record.interrupted and record.resume is not None:
+                pending = record.resume.pending
                 notes.append(
                     f"{src.path}: interrupted run; not run yet: {', '.join(pending)} "
                     f"(attnprof run --resume {src.path})"
                 )
-            workload = None
-            # a model run's workload is one attention call inside a step, not the traced region:
-            # no roofline (FLOP/s) from it
-            if analyse and src.record.model is None:
-                from attnprof.workload import Workload
-
-                workload = Workload.from_record(src.record.workload)
-            for res in src.record.results:
-                row = _row_from_result(src, res, src.record)
+            for res in record.results:
+                row = _row_from_result(src, res, record)
                 if not analyse:
                     row.analysis_error = "trace analysis not requested"
                 elif row.trace:
                     if Path(row.trace).is_file():
-                        _analyse_into(row, Path(row.trace), workload, notes)
+                        # the run's workload, peak and what the variant executes come with ctx
+                        # (a model run's workload describes no traced region: no roofline)
+                        _analyse_into(row, Path(row.trace), ctx, notes)
                     else:
                         row.analysis_error = f"trace {row.trace} is missing"
                         notes.append(f"{row.label}: {row.analysis_error}")
-                _peak_check(row, src.record)
+                _peak_check(row, ctx)
                 _fault_check(row)
                 _cold_check(row, res.timing)
-                _gate(row, res, src.record.workload.dtype)
+                _gate(row, res, record.workload.dtype)
                 row.input = i
                 rows.append(row)
         else:

@@ -458,6 +458,7 @@ def _prepare(
         flops_executed=workload.flops_executed(v.materialises),
         bytes_min=workload.bytes_min(),
         estimate_bytes=estimate,
+        materialises=v.known_materialises,
     )
     if workload.backward:
         result.flop_convention = f"backward FLOPs = {BACKWARD_FLOP_FACTOR:g} x the forward's matmul FLOPs, FlashAttention's convention"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 
-from attnprof.compare.compare import Comparison, compare
+from attnprof.compare.compare import Comparison, compare, load_sources
 from attnprof.compare.expect import (
     ExpectationResult,
     builtin_for_device,
@@ -21,7 +21,7 @@ from attnprof.compare.expect import (
     load_expectations,
 )
 from attnprof.errors import UserError
-from attnprof.records import RunRecord, decode_run, is_incorrect
+from attnprof.records import RunRecord, is_incorrect
 
 __all__ = ["REPORT_SCHEMA", "ReportData", "ScalingPoint", "build_report_data", "find_run_dirs"]
 
@@ -104,9 +104,11 @@ def build_report_data(
     if Path(run_dir).is_file() and Path(run_dir).name != "run.json":  # compare() checks it is a trace
         return _trace_report_data(Path(run_dir), expect=expect, baseline=baseline, version=__version__)
     dirs = find_run_dirs(run_dir)
-    records = [decode_run((d / "run.json").read_bytes(), source=str(d / "run.json")) for d in dirs]
+    # each run.json decoded once, into the run context compare and the views below share
+    sources = load_sources(dirs)
+    records = [src.context.record for src in sources if src.context is not None]
     # a folder of several shapes: each workload against its own baseline, never across them
-    comp = compare(dirs, baseline=baseline, diff=True, group_workloads=True)
+    comp = compare(sources, baseline=baseline, diff=True, group_workloads=True)
     results: list[ExpectationResult] = []
     exp_file: str | None = None
     if expect == "auto" and records[0].model is not None:

@@ -76,6 +76,7 @@ class Variant:
     # 0 for fused kernels that never materialise the scores
     score_tensors: float = 0.0
     score_fp32: bool = False  # scores held in fp32 whatever the input dtype (math backend upcast)
+    scores_assumed: bool = False  # score_tensors is a safe assumption, not the variant's knowledge
     backend: str | None = None  # the backend this variant pins, if any
     compiled: bool = False
     can_compile: bool = True  # whether a torch.compile twin makes sense
@@ -98,6 +99,12 @@ class Variant:
     @property
     def materialises(self) -> bool:
         return self.score_tensors > 0
+
+    @property
+    def known_materialises(self) -> bool | None:
+        """What run.json records as `materialises`: None when score_tensors is an assumption
+        (a user's implementation, sized like a naive one for the memory gate), not knowledge."""
+        return None if self.scores_assumed else self.materialises
 
     def mask_cost(self, workload: Workload) -> int:
         """Bytes of what it builds to express the mask; a materialising variant builds it dense."""

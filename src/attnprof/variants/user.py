@@ -94,4 +94,5 @@ def load_user_variant(spec: str) -> Variant:
         source=f"{Path(ref).resolve()}:{func_name}" if ref.endswith(".py") else spec,
         # unknown implementation: assume it may materialise the scores like a naive one
         score_tensors=2,
+        scores_assumed=True,
     )
