@@ -1,7 +1,7 @@
 """Memory: what is free before a variant runs, and the peak one call reaches.
 
-CPU peaks come from the profiler's [memory] events (profile_memory=True: the CPU allocator's
-running 'Total Allocated'); GPU peaks from torch.cuda.max_memory_allocated. Both are reported
+CPU peaks come from the profiler's allocation events (profile_memory=True: the CPU allocator's
+running 'Total Allocated', which the exported trace shows as [memory] events); GPU peaks from torch.cuda.max_memory_allocated. Both are reported
 above what was allocated just before the call, so inputs do not count.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from attnprof.units import fmt_bytes as format_bytes
 
-__all__ = ["available_bytes", "cuda_peak_bytes", "format_bytes", "peak_from_trace_events"]
+__all__ = ["available_bytes", "cuda_peak_bytes", "format_bytes", "peak_rise"]
 
 
 def available_bytes(device: str) -> int:
@@ -38,16 +38,11 @@ def cuda_peak_bytes(call: Callable[[], Any], device: str) -> int:
     return int(torch.cuda.max_memory_allocated(device) - base)
 
 
-def peak_from_trace_events(events: list[dict[str, Any]], ranges: list[tuple[float, float]]) -> int | None:
-    """Largest rise of 'Total Allocated' inside any of `ranges` (ts, ts+dur), over the value
-    just before the range. None when the trace holds no CPU memory events."""
-    mem = sorted(
-        (e["ts"], e["args"].get("Total Allocated", 0))
-        for e in events
-        if e.get("name") == "[memory]"
-        and isinstance(e.get("args"), dict)
-        and e["args"].get("Device Type", 0) == 0
-    )
+def peak_rise(totals: list[tuple[int, int]], ranges: list[tuple[int, int]]) -> int | None:
+    """Largest rise of the allocator's running total inside any of `ranges` (start, end), over
+    the total just before the range. `totals` holds (time, Total Allocated) samples, one per
+    allocation or free, on the clock of `ranges`. None when there is no sample at all."""
+    mem = sorted(totals)
     if not mem:
         return None
     peak = 0

@@ -7,23 +7,26 @@ forward, so an analysis can take either region (analyze --region attn_bwd). When
 end, the trace is exported as .json.gz (Perfetto and TensorBoard load it) and the
 key_averages table is written (.txt; sorted by device time on GPU, CPU time on CPU). With a
 tensorboard_dir, torch.profiler.tensorboard_trace_handler also writes the trace there as
-`<worker>.<timestamp>.pt.trace.json.gz`, the layout TensorBoard, HTA and `attnprof analyze DIR` read. Per-forward
-figures come from the profiler's own event tree: ops under each attn_fwd, kernels they launched.
+`<worker>.<timestamp>.pt.trace.json.gz`, the layout TensorBoard, HTA and `attnprof analyze DIR` read.
+Per-forward figures are counted in the exported trace by attnprof.analysis.regions, the one
+definition of which ops and device ops belong to an instance of an annotation (an analysis of
+the same trace reports the same counts); the CPU peak memory comes from the profiler's own event
+tree (its allocation events, which the trace shows as [memory] events).
 """
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import shutil
 import socket
+import tempfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnprof.harness.memory import peak_from_trace_events
+from attnprof.harness.memory import peak_rise
 from attnprof.records import ProfileSummary
 
 __all__ = ["ANNOTATION", "BACKWARD_ANNOTATION", "ProfileOutcome", "profile_call"]
@@ -39,60 +42,98 @@ class ProfileOutcome:
     cpu_peak_bytes: int | None = None
 
 
-def _descendants(event: Any) -> list[Any]:
-    out: list[Any] = []
-    stack = list(event.cpu_children)
-    while stack:
-        e = stack.pop()
-        out.append(e)
-        stack.extend(e.cpu_children)
+@dataclass
+class _PerInstance:
+    """One annotation's instances in an exported trace, as attnprof.analysis.regions finds them
+    (the same ops and device ops an analysis of the trace counts per instance)."""
+
+    instances: int = 0
+    cpu_ops: int = 0
+    gpu_ops: int = 0
+    cpu_us: float = 0.0
+    gpu_us: float = 0.0
+    counts: Counter[str] = field(default_factory=Counter)  # CPU op name -> count, in order seen
+
+
+def _per_instance(trace_path: Path, names: tuple[str, ...]) -> dict[str, _PerInstance]:
+    """For each annotation in `names` the trace holds: its instances, their CPU ops (every
+    nesting depth, on the annotation's thread), their device ops and times."""
+    from attnprof.analysis.links import link
+    from attnprof.analysis.regions import find_region
+    from attnprof.trace.load import load_trace
+
+    trace = load_trace(trace_path)
+    links = link(trace)
+    out: dict[str, _PerInstance] = {}
+    for name in names:
+        if name not in trace.names:
+            continue
+        region = find_region(trace, links, name)
+        agg = _PerInstance(instances=len(region.instances))
+        gpu_dur = trace.dur[links.gpu_rows]
+        for inst in region.instances:
+            agg.cpu_ops += int(inst.cpu_ops.size)
+            agg.gpu_ops += int(inst.gpu.size)
+            agg.cpu_us += inst.cpu_time_us
+            agg.gpu_us += float(gpu_dur[inst.gpu].sum()) if inst.gpu.size else 0.0
+            agg.counts.update(trace.names[int(i)] for i in trace.name[inst.cpu_ops].tolist())
+        out[name] = agg
     return out
 
 
-def _region(events: list[Any], name: str) -> tuple[int, int, int, float, float, set[str], dict[str, int]]:
-    """(instances, cpu ops, gpu ops, cpu us, gpu us, op names, op counts) under `name`."""
-    from torch.autograd import DeviceType
-
-    anns = [e for e in events if e.name == name and e.device_type == DeviceType.CPU]
-    names: set[str] = set()
-    cpu_ops = gpu_ops = 0
-    cpu_us = gpu_us = 0.0
-    counts: dict[str, int] = {}
-    for ann in anns:
-        desc = _descendants(ann)
-        cpu_ops += len(desc)
-        cpu_us += ann.cpu_time_total
-        for e in desc:
-            names.add(e.name)
-            counts[e.name] = counts.get(e.name, 0) + 1
-            for k in getattr(e, "kernels", []) or []:
-                gpu_ops += 1
-                gpu_us += float(getattr(k, "duration", 0.0))
-    return len(anns), cpu_ops, gpu_ops, cpu_us, gpu_us, names, counts
-
-
-def _summarize(events: list[Any], cuda: bool, annotation: str) -> tuple[ProfileSummary, set[str]]:
-    n_f, cpu_ops, gpu_ops, cpu_us, gpu_us, names, counts = _region(events, annotation)
-    n = max(1, n_f)
-    top = sorted(counts, key=lambda k: -counts[k])[:10]
+def _summarize(trace_path: Path, cuda: bool, annotation: str) -> tuple[ProfileSummary, set[str]]:
+    regions = _per_instance(trace_path, (annotation, BACKWARD_ANNOTATION))
+    fwd = regions.get(annotation, _PerInstance())
+    n = max(1, fwd.instances)
     summary = ProfileSummary(
-        forwards=n_f,
-        cpu_ops_per_forward=cpu_ops / n,
-        gpu_ops_per_forward=gpu_ops / n if cuda else 0.0,
-        cpu_time_us_per_forward=cpu_us / n,
-        gpu_time_us_per_forward=gpu_us / n if cuda else 0.0,
-        top_ops=top,
+        forwards=fwd.instances,
+        cpu_ops_per_forward=fwd.cpu_ops / n,
+        gpu_ops_per_forward=fwd.gpu_ops / n if cuda else 0.0,
+        cpu_time_us_per_forward=fwd.cpu_us / n,
+        gpu_time_us_per_forward=fwd.gpu_us / n if cuda else 0.0,
+        top_ops=[name for name, _ in fwd.counts.most_common(10)],
     )
-    n_b, b_cpu_ops, b_gpu_ops, b_cpu_us, b_gpu_us, _names, _counts = _region(events, BACKWARD_ANNOTATION)
-    if n_b:
-        # on CUDA autograd runs the backward on its own thread: its ops are not children of
-        # attn_bwd in the CPU tree, so per-backward op counts there come from the trace analysis
-        summary.backwards = n_b
-        summary.cpu_ops_per_backward = b_cpu_ops / n_b
-        summary.cpu_time_us_per_backward = b_cpu_us / n_b
-        summary.gpu_ops_per_backward = b_gpu_ops / n_b if cuda else 0.0
-        summary.gpu_time_us_per_backward = b_gpu_us / n_b if cuda else 0.0
-    return summary, names
+    bwd = regions.get(BACKWARD_ANNOTATION)
+    if bwd is not None and bwd.instances:
+        # device work the autograd engine launches from its own threads (CUDA) belongs to
+        # attn_bwd too (the analysis's "autograd thread" rule)
+        nb = bwd.instances
+        summary.backwards = nb
+        summary.cpu_ops_per_backward = bwd.cpu_ops / nb
+        summary.cpu_time_us_per_backward = bwd.cpu_us / nb
+        summary.gpu_ops_per_backward = bwd.gpu_ops / nb if cuda else 0.0
+        summary.gpu_time_us_per_backward = bwd.gpu_us / nb if cuda else 0.0
+    return summary, set(fwd.counts)
+
+
+def _cpu_memory(
+    prof: Any, annotation: str, backward: bool
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """From the profiler's own event tree: (time, CPU Total Allocated) at every allocation and
+    free, and one range per step to look for the peak in: the annotation, or with a backward
+    from the forward's start to the end of the backward that follows it (so the peak includes
+    what the forward saved for the backward). Nanoseconds, one clock for both."""
+    from torch._C._profiler import _EventType
+
+    totals: list[tuple[int, int]] = []
+    fwd: list[tuple[int, int]] = []
+    bwd_ends: list[int] = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        e = stack.pop()
+        stack.extend(e.children)
+        tag, extra = e.typed
+        if tag == _EventType.Allocation and extra.device.type == "cpu":
+            totals.append((e.start_time_ns, int(extra.total_allocated)))
+        elif tag == _EventType.TorchOp and e.name == annotation:
+            fwd.append((e.start_time_ns, e.end_time_ns))
+        elif tag == _EventType.TorchOp and e.name == BACKWARD_ANNOTATION:
+            bwd_ends.append(e.end_time_ns)
+    ranges = sorted(fwd)
+    if backward:
+        ends = sorted(bwd_ends)
+        ranges = [(s, next((x for x in ends if x >= e), e)) for s, e in ranges]
+    return totals, ranges
 
 
 def _table(prof: Any, cuda: bool) -> str:
@@ -106,35 +147,65 @@ def _table(prof: Any, cuda: bool) -> str:
     return str(averages.table(row_limit=25))
 
 
-def _lean_pass(call: Callable[[], Any], *, cuda: bool, device: str, steps: tuple[int, int, int],
-               annotation: str) -> tuple[float, float] | None:  # fmt: skip
-    """(CPU, GPU) µs per forward from a lean profiler pass: CPU (+ CUDA) activity only, no shapes,
-    memory or stacks, nothing exported. The rich pass that follows records shapes and memory for
-    the analysis and costs more per op; the two against the clean time give the profiler's
-    inflation with and without that recording."""
+def _profiled_steps(call: Callable[[], Any], *, cuda: bool, device: str, steps: tuple[int, int, int],
+                    annotation: str, backward: Callable[[Any], Any] | None, rich: bool,
+                    ready: Callable[[Any], None]) -> None:  # fmt: skip
+    """wait + warmup + active profiler steps of `call` under the annotation (and `backward`
+    under attn_bwd). rich: record shapes and memory for the analysis; lean: CPU (+ CUDA)
+    activity only, which costs the profiler less per op. `ready` gets the profiler once the
+    active steps end."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     wait, warmup, active = steps
-    captured: dict[str, Any] = {}
     with profile(
         activities=activities,
         schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
-        on_trace_ready=lambda prof: captured.setdefault("events", list(prof.events())),
-        record_shapes=False,
-        profile_memory=False,
+        on_trace_ready=ready,
+        record_shapes=rich,
+        profile_memory=rich,
         with_stack=False,
     ) as prof:
         for _ in range(wait + warmup + active):
             with record_function(annotation):
                 out = call()
+            if backward is not None:
+                with record_function(BACKWARD_ANNOTATION):
+                    backward(out)
             del out
             if cuda:
+                # keep each step's GPU work inside its step; the annotation itself stays as in the blog
                 torch.cuda.synchronize(device)
             prof.step()
-    n, _cpu_ops, _gpu_ops, cpu_us, gpu_us, _names, _counts = _region(captured.get("events", []), annotation)
-    return (cpu_us / n, gpu_us / n if cuda else 0.0) if n else None
+
+
+def _lean_pass(call: Callable[[], Any], *, cuda: bool, device: str, steps: tuple[int, int, int],
+               annotation: str) -> tuple[float, float] | None:  # fmt: skip
+    """(CPU, GPU) µs per forward from a lean profiler pass (no shapes, memory or stacks). The
+    rich pass that follows records shapes and memory for the analysis and costs more per op;
+    the two against the clean time give the profiler's inflation with and without that
+    recording. Its trace is exported after the active steps (outside what it measures) to a
+    temporary file, and counted like the rich pass's."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "lean.json.gz"
+        _profiled_steps(
+            call,
+            cuda=cuda,
+            device=device,
+            steps=steps,
+            annotation=annotation,
+            backward=None,
+            rich=False,
+            ready=lambda prof: prof.export_chrome_trace(str(path)),
+        )
+        if not path.exists():
+            return None
+        fwd = _per_instance(path, (annotation,)).get(annotation)
+    if fwd is None or not fwd.instances:
+        return None
+    n = fwd.instances
+    return fwd.cpu_us / n, fwd.gpu_us / n if cuda else 0.0
 
 
 def profile_call(
@@ -153,81 +224,53 @@ def profile_call(
     Each call runs inside record_function(annotation): attn_fwd for one attention call, model_step
     for a whole model step (attnprof model). With `backward`, each step also runs backward(output)
     under attn_bwd."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile, record_function, schedule
-
     # Kineto prints "USDT: ... profiler_start/stop" on stderr for every profiled variant, at its
     # USDT log level (5). Level 6 silences it; read at each profiler start, so set here. A value
     # the user exported (to see Kineto's own errors: KINETO_LOG_LEVEL=4) is kept.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     cuda = device.startswith("cuda")
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    wait, warmup, active = steps
     captured: dict[str, Any] = {}
     lean = _lean_pass(call, cuda=cuda, device=device, steps=steps, annotation=annotation)
+    with tempfile.TemporaryDirectory() as tmp:
+        # the per-forward figures are read from the exported trace: one without a trace_path
+        # goes to a temporary file
+        path = trace_path if trace_path is not None else Path(tmp) / "trace.json.gz"
 
-    def ready(prof: Any) -> None:
-        if trace_path is not None:
-            trace_path.parent.mkdir(parents=True, exist_ok=True)
-        if tensorboard_dir is not None:
-            # Kineto saves a trace once: the handler writes it, and the run directory gets a copy
-            from torch.profiler import tensorboard_trace_handler
+        def ready(prof: Any) -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if tensorboard_dir is not None:
+                # Kineto saves a trace once: the handler writes it, and the run directory gets a copy
+                from torch.profiler import tensorboard_trace_handler
 
-            worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"  # the handler's default
-            pattern = f"{worker}.*.pt.trace.json.gz"
-            before = set(tensorboard_dir.glob(pattern))
-            tensorboard_trace_handler(str(tensorboard_dir), worker_name=worker, use_gzip=True)(prof)
-            written = sorted(set(tensorboard_dir.glob(pattern)) - before)
-            if trace_path is not None and written:
-                shutil.copyfile(written[-1], trace_path)
-        elif trace_path is not None:
-            prof.export_chrome_trace(str(trace_path))
-        if table_path is not None:
-            table_path.parent.mkdir(parents=True, exist_ok=True)
-            table_path.write_text(_table(prof, cuda) + "\n")
-        captured["events"] = list(prof.events())
+                worker = worker_name or f"{socket.gethostname()}_{os.getpid()}"  # the handler's default
+                pattern = f"{worker}.*.pt.trace.json.gz"
+                before = set(tensorboard_dir.glob(pattern))
+                tensorboard_trace_handler(str(tensorboard_dir), worker_name=worker, use_gzip=True)(prof)
+                written = sorted(set(tensorboard_dir.glob(pattern)) - before)
+                if written:
+                    shutil.copyfile(written[-1], path)
+            else:
+                prof.export_chrome_trace(str(path))
+            if table_path is not None:
+                table_path.parent.mkdir(parents=True, exist_ok=True)
+                table_path.write_text(_table(prof, cuda) + "\n")
+            if not cuda:
+                captured["memory"] = _cpu_memory(prof, annotation, backward is not None)
 
-    with profile(
-        activities=activities,
-        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
-        on_trace_ready=ready,
-        record_shapes=True,
-        profile_memory=True,
-    ) as prof:
-        for _ in range(wait + warmup + active):
-            with record_function(annotation):
-                out = call()
-            if backward is not None:
-                with record_function(BACKWARD_ANNOTATION):
-                    backward(out)
-            del out
-            if cuda:
-                # keep each step's GPU work inside its step; the annotation itself stays as in the blog
-                torch.cuda.synchronize(device)
-            prof.step()
-
-    summary, names = _summarize(captured.get("events", []), cuda, annotation)
+        _profiled_steps(
+            call,
+            cuda=cuda,
+            device=device,
+            steps=steps,
+            annotation=annotation,
+            backward=backward,
+            rich=True,
+            ready=ready,
+        )
+        summary, names = _summarize(path, cuda, annotation)
     if lean is not None:
         summary.lean_cpu_time_us_per_forward, summary.lean_gpu_time_us_per_forward = lean
     outcome = ProfileOutcome(summary=summary, op_names=names)
-    if not cuda and trace_path is not None and trace_path.exists():
-        with gzip.open(trace_path, "rt") as fh:
-            events = json.load(fh).get("traceEvents", [])
-        ranges = [
-            (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
-            for e in events
-            if e.get("name") == annotation and e.get("ph") == "X" and e.get("cat") == "user_annotation"
-        ]
-        if backward is not None:
-            # one range per step: from its forward's start to its backward's end, so the peak
-            # includes what the forward saved for the backward
-            ends = sorted(
-                float(e["ts"]) + float(e.get("dur", 0))
-                for e in events
-                if e.get("name") == BACKWARD_ANNOTATION
-                and e.get("ph") == "X"
-                and e.get("cat") == "user_annotation"
-            )
-            ranges = [(s, next((x for x in ends if x >= e), e)) for s, e in sorted(ranges)]
-        outcome.cpu_peak_bytes = peak_from_trace_events(events, ranges)
+    if "memory" in captured:
+        outcome.cpu_peak_bytes = peak_rise(*captured["memory"])
     return outcome
