@@ -9,8 +9,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from attnprof.context import RunContext
 from attnprof.records import RunRecord, encode_json
+from attnprof.run_context import RunContext
 
 
 @pytest.fixture(scope="module")

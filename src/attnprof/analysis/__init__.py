@@ -15,7 +15,7 @@ Public API (stable; compare/report code relies on it):
     TraceAnalysis.to_dict()   the "attnprof.analysis/1" JSON contract (msgspec.to_builtins of the
                               record); decode_analysis(json) gives the record back
 
-The workload for the roofline is the one given, else the run's (attnprof.context.RunContext:
+The workload for the roofline is the one given, else the run's (attnprof.run_context.RunContext:
 the one passed, or <run>/run.json when the trace sits in <run>/traces/), else none (no roofline).
 From the run also come the CPU peak and what the traced variant executes and materialises. This
 package never imports torch, the harness or the variants: it works on traces from anywhere.
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, overload
 from attnprof.analysis.result import SCHEMA, Finding, TraceAnalysis, decode_analysis
 
 if TYPE_CHECKING:
-    from attnprof.context import RunContext
+    from attnprof.run_context import RunContext
     from attnprof.workload import Workload
 
 __all__ = [
@@ -66,7 +66,7 @@ def _one(
     context: RunContext | None = None,
 ) -> TraceAnalysis:
     from attnprof.analysis.pipeline import analyze_trace
-    from attnprof.context import RunContext
+    from attnprof.run_context import RunContext
     from attnprof.trace.load import MAX_MEMORY, load_trace
 
     ctx = context if context is not None else RunContext.beside_trace(path)
@@ -128,8 +128,8 @@ def analyze(
     attnprof.trace.load.MAX_MEMORY, 0 = no limit) and for a --region that matches nothing.
     threads: "own" (a region owns the device work its thread and the autograd threads launch) or
     "all" (also every other thread of the process while it is open; see attnprof.analysis.regions).
-    context: the run the traces belong to (attnprof.context.RunContext), when the caller already
-    decoded it; else it is read from <run>/run.json when a trace sits in <run>/traces/.
+    context: the run the traces belong to (attnprof.run_context.RunContext), when the caller
+    already decoded it; else it is read from <run>/run.json when a trace sits in <run>/traces/.
     """
     if isinstance(path_or_paths, str | os.PathLike):
         return _one(path_or_paths, region, workload, top, max_memory, threads, context)

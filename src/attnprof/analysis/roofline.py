@@ -2,7 +2,7 @@
 
 FLOPs and bytes come from attnprof.workload.Workload (DOMAIN.md section 6): useful FLOPs count
 only unmasked query-key pairs under a causal mask; executed FLOPs are what the variant recorded
-it computes in run.json (attnprof.context), else the full square for an implementation that
+it computes in run.json (attnprof.run_context), else the full square for an implementation that
 materialises the scores. The time is the region's mean per instance: GPU
 busy time (sum of GPU-op durations) on GPU traces, the annotation's CPU duration on CPU traces,
 so one region instance must be one forward call of the workload (as attn_fwd is).

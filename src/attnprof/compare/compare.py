@@ -31,7 +31,6 @@ from attnprof.analysis.classify import cpu_category
 from attnprof.analysis.result import CpuOp, Finding, KernelStat, MemoryOp, RegionStat, TraceAnalysis
 from attnprof.analysis.stats import RatioInterval, ratio_interval
 from attnprof.compare.diff import Diff, diff_rows
-from attnprof.context import RunContext
 from attnprof.errors import UserError
 from attnprof.records import (
     ReasonCode,
@@ -41,6 +40,7 @@ from attnprof.records import (
     WorkloadRecord,
     is_incorrect,
 )
+from attnprof.run_context import RunContext
 
 __all__ = [
     "COMPARE_SCHEMA",
