@@ -70,7 +70,7 @@ def test_old_record_without_the_field_reads_as_unknown(
     roof_old = analyze(old / str(naive.trace), context=ctx).roofline
     assert roof_new is not None and roof_old is not None
     # the executed FLOPs come from what the variant recorded, in both
-    assert roof_old["flops_executed"] == roof_new["flops_executed"] == naive.flops_executed
+    assert roof_old.flops_executed == roof_new.flops_executed == naive.flops_executed
 
 
 def test_peak_and_its_provenance_come_from_the_environment(
@@ -86,7 +86,7 @@ def test_peak_and_its_provenance_come_from_the_environment(
     assert ctx.peak.source == f"run.json peak_tflops ({env.peak_source})"
     trace = out / str(record.results[0].trace)
     roof = analyze(trace, context=ctx).roofline
-    assert roof is not None and (roof["peak_tflops"], roof["peak_source"]) == (
+    assert roof is not None and (roof.peak_tflops, roof.peak_source) == (
         ctx.peak.tflops,
         ctx.peak.source,
     )
