@@ -147,41 +147,48 @@ def _table(prof: Any, cuda: bool) -> str:
     return str(averages.table(row_limit=25))
 
 
-def _profiled_steps(call: Callable[[], Any], *, cuda: bool, device: str, steps: tuple[int, int, int],
-                    annotation: str, backward: Callable[[Any], Any] | None, rich: bool,
-                    ready: Callable[[Any], None]) -> None:  # fmt: skip
-    """wait + warmup + active profiler steps of `call` under the annotation (and `backward`
-    under attn_bwd). rich: record shapes and memory for the analysis; lean: CPU (+ CUDA)
-    activity only, which costs the profiler less per op. `ready` gets the profiler once the
-    active steps end."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+@dataclass(frozen=True)
+class _Steps:
+    """The profiled steps both passes run: wait + warmup + active steps of `call` under the
+    annotation."""
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    wait, warmup, active = steps
-    with profile(
-        activities=activities,
-        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
-        on_trace_ready=ready,
-        record_shapes=rich,
-        profile_memory=rich,
-        with_stack=False,
-    ) as prof:
-        for _ in range(wait + warmup + active):
-            with record_function(annotation):
-                out = call()
-            if backward is not None:
-                with record_function(BACKWARD_ANNOTATION):
-                    backward(out)
-            del out
-            if cuda:
-                # keep each step's GPU work inside its step; the annotation itself stays as in the blog
-                torch.cuda.synchronize(device)
-            prof.step()
+    call: Callable[[], Any]
+    cuda: bool
+    device: str
+    steps: tuple[int, int, int]
+    annotation: str
+
+    def run(self, *, backward: Callable[[Any], Any] | None, rich: bool, ready: Callable[[Any], None]) -> None:
+        """Profile the steps (each with `backward` under attn_bwd when given). rich: record
+        shapes and memory for the analysis; lean: CPU (+ CUDA) activity only, which costs the
+        profiler less per op. `ready` gets the profiler once the active steps end."""
+        import torch
+        from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        wait, warmup, active = self.steps
+        with profile(
+            activities=activities,
+            schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
+            on_trace_ready=ready,
+            record_shapes=rich,
+            profile_memory=rich,
+            with_stack=False,
+        ) as prof:
+            for _ in range(wait + warmup + active):
+                with record_function(self.annotation):
+                    out = self.call()
+                if backward is not None:
+                    with record_function(BACKWARD_ANNOTATION):
+                        backward(out)
+                del out
+                if self.cuda:
+                    # keep each step's GPU work inside its step; the annotation itself stays as in the blog
+                    torch.cuda.synchronize(self.device)
+                prof.step()
 
 
-def _lean_pass(call: Callable[[], Any], *, cuda: bool, device: str, steps: tuple[int, int, int],
-               annotation: str) -> tuple[float, float] | None:  # fmt: skip
+def _lean_pass(steps: _Steps) -> tuple[float, float] | None:
     """(CPU, GPU) µs per forward from a lean profiler pass (no shapes, memory or stacks). The
     rich pass that follows records shapes and memory for the analysis and costs more per op;
     the two against the clean time give the profiler's inflation with and without that
@@ -189,23 +196,14 @@ def _lean_pass(call: Callable[[], Any], *, cuda: bool, device: str, steps: tuple
     temporary file, and counted like the rich pass's."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "lean.json.gz"
-        _profiled_steps(
-            call,
-            cuda=cuda,
-            device=device,
-            steps=steps,
-            annotation=annotation,
-            backward=None,
-            rich=False,
-            ready=lambda prof: prof.export_chrome_trace(str(path)),
-        )
+        steps.run(backward=None, rich=False, ready=lambda prof: prof.export_chrome_trace(str(path)))
         if not path.exists():
             return None
-        fwd = _per_instance(path, (annotation,)).get(annotation)
+        fwd = _per_instance(path, (steps.annotation,)).get(steps.annotation)
     if fwd is None or not fwd.instances:
         return None
     n = fwd.instances
-    return fwd.cpu_us / n, fwd.gpu_us / n if cuda else 0.0
+    return fwd.cpu_us / n, fwd.gpu_us / n if steps.cuda else 0.0
 
 
 def profile_call(
@@ -230,7 +228,8 @@ def profile_call(
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     cuda = device.startswith("cuda")
     captured: dict[str, Any] = {}
-    lean = _lean_pass(call, cuda=cuda, device=device, steps=steps, annotation=annotation)
+    profiled = _Steps(call=call, cuda=cuda, device=device, steps=steps, annotation=annotation)
+    lean = _lean_pass(profiled)
     with tempfile.TemporaryDirectory() as tmp:
         # the per-forward figures are read from the exported trace: one without a trace_path
         # goes to a temporary file
@@ -257,16 +256,7 @@ def profile_call(
             if not cuda:
                 captured["memory"] = _cpu_memory(prof, annotation, backward is not None)
 
-        _profiled_steps(
-            call,
-            cuda=cuda,
-            device=device,
-            steps=steps,
-            annotation=annotation,
-            backward=backward,
-            rich=True,
-            ready=ready,
-        )
+        profiled.run(backward=backward, rich=True, ready=ready)
         summary, names = _summarize(path, cuda, annotation)
     if lean is not None:
         summary.lean_cpu_time_us_per_forward, summary.lean_gpu_time_us_per_forward = lean
