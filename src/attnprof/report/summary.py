@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import msgspec
+
 from attnprof.analysis.stats import RatioInterval
 from attnprof.compare.compare import INCORRECT, Row, baseline_for, interval
 from attnprof.report.data import ReportData
@@ -27,7 +29,18 @@ from attnprof.units import (
     number_locale,
 )
 
-__all__ = ["BAD_CODES", "GOOD_CODES", "SAME_SPEED", "incorrect_line", "opaque", "reasons", "summarize"]
+__all__ = [
+    "BAD_CODES",
+    "CAUSE_SHARE",
+    "GOOD_CODES",
+    "SAME_SPEED",
+    "Why",
+    "cause_ms",
+    "incorrect_line",
+    "opaque",
+    "reasons",
+    "summarize",
+]
 
 # findings that make a variant slower, in the order a reader should hear them
 BAD_CODES: tuple[str, ...] = (
@@ -56,13 +69,120 @@ def opaque(row: Row) -> bool:
     return row.compiled_region
 
 
-def reasons(fast: Row, slow: Row, t: Translator) -> tuple[str, str] | None:
-    """(subject, reasons) for why `fast` beats `slow`, or None when no record says why.
+# the least part of the clean time gap a named cause must account for to be called *the* reason:
+# a cause that could explain under a quarter of the gap is not why one variant is faster
+CAUSE_SHARE = 0.25
+
+# CPU (aten) op names in which each finding's cost lies, where the trace's op list shows it. The
+# copy group (clone, copy_, _to_copy, ...) holds both the out-of-place copy and dtype conversions;
+# _safe_softmax's cost is its guard passes; the transposes are views (layout group).
+_COST_GROUPS: dict[str, tuple[str, ...]] = {
+    "OUT_OF_PLACE_COPY": ("copy", "memcpy"),
+    "FP32_UPCAST": ("copy", "memcpy"),
+    "TRANSPOSES_BEFORE_KERNEL": ("layout",),
+}
+_SAFE_SOFTMAX_OPS = ("aten::_safe_softmax", "aten::isneginf", "aten::all", "aten::where", "aten::logical_not")
+
+
+class Cause(msgspec.Struct, frozen=True):
+    """One finding named as a cause, and what it costs: `ms` is the part of the clean time gap it
+    can account for (its trace time as a share of the trace time per forward, applied to the
+    clean time; the faster variant's own time in the same ops subtracted), None when the trace
+    holds no time for it (fused vs unfused, a CUDA graph: the evidence is structural)."""
+
+    code: str
+    ms: float | None
+
+
+def _traced_us(row: Row) -> float | None:
+    """The trace time per forward the row's op times are shares of (its lane's)."""
+    return row.gpu_time_us_per_forward if row.ops_lane == "gpu" else row.cpu_time_us_per_forward
+
+
+def _cause_us(row: Row, code: str, names: frozenset[str]) -> float | None:
+    """What `row` spends per traced forward on what `code` names, or None without a time for it."""
+    if code in _COST_GROUPS and row.ops:
+        if code == "TRANSPOSES_BEFORE_KERNEL" and row.ops_lane == "gpu":
+            return None  # views cost no GPU time; what they cost on the host the trace cannot split
+        return sum(o.time_us for o in row.ops if o.category in _COST_GROUPS[code])
+    if code in ("MASK_REBUILT_EACH_CALL", "SAFE_SOFTMAX") and row.ops:
+        return sum(o.time_us for o in row.ops if o.name in names)
+    return None
+
+
+def _cause_names(row: Row, code: str) -> frozenset[str]:
+    """The op names a finding's evidence points at (the mask-building ops it counted)."""
+    if code == "SAFE_SOFTMAX":
+        return frozenset(_SAFE_SOFTMAX_OPS)
+    out: set[str] = set()
+    for f in row.findings:
+        if f.code != code:
+            continue
+        ops = f.evidence.get("cpu_ops_per_instance")
+        if isinstance(ops, dict):
+            out.update(str(k) for k in ops)
+        for k in f.evidence.get("gpu_mask_kernels") or []:
+            if isinstance(k, dict) and "name" in k:
+                out.add(str(k["name"]))
+    if row.ops_lane == "gpu":  # kernels are listed by full name, the evidence by short name
+        out |= {o.name for o in row.ops if o.short in out}
+    return frozenset(out)
+
+
+def _evidence_share(row: Row, code: str) -> float | None:
+    """A finding whose evidence carries its own time: its share of the traced forward."""
+    for f in row.findings:
+        if f.code != code:
+            continue
+        ev = f.evidence
+        if code == "CUDA_CORE_GEMM" and row.gpu_time_us_per_forward and row.forwards:
+            return float(ev["time_us"]) / row.forwards / row.gpu_time_us_per_forward
+        if "cause_us_per_instance" in ev and ev.get("window_us_per_instance"):
+            return float(ev["cause_us_per_instance"]) / float(ev["window_us_per_instance"])
+    return None
+
+
+def cause_ms(has: Row, lacks: Row, code: str) -> float | None:
+    """The clean milliseconds per forward that finding `code` of `has` can account for against
+    `lacks` (which has no such finding): has's cost in it less lacks's in the same ops, each a
+    share of its own trace time per forward applied to its own clean median. None: unknown."""
+    if has.median_ms is None or lacks.median_ms is None:
+        return None
+    share = _evidence_share(has, code)
+    if share is not None:
+        return share * has.median_ms
+    names = _cause_names(has, code)
+    mine, theirs = _cause_us(has, code, names), _cause_us(lacks, code, names)
+    traced, other = _traced_us(has), _traced_us(lacks)
+    if mine is None or not traced:
+        return None
+    cost = mine / traced * has.median_ms
+    if theirs and other:
+        cost -= theirs / other * lacks.median_ms
+    return max(cost, 0.0)
+
+
+class Why(msgspec.Struct, frozen=True):
+    """Why `fast` beats `slow`: the subject (the variant the reasons speak of) and the causes
+    large enough to name (`named`); `small`: causes the two differ in that account for under
+    CAUSE_SHARE of the gap (`largest_ms`: the most any of them can account for)."""
+
+    subject: str
+    named: str = ""
+    small: str = ""
+    largest_ms: float = 0.0
+    gap_ms: float = 0.0
+
+
+def reasons(fast: Row, slow: Row, t: Translator) -> Why | None:
+    """Why `fast` beats `slow`, or None when no record says why.
 
     A reason is evidence the two differ in, pointing the way the clean times do: a finding the
     faster one has and the slower lacks (what it does right), else one the slower has and the
-    faster lacks (what it does wrong), else fewer ops per forward. Never for a compiled (opaque)
-    side, whose trace cannot show the ops or findings an eager one would."""
+    faster lacks (what it does wrong), else fewer ops per forward. A cause whose trace time
+    shows it accounts for under CAUSE_SHARE of the clean time gap is not named as the reason
+    (Why.small). Never for a compiled (opaque) side, whose trace cannot show the ops or findings
+    an eager one would."""
     if opaque(fast) or opaque(slow):
         return None
     fast_codes, slow_codes = set(fast.finding_codes), set(slow.finding_codes)
@@ -70,15 +190,26 @@ def reasons(fast: Row, slow: Row, t: Translator) -> tuple[str, str] | None:
     # more than "the other materialises the scores"), else what the slower one does wrong
     good = [c for c in GOOD_CODES if c in fast_codes and c not in slow_codes]
     if good:
-        return fast.label, t.join([t(f"reason.{c}") for c in good])
+        return Why(fast.label, named=t.join([t(f"reason.{c}") for c in good]))
     bad = [c for c in BAD_CODES if c in slow_codes and c not in fast_codes]
     if bad:
-        return slow.label, t.join([t(f"reason.{c}") for c in bad])
+        assert fast.median_ms is not None and slow.median_ms is not None
+        gap = slow.median_ms - fast.median_ms
+        causes = [Cause(c, cause_ms(slow, fast, c)) for c in bad]
+        big = [c for c in causes if c.ms is None or c.ms >= CAUSE_SHARE * gap]
+        small = [c for c in causes if c not in big]
+        return Why(
+            slow.label,
+            named=t.join([t(f"reason.{c.code}") for c in big]),
+            small=t.join([t(f"reason.{c.code}") for c in small]),
+            largest_ms=max((c.ms or 0.0 for c in small), default=0.0),
+            gap_ms=gap,
+        )
     gpu = fast.gpu_ops_per_forward and slow.gpu_ops_per_forward
     lane = "gpu_ops_per_forward" if gpu else "cpu_ops_per_forward"
     n, m = getattr(fast, lane), getattr(slow, lane)
     if n is not None and m is not None and n < m:
-        return fast.label, t("reason.fewer_ops", n=fmt_count(n), m=fmt_count(m))
+        return Why(fast.label, named=t("reason.fewer_ops", n=fmt_count(n), m=fmt_count(m)))
     return None
 
 
@@ -105,19 +236,19 @@ def _speed_line(row: Row, base: Row, t: Translator) -> str:
     else:
         ci = _ci(iv, t)
     why = None if (fast.unreliable or slow.unreliable) else reasons(fast, slow, t)
+    head = dict(fast=fast.label, slow=slow.label, ratio=fmt_ratio(ratio), dtype=dtype, ci=ci)
     if why is None:
-        return t(
-            "summary.faster", fast=fast.label, slow=slow.label, ratio=fmt_ratio(ratio), dtype=dtype, ci=ci
-        )
+        return t("summary.faster", **head)
+    if why.named:
+        return t("summary.faster_because", **head, subject=why.subject, reasons=why.named)
+    # every cause the two differ in is too small for the gap: say so, name none as the reason
     return t(
-        "summary.faster_because",
-        fast=fast.label,
-        slow=slow.label,
-        ratio=fmt_ratio(ratio),
-        dtype=dtype,
-        ci=ci,
-        subject=why[0],
-        reasons=why[1],
+        "summary.faster_small",
+        **head,
+        subject=why.subject,
+        reasons=why.small,
+        cause=fmt_ms(why.largest_ms),
+        gap=fmt_ms(why.gap_ms),
     )
 
 
