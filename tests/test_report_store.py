@@ -186,8 +186,8 @@ def test_expectation_observations_are_translated(cpu_run: tuple[Path, object]) -
     data = build_report_data(cpu_run[0])
     skipped = [e for e in data.expectations if e.observed_code == "applies_to"]
     assert skipped and skipped[0].observed.startswith("applies to ")
-    th = expectation_table(data, Translator("th"))
-    en = expectation_table(data, Translator("en"))
+    th = expectation_table(data.expectations, Translator("th"))
+    en = expectation_table(data.expectations, Translator("en"))
     # English: the text the terminal shows; Thai: the catalog's sentence with the same values
     assert [row[3] for row in en.rows] == [e.observed for e in data.expectations]
     observed_th = {row[3] for row in th.rows}

@@ -87,11 +87,14 @@ class Bucket(msgspec.Struct, frozen=True, kw_only=True, order=True):
     def kv_seq_min(self) -> int:
         return self.kv_seq_max // 2 + 1 if self.kv_seq_max > 1 else 1
 
-    def describe(self) -> str:
-        seq = f"S {self.seq_min}-{self.seq_max}"
-        if self.kv_seq_max != self.seq_max:
-            seq += f" kv {self.kv_seq_min}-{self.kv_seq_max}"
-        return f"{self.dtype} D={self.head_dim} {seq}{' gqa' if self.gqa else ''} {'causal' if self.causal else 'full'}"
+    def label(self, *, device: bool = False) -> str:
+        """The bucket in a few characters, as every view writes it: dtype, head dim, the top of
+        the lengths (S≤1024: 513 to 1024; kv≤ where K/V's differ), gqa, "full" where there is no
+        causal mask, and with `device` the device type in brackets (for views that do not name
+        it in a title)."""
+        seq = f"S≤{self.seq_max}" + (f" kv≤{self.kv_seq_max}" if self.kv_seq_max != self.seq_max else "")
+        text = f"{self.dtype} D={self.head_dim} {seq}{' gqa' if self.gqa else ''}{'' if self.causal else ' full'}"
+        return text + (f" [{self.device}]" if device else "")
 
 
 class Candidate(msgspec.Struct, kw_only=True):

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import IO
+from functools import cache
+from typing import IO, TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["MAX_TTY_WIDTH", "MAX_WIDTH", "make_console", "print_table"]
+if TYPE_CHECKING:
+    from attnprof.report.i18n import Translator
+
+__all__ = ["MAX_TTY_WIDTH", "MAX_WIDTH", "TERMINAL_WORDS", "make_console", "print_table", "terminal_words"]
 
 MAX_WIDTH = 100  # pipes and files
 MAX_TTY_WIDTH = 200  # a wide terminal, past which lines get hard to follow
@@ -47,6 +51,38 @@ def make_console(
         emoji=False,
         soft_wrap=False,
     )
+
+
+# The terminal speaks terse English: the report catalog's English with these words over it
+# (headers short enough for 100 columns), so that a table's builder serves the terminal and the
+# reports alike. Expectation check names stay as the expectation files write them.
+TERMINAL_WORDS: dict[str, str] = {
+    "speed.incorrect": "incorrect",
+    "speed.baseline": "1.00x (base)",
+    "speed.with_interval": "{speed} [{ci}]",
+    "occupancy.pair": "{achieved}/{theoretical}",
+    "occupancy.limited": "{pair} {limiter}",
+    "tflops.above_peak": " !",
+    **{f"col.{k}": k for k in ("variant", "check", "expected", "observed", "result", "family", "change")},
+    "col.kernel": "kernel / op",
+    "col.per_fwd": "{side}",
+    "col.delta": "Δ time",
+    "diff.title": "{b} vs {a} ({lane} ops per forward): {ops_a} -> {ops_b} ops; +{added} added, "
+    "-{removed} removed, ~{changed} changed (Δ: traced time, inflated by the profiler)",
+    "ranks.h.ranks": "Ranks",
+    "ranks.col.step": "step time",
+    "ranks.col.busy": "busy",
+    "ranks.col.comm": "comm %",
+    "ranks.col.attn": "attn %",
+}
+
+
+@cache
+def terminal_words() -> Translator:
+    """The terminal's Translator: English with TERMINAL_WORDS over it."""
+    from attnprof.report.i18n import Translator
+
+    return Translator("en", words=TERMINAL_WORDS, names=("check.",))
 
 
 def _columns() -> int | None:

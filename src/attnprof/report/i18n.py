@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -82,12 +82,19 @@ def placeholders(template: str) -> set[str]:
 class Translator:
     """t("h.summary") -> the heading in this language; t("summary.same", a=..., b=...) fills
     fields. A message missing from the language falls back to English (and the catalog test
-    makes sure none is missing)."""
+    makes sure none is missing).
 
-    def __init__(self, lang: str = "en") -> None:
+    `words` put other templates over the catalog's (the terminal's terse English: "median" for
+    "Median"); they may also hold templates the catalogs lack, which `maybe` then finds. `names`:
+    message-id prefixes ("check.") that `maybe` leaves as the name given, untranslated."""
+
+    def __init__(
+        self, lang: str = "en", *, words: Mapping[str, str] | None = None, names: tuple[str, ...] = ()
+    ) -> None:
         self.lang = lang
-        self._cat = load_catalog(lang)
-        self._en = load_catalog("en")
+        self._cat = {**load_catalog(lang), **(words or {})}
+        self._en = {**load_catalog("en"), **(words or {})}
+        self._names = names
 
     def __call__(self, msgid: str, **fields: Any) -> str:
         template = self._cat.get(msgid) or self._en.get(msgid)
@@ -101,7 +108,7 @@ class Translator:
     def maybe(self, msgid: str, default: str) -> str:
         """The message when the catalogs have it (a status, a category, a check name), else
         `default`: for names that are words only when the catalog knows them."""
-        return self(msgid) if msgid in self._en else default
+        return self(msgid) if msgid in self._en and not msgid.startswith(self._names) else default
 
     def join(self, items: Sequence[str]) -> str:
         """'a, b and c' in the language's own way."""

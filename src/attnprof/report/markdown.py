@@ -8,22 +8,10 @@ from pathlib import Path
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.summary import summarize
-from attnprof.report.tables import PERFETTO, TextTable, report_content
+from attnprof.report.table import to_markdown
+from attnprof.report.tables import PERFETTO, report_content
 
 __all__ = ["render_markdown", "summary_markdown"]
-
-
-def _cell(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
-
-
-def _table(tt: TextTable) -> list[str]:
-    if not tt.rows:
-        return []
-    lines = ["| " + " | ".join(_cell(h) for h in tt.header) + " |"]
-    lines.append("|" + "|".join("---:" if i in tt.numeric else "---" for i in range(len(tt.header))) + "|")
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in tt.rows]
-    return lines
 
 
 def _bullets(lines: list[str]) -> str:
@@ -39,17 +27,17 @@ def render_markdown(data: ReportData, t: Translator, *, out_dir: Path | None = N
     lines = [f"# {c.title}", "", c.generated, ""]
     lines += [f"## {t('h.summary')}", "", _bullets(c.summary)]
     lines += [f"## {t('h.environment')}", ""] + [f"- **{k}**: {v}" for k, v in c.env] + [""]
-    lines += [f"## {t('h.comparison')}", "", *_table(c.comparison), ""]
+    lines += [f"## {t('h.comparison')}", "", *to_markdown(c.comparison), ""]
     if c.not_run.rows:
-        lines += [f"### {t('h.not_run')}", "", *_table(c.not_run), ""]
+        lines += [f"### {t('h.not_run')}", "", *to_markdown(c.not_run), ""]
     if c.model.rows:
-        lines += [f"## {t('h.model')}", "", c.model.title, "", *_table(c.model), ""]
+        lines += [f"## {t('h.model')}", "", c.model.title, "", *to_markdown(c.model), ""]
     if c.layers.rows:
-        lines += [f"### {t('h.layers')}", "", c.layers.title, "", *_table(c.layers), ""]
+        lines += [f"### {t('h.layers')}", "", c.layers.title, "", *to_markdown(c.layers), ""]
     if c.diffs:
         lines += [f"## {t('h.diff', baseline=data.comparison.baseline or '-')}", ""]
         for dt in c.diffs:
-            lines += [f"**{dt.title}**", ""] + (_table(dt) or ["-"]) + [""]
+            lines += [f"**{dt.title}**", ""] + (to_markdown(dt) or ["-"]) + [""]
     lines += [f"## {t('h.findings')}", ""]
     if c.findings:
         for variant, code, severity, msg, ev in c.findings:
@@ -62,7 +50,7 @@ def render_markdown(data: ReportData, t: Translator, *, out_dir: Path | None = N
         lines += [
             t("expect.source", file=data.expectation_file or "-"),
             "",
-            *_table(c.expectations),
+            *to_markdown(c.expectations),
         ]
     else:
         lines.append(t("expect.none"))

@@ -9,62 +9,68 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from attnprof.report.html import _env
 from attnprof.report.i18n import Translator
-from attnprof.report.tables import TextTable
+from attnprof.report.table import Cell, Column, Table
 from attnprof.units import fmt_us
 
 if TYPE_CHECKING:
     from attnprof.analysis.ranks import FolderRun
 
-__all__ = ["render_ranks_html"]
+__all__ = ["ranks_table", "render_ranks_html"]
 
 
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1f}"
+def _pct(v: float | None) -> Cell:
+    return Cell("-" if v is None else f"{v:.1f}", v, "%")
 
 
-def _ranks_table(run: FolderRun, t: Translator) -> TextTable:
+def _us(v: float | None, shown: bool = True) -> Cell:
+    return Cell(fmt_us(v), v, "µs") if shown else Cell("-")
+
+
+def ranks_table(run: FolderRun, t: Translator) -> Table:
+    """One row per rank, the slowest emphasised: the terminal (report/ranks_view.py) and the
+    HTML page draw this one table."""
     view = run.cross_rank
     slow = view.slowest.rank if view.slowest else None
-    rows, classes = [], []
+    keys = ("files", "steps", "step", "window", "busy", "idle", "comm", "attn")
+    table = Table(
+        columns=[Column(t("ranks.col.rank"), no_wrap=True)]
+        + [Column(t(f"ranks.col.{c}"), numeric=True, no_wrap=True) for c in keys],
+        title=t.maybe("ranks.h.ranks", ""),  # the terminal titles it; the page has its heading
+    )
     for r in view.ranks:
-        idle = 100.0 * r.idle_us / r.window_us if r.window_us > 0 else None
-        rows.append(
+        window = r.window_us > 0
+        table.add(
             [
-                r.rank,
-                str(len(r.files)),
-                str(r.steps),
-                fmt_us(r.step_time_us),
-                fmt_us(r.window_us) if r.window_us > 0 else "-",
-                fmt_us(r.busy_us) if r.window_us > 0 else "-",
-                _pct(idle),
+                Cell(r.rank, emphasis="alarm" if r.rank == slow else ""),
+                Cell(str(len(r.files)), len(r.files)),
+                Cell(str(r.steps), r.steps),
+                _us(r.step_time_us),
+                _us(r.window_us, window),
+                _us(r.busy_us, window),
+                _pct(100.0 * r.idle_us / r.window_us if window else None),
                 _pct(r.comm_pct),
                 _pct(r.attention_pct),
+            ],
+            cls="slower" if r.rank == slow else "",
+        )
+    return table
+
+
+def _families_table(run: FolderRun, t: Translator) -> Table:
+    ranks = [r.rank for r in run.cross_rank.ranks]
+    headers = [t("ranks.col.total"), *(t("ranks.col.on", rank=r) for r in ranks), t("ranks.col.spread")]
+    table = Table(columns=[Column(t("ranks.col.family"))] + [Column(h, numeric=True) for h in headers])
+    for f in run.cross_rank.families:
+        table.add(
+            [
+                f.family,
+                _us(f.total_us),
+                *(_us(f.per_rank_us.get(r, 0.0)) for r in ranks),
+                _pct(f.spread_pct),
             ]
         )
-        classes.append("slower" if r.rank == slow else "")
-    header = [
-        t(f"ranks.col.{c}")
-        for c in ("rank", "files", "steps", "step", "window", "busy", "idle", "comm", "attn")
-    ]
-    return TextTable(header=header, rows=rows, classes=classes, numeric=set(range(1, 9)))
-
-
-def _families_table(run: FolderRun, t: Translator) -> TextTable:
-    ranks = [r.rank for r in run.cross_rank.ranks]
-    header = [t("ranks.col.family"), t("ranks.col.total"), *(t("ranks.col.on", rank=r) for r in ranks)]
-    header.append(t("ranks.col.spread"))
-    rows = [
-        [
-            f.family,
-            fmt_us(f.total_us),
-            *(fmt_us(f.per_rank_us.get(r, 0.0)) for r in ranks),
-            f"{f.spread_pct:.1f}",
-        ]
-        for f in run.cross_rank.families
-    ]
-    return TextTable(header=header, rows=rows, numeric=set(range(1, len(header))))
+    return table
 
 
 def _slowest_line(run: FolderRun, t: Translator) -> str:
@@ -85,11 +91,12 @@ def _slowest_line(run: FolderRun, t: Translator) -> str:
 
 def render_ranks_html(runs: Sequence[FolderRun], t: Translator, *, folder: str) -> str:
     from attnprof._version import __version__
+    from attnprof.report.html import _env
 
     sections = [
         {
             "folder": run.folder,
-            "ranks": _ranks_table(run, t),
+            "ranks": ranks_table(run, t),
             "slowest": _slowest_line(run, t),
             "families": _families_table(run, t),
             "traces": [d.source for d in run.traces],

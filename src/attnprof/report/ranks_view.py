@@ -13,7 +13,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from attnprof.report.console import make_console, print_table
+from attnprof.report.console import make_console, print_table, terminal_words
+from attnprof.report.ranks_report import ranks_table
+from attnprof.report.table import to_rich
 from attnprof.units import fmt_us
 
 if TYPE_CHECKING:
@@ -41,22 +43,11 @@ def render_folder(run: FolderRun, console: Console | None = None) -> None:
         for line in d.warnings:
             console.print(Text(f"{d.source}: warning: {line}", style="yellow"))
 
-    table = Table(title="Ranks", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("rank", "steps", "step time", "GPU window", "busy", "idle %", "comm %", "attn %"):
-        table.add_column(col, justify="left" if col == "rank" else "right", no_wrap=True)
-    slow = view.slowest.rank if view.slowest else None
-    for r in view.ranks:
-        idle = 100.0 * r.idle_us / r.window_us if r.window_us > 0 else None
-        table.add_row(
-            Text(r.rank, style="bold red" if r.rank == slow else ""),
-            str(r.steps),
-            fmt_us(r.step_time_us),
-            fmt_us(r.window_us) if r.window_us > 0 else "-",
-            fmt_us(r.busy_us) if r.window_us > 0 else "-",
-            _pct(idle),
-            _pct(r.comm_pct),
-            _pct(r.attention_pct),
-        )
+    table = to_rich(
+        ranks_table(run, terminal_words()).drop_columns({1}),  # the files are named above
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
     print_table(console, table)
     console.print(
         Text(

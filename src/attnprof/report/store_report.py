@@ -18,7 +18,7 @@ from attnprof.errors import UserError
 from attnprof.recommend import Recommendation, recommend
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
-from attnprof.report.tables import TextTable
+from attnprof.report.table import Cell, Column, Table, to_markdown
 from attnprof.store import StoredResult
 from attnprof.units import fmt_err, fmt_ms, fmt_ratio, number_locale
 
@@ -76,54 +76,42 @@ def scaling_groups(rows: list[StoredResult]) -> dict[GroupKey, list[StoredResult
     return out
 
 
-def results_table(data: StoreReportData, t: Translator) -> TextTable:
-    header = [
-        t("col.variant"),
-        "dtype",
-        "B",
-        "H",
-        "S",
-        "D",
-        t("env.causal"),
-        t("col.status"),
-        t("col.median"),
-        t("col.iqr"),
-        t("col.max_error"),
-        t("col.backend"),
-        t("col.reason"),
-    ]
-    rows: list[list[str]] = []
-    classes: list[str] = []
+def results_table(data: StoreReportData, t: Translator) -> Table:
+    table = Table(
+        columns=[
+            Column(t("col.variant")),
+            Column("dtype"),
+            *(Column(h, numeric=True) for h in ("B", "H", "S", "D")),
+            Column(t("env.causal")),
+            Column(t("col.status")),
+            *(Column(t(f"col.{k}"), numeric=True) for k in ("median", "iqr", "max_error")),
+            Column(t("col.backend")),
+            Column(t("col.reason")),
+        ]
+    )
     for r in data.results:
         heads = str(r.heads) + (f"/{r.kv_heads}" if r.kv_heads != r.heads else "")
         seq = str(r.seq) + (f"/{r.kv_seq}" if r.kv_seq != r.seq else "")
         reason = translate_reason(r.reason, t, r.reason_code).splitlines()[0] if r.reason else "-"
-        rows.append(
+        table.add(
             [
                 r.label,
                 r.dtype,
-                str(r.batch),
-                heads,
-                seq,
-                str(r.head_dim),
+                Cell(str(r.batch), r.batch),
+                Cell(heads, r.heads),
+                Cell(seq, r.seq),
+                Cell(str(r.head_dim), r.head_dim),
                 t("env.yes") if r.causal else t("env.no"),
                 t("speed.incorrect") if r.accuracy_ok is False and r.status == "ok" else r.status,
-                fmt_ms(r.median_ms),
-                fmt_ms(r.iqr_ms),
-                fmt_err(r.max_abs_err),
+                Cell(fmt_ms(r.median_ms), r.median_ms, "ms"),
+                Cell(fmt_ms(r.iqr_ms), r.iqr_ms, "ms"),
+                Cell(fmt_err(r.max_abs_err), r.max_abs_err),
                 r.backend or "-",
                 reason,
-            ]
+            ],
+            cls="incorrect" if r.accuracy_ok is False else "" if r.status == "ok" else "failed",
         )
-        classes.append("incorrect" if r.accuracy_ok is False else "" if r.status == "ok" else "failed")
-    return TextTable(header=header, rows=rows, classes=classes, numeric={2, 3, 4, 5, 8, 9, 10})
-
-
-def bucket_label(rec: Recommendation) -> str:
-    b = rec.bucket
-    seq = f"S≤{b.seq_max}" + (f" kv≤{b.kv_seq_max}" if b.kv_seq_max != b.seq_max else "")
-    full = "" if b.causal else " full"
-    return f"{b.dtype} D={b.head_dim} {seq}{' gqa' if b.gqa else ''}{full} [{b.device}]"
+    return table
 
 
 def pin_cell(rec: Recommendation, t: Translator) -> str:
@@ -142,39 +130,35 @@ def pin_cell(rec: Recommendation, t: Translator) -> str:
     return t(key, ratio=fmt_ratio(rec.pin_gain)) + ci
 
 
-def recommendation_table(data: StoreReportData, t: Translator) -> TextTable:
-    header = [
-        t("col.bucket"),
-        "n",
-        t("col.fastest"),
-        t("col.margin"),
-        t("col.runner_up"),
-        t("col.best_sdpa"),
-        t("col.pytorch_choice"),
-        t("col.differs"),
-    ]
-    rows: list[list[str]] = []
-    classes: list[str] = []
+def recommendation_table(data: StoreReportData, t: Translator) -> Table:
+    table = Table(
+        columns=[
+            Column(t("col.bucket")),
+            Column("n", numeric=True),
+            Column(t("col.fastest")),
+            Column(t("col.margin"), numeric=True),
+            *(Column(t(f"col.{k}")) for k in ("runner_up", "best_sdpa", "pytorch_choice", "differs")),
+        ]
+    )
     for rec in data.recommendations:
-        margin = "-"
+        margin = Cell("-")
         if rec.margin:
-            margin = f"{fmt_ratio(rec.margin)}x" + (" ~" if rec.within_noise else "")
-        differs = pin_cell(rec, t)
-        rows.append(
+            margin = Cell(f"{fmt_ratio(rec.margin)}x" + (" ~" if rec.within_noise else ""), rec.margin, "x")
+        table.add(
             [
-                bucket_label(rec),
-                str(rec.configurations),
+                rec.bucket.label(device=True),
+                Cell(str(rec.configurations), rec.configurations),
                 rec.best.variant if rec.best else t("rec.none_correct"),
                 margin,
                 rec.runner_up.variant if rec.runner_up else "-",
                 rec.best_sdpa or "-",
                 (rec.default_backend or rec.pytorch_choice or "?")
                 + (" (sdpa)" if rec.default_variant == "sdpa" else ""),
-                differs,
-            ]
+                pin_cell(rec, t),
+            ],
+            cls="slower" if rec.verdict == "pin" else ("failed" if rec.best is None else ""),
         )
-        classes.append("slower" if rec.verdict == "pin" else ("failed" if rec.best is None else ""))
-    return TextTable(header=header, rows=rows, classes=classes, numeric={1, 3})
+    return table
 
 
 def store_summary(data: StoreReportData, t: Translator) -> list[str]:
@@ -196,7 +180,7 @@ def _store_summary(data: StoreReportData, t: Translator) -> list[str]:
         )
     ]
     for rec in data.recommendations:
-        bucket = bucket_label(rec)
+        bucket = rec.bucket.label(device=True)
         if rec.best is None:
             out.append(t("store.summary.none_correct", bucket=bucket))
         elif rec.runner_up is None or rec.margin is None:
@@ -271,8 +255,8 @@ class StoreContent:
     generated: str
     summary: list[str]
     env: list[tuple[str, str]]
-    results: TextTable
-    recommendations: TextTable
+    results: Table
+    recommendations: Table
     plots: list[tuple[str, str | None]] = field(default_factory=list)
     plots_note: str | None = None  # why there are no plots: matplotlib is not installed
 
@@ -307,15 +291,15 @@ def _store_content(data: StoreReportData, t: Translator, *, with_plots: bool) ->
 
 
 def render_store_markdown(data: StoreReportData, t: Translator) -> str:
-    from attnprof.report.markdown import _bullets, _table
+    from attnprof.report.markdown import _bullets
 
     c = store_content(data, t, with_plots=False)
     lines = [f"# {c.title}", "", c.generated, ""]
     lines += [f"## {t('h.summary')}", "", _bullets(c.summary)]
     lines += [f"## {t('h.environment')}", ""] + [f"- **{k}**: {v}" for k, v in c.env] + [""]
-    lines += [f"## {t('h.recommendations')}", "", *(_table(c.recommendations) or ["-"]), ""]
+    lines += [f"## {t('h.recommendations')}", "", *(to_markdown(c.recommendations) or ["-"]), ""]
     lines += [t("rec.legend"), ""]
-    lines += [f"## {t('h.results')}", "", *(_table(c.results) or ["-"]), ""]
+    lines += [f"## {t('h.results')}", "", *(to_markdown(c.results) or ["-"]), ""]
     return "\n".join(lines)
 
 

@@ -1,20 +1,24 @@
-"""The report's content as plain text: its tables as (header, rows), and `report_content`, all the
-Markdown and HTML reports show but the plots, so that both show the same figures with the same
-units and only lay them out."""
+"""The tables of a run's comparison, built once as report/table.py's model: Markdown and HTML
+reports in the reader's language, and the terminal (report/terminal.py) in its terse English (a
+Translator whose `words` are the terminal's), from the same builders and the same cells.
+Also `report_content`: all the Markdown and HTML reports show but the plots, so that both show
+the same figures with the same units and only lay them out."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnprof.compare.compare import INCORRECT, Row
-from attnprof.compare.diff import Diff
+from attnprof.compare.diff import Diff, KernelChange
 from attnprof.compare.expect import ExpectationResult
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
 from attnprof.report.summary import summarize
+from attnprof.report.table import Cell, Column, Table
 from attnprof.units import (
     fmt_bytes,
     fmt_count,
@@ -34,149 +38,149 @@ from attnprof.units import (
 __all__ = [
     "PERFETTO",
     "ReportContent",
-    "TextTable",
     "comparison_table",
-    "diff_tables",
+    "diff_table",
     "env_items",
     "expectation_table",
     "finding_items",
     "not_run_table",
+    "occupancy_cell",
     "report_content",
     "speed_cell",
+    "tflops_cell",
     "trace_items",
 ]
 
 
 PERFETTO = "https://ui.perfetto.dev"
 
-
-@dataclass
-class TextTable:
-    header: list[str]
-    rows: list[list[str]]
-    # per-row CSS class for HTML (faster / slower / failed); Markdown ignores it
-    classes: list[str] = field(default_factory=list)
-    numeric: set[int] = field(default_factory=set)
-    title: str = ""
+# a speed cell's emphasis -> the class of its row in HTML (the speed column's colour)
+_SPEED_CLASS = {"alarm": "incorrect", "strong": "base", "good": "faster", "bad": "slower"}
 
 
-def speed_cell(r: Row, baseline: str | None, t: Translator) -> tuple[str, str]:
+def speed_cell(r: Row, baseline: str | None, t: Translator) -> Cell:
+    """Speed relative to the baseline with its 95% interval; emphasised where it is notable."""
     if r.status == INCORRECT:
-        return t("speed.incorrect"), "incorrect"
+        return Cell(t("speed.incorrect"), emphasis="alarm")
     if r.speedup is None:
-        return "-", ""
+        return Cell("-")
     if r.label == baseline:
-        return t("speed.baseline"), "base"
+        return Cell(t("speed.baseline"), r.speedup, "x", "strong")
     way, ratio, notable = fmt_speed(r.speedup, r.speedup_low, r.speedup_high)
     text = t(f"speed.{way}", ratio=ratio)
     ci = fmt_interval(r.speedup, r.speedup_low, r.speedup_high)
-    return (f"{text} ({ci})" if ci else text), way if notable else ""
+    if ci:
+        text = t.maybe("speed.with_interval", "{speed} ({ci})").format(speed=text, ci=ci)
+    return Cell(text, r.speedup, "x", ("good" if way == "faster" else "bad") if notable else "")
 
 
-def _inflation(r: Row) -> str:
+def occupancy_cell(r: Row, t: Translator) -> Cell:
+    """Achieved / theoretical occupancy of the main kernel, and what limits it."""
+    if r.occupancy_achieved is None and r.occupancy_theoretical is None:
+        return Cell("-")
+    pair = t.maybe("occupancy.pair", "{achieved} / {theoretical}").format(
+        achieved=fmt_pct(r.occupancy_achieved), theoretical=fmt_pct(r.occupancy_theoretical)
+    )
+    text = (
+        t.maybe("occupancy.limited", "{pair}, {limiter}").format(pair=pair, limiter=r.occupancy_limiter)
+        if r.occupancy_limiter
+        else pair
+    )
+    return Cell(text, r.occupancy_achieved, "%")
+
+
+def tflops_cell(r: Row, t: Translator) -> Cell:
+    """Useful TFLOP/s, with its share of the run's peak and a mark above 100%."""
+    if r.tflops_useful is None:
+        return Cell("-")
+    text = fmt_num(r.tflops_useful)
+    if r.pct_of_peak is not None:
+        mark = t.maybe("tflops.above_peak", " ⚠") if r.above_peak else ""
+        text += f" ({fmt_pct(r.pct_of_peak)}{mark})"
+    return Cell(text, r.tflops_useful, "TFLOP/s")
+
+
+def _inflation(r: Row) -> Cell:
     """Trace time per forward over the clean median: the exported (rich) pass's, and the lean
     pass's after a slash where there was one."""
     if r.profiler_inflation is None:
-        return "-"
+        return Cell("-")
     rich = f"{fmt_ratio(r.profiler_inflation)}x"
-    return f"{rich} / {fmt_ratio(r.lean_inflation)}x" if r.lean_inflation is not None else rich
+    text = f"{rich} / {fmt_ratio(r.lean_inflation)}x" if r.lean_inflation is not None else rich
+    return Cell(text, r.profiler_inflation, "x")
 
 
-def _occ(r: Row) -> str:
-    if r.occupancy_achieved is None and r.occupancy_theoretical is None:
-        return "-"
-    s = f"{fmt_pct(r.occupancy_achieved)} / {fmt_pct(r.occupancy_theoretical)}"
-    return f"{s}, {r.occupancy_limiter}" if r.occupancy_limiter else s
-
-
-def comparison_table(data: ReportData, t: Translator) -> TextTable:
+def comparison_table(data: ReportData, t: Translator) -> Table:
     comp = data.comparison
-    header = [
-        t("col.variant"),
-        t("col.backend"),
-        t("col.median"),
-        t("col.iqr"),
+    speed = (
         t("col.speed", baseline=comp.baseline or "-")
         if not comp.baselines
-        else t("col.speed_each", baselines=", ".join(comp.baselines.values())),
-        t("col.gpu_time"),
-        t("col.inflation"),
-        t("col.gpu_ops"),
-        t("col.cpu_ops"),
-        t("col.memcpy"),
-        t("col.tensor_cores"),
-        t("col.fused"),
-        t("col.occupancy"),
-        t("col.peak_memory"),
-        t("col.max_error"),
-        t("col.tflops"),
-        t("col.findings"),
-    ]
-    rows: list[list[str]] = []
-    classes: list[str] = []
+        else t("col.speed_each", baselines=", ".join(comp.baselines.values()))
+    )
+    table = Table(
+        columns=[
+            Column(t("col.variant")),
+            Column(t("col.backend")),
+            Column(t("col.median"), numeric=True),
+            Column(t("col.iqr"), numeric=True),
+            Column(speed),
+            *(
+                Column(t(f"col.{key}"), numeric=True)
+                for key in ("gpu_time", "inflation", "gpu_ops", "cpu_ops", "memcpy", "tensor_cores")
+            ),
+            Column(t("col.fused")),
+            Column(t("col.occupancy")),
+            *(Column(t(f"col.{key}"), numeric=True) for key in ("peak_memory", "max_error", "tflops")),
+            Column(t("col.findings")),
+        ]
+    )
+    several = len(comp.workloads) > 1
     for r in comp.rows:
         if not r.ran:
             continue
-        speed, cls = speed_cell(r, comp.baselines.get(r.workload or "", comp.baseline), t)
-        tflops = fmt_num(r.tflops_useful)
-        if r.pct_of_peak is not None:
-            tflops += f" ({fmt_pct(r.pct_of_peak)}{' ⚠' if r.above_peak else ''})"
-        several = len(comp.workloads) > 1
-        rows.append(
+        sp = speed_cell(r, comp.baselines.get(r.workload or "", comp.baseline), t)
+        table.add(
             [
                 f"{r.label} ({r.workload})" if several and r.workload else r.label,
                 r.backend or "-",
-                fmt_ms(r.median_ms),
-                fmt_ms(r.iqr_ms),
-                speed,
-                fmt_us(r.gpu_time_us_per_forward),
+                Cell(fmt_ms(r.median_ms), r.median_ms, "ms"),
+                Cell(fmt_ms(r.iqr_ms), r.iqr_ms, "ms"),
+                sp,
+                Cell(fmt_us(r.gpu_time_us_per_forward), r.gpu_time_us_per_forward, "µs"),
                 _inflation(r),
-                fmt_count(r.gpu_ops_per_forward),
-                fmt_count(r.cpu_ops_per_forward),
-                fmt_count(r.memcpy_per_forward),
-                fmt_pct(r.tensor_core_share),
+                Cell(fmt_count(r.gpu_ops_per_forward), r.gpu_ops_per_forward),
+                Cell(fmt_count(r.cpu_ops_per_forward), r.cpu_ops_per_forward),
+                Cell(fmt_count(r.memcpy_per_forward), r.memcpy_per_forward),
+                Cell(fmt_pct(r.tensor_core_share), r.tensor_core_share, "%"),
                 ", ".join(r.fused_families) or "-",
-                _occ(r),
-                fmt_bytes(r.peak_bytes),
-                fmt_err(r.max_abs_err),
-                tflops,
+                occupancy_cell(r, t),
+                Cell(fmt_bytes(r.peak_bytes), r.peak_bytes, "B"),
+                Cell(fmt_err(r.max_abs_err), r.max_abs_err),
+                tflops_cell(r, t),
                 ", ".join(r.finding_codes) or "-",
-            ]
+            ],
+            cls=_SPEED_CLASS.get(sp.emphasis, ""),
         )
-        classes.append(cls)
-    table = TextTable(
-        header=header, rows=rows, classes=classes, numeric={2, 3, 5, 6, 7, 8, 9, 10, 13, 14, 15}
-    )
     # columns with nothing to say for this run go (a CPU run has no GPU time, ops, memcpy,
     # tensor cores or occupancy); variant, backend, median, IQR and speed always stay
     no_gpu = not any((r.gpu_ops_per_forward or 0) > 0 for r in comp.rows)
     empty = {"-", ""} | ({"0", "0 µs"} if no_gpu else set())
-    drop = {i for i in range(5, len(header)) if all(row[i] in empty for row in rows)}
-    return _drop_columns(table, drop)
+    drop = {i for i in range(5, len(table.columns)) if all(row[i] in empty for row in table.rows)}
+    return table.drop_columns(drop)
 
 
-def _drop_columns(tt: TextTable, drop: set[int]) -> TextTable:
-    keep = [i for i in range(len(tt.header)) if i not in drop]
-    return TextTable(
-        header=[tt.header[i] for i in keep],
-        rows=[[row[i] for i in keep] for row in tt.rows],
-        classes=tt.classes,
-        numeric={n for n, i in enumerate(keep) if i in tt.numeric},
-        title=tt.title,
-    )
-
-
-def not_run_table(data: ReportData, t: Translator) -> TextTable:
-    rows = [
-        [
-            r.label,
-            t.maybe(f"status.{r.status}", r.status),
-            translate_reason(r.reason, t, r.reason_code) or "-",
-        ]
-        for r in data.comparison.rows
-        if not r.ran
-    ]
-    return TextTable(header=[t("col.variant"), t("col.status"), t("col.reason")], rows=rows)
+def not_run_table(data: ReportData, t: Translator) -> Table:
+    table = Table(columns=[Column(t("col.variant")), Column(t("col.status")), Column(t("col.reason"))])
+    for r in data.comparison.rows:
+        if not r.ran:
+            table.add(
+                [
+                    r.label,
+                    t.maybe(f"status.{r.status}", r.status),
+                    translate_reason(r.reason, t, r.reason_code) or "-",
+                ]
+            )
+    return table
 
 
 def observed_cell(e: ExpectationResult, t: Translator) -> str:
@@ -215,74 +219,139 @@ def _expected_cell(expected: str, t: Translator) -> str:
     return expected or "-"
 
 
-def expectation_table(data: ReportData, t: Translator) -> TextTable:
+def _grouped(results: Sequence[ExpectationResult]) -> list[tuple[ExpectationResult, int]]:
+    """Checks skipped for one reason on one row collapse into one line: a file written for bf16
+    should not fill an fp32 run's table with a dozen identical 'skipped' lines."""
+    out: list[tuple[ExpectationResult, int]] = []
+    for r in results:
+        if (
+            out
+            and r.status == "skipped"
+            and out[-1][0].status == "skipped"
+            and (out[-1][0].row, out[-1][0].variant, out[-1][0].observed) == (r.row, r.variant, r.observed)
+        ):
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((r, 1))
+    return out
+
+
+_RESULT = {
+    "met": ("met", "good", ""),
+    "not met": ("notmet", "alarm", ""),
+    "skipped": ("skipped", "dim", "dim"),
+}
+
+
+def expectation_table(
+    results: Sequence[ExpectationResult], t: Translator, *, group_skipped: bool = False
+) -> Table:
+    """One line per check (with group_skipped, the skipped checks of one row for one reason
+    as one line); the result emphasised, a skipped row dim."""
     status = {"met": t("status.met"), "not met": t("status.not_met"), "skipped": t("status.skipped")}
-    css = {"met": "met", "not met": "notmet", "skipped": "skipped"}
-    rows = [
-        [
-            e.row or e.variant,
-            t.maybe(f"check.{e.check}", e.check),
-            _expected_cell(e.expected, t),
-            observed_cell(e, t),
-            status[e.status],
-        ]
-        for e in data.expectations
-    ]
-    return TextTable(
-        header=[t("col.variant"), t("col.check"), t("col.expected"), t("col.observed"), t("col.result")],
-        rows=rows,
-        classes=[css[e.status] for e in data.expectations],
+    # widths that fit 100 columns with the result column: expected holds the longest finding code
+    # with its comma (TRANSPOSES_BEFORE_KERNEL,), observed wraps between words
+    table = Table(
+        columns=[
+            Column(t("col.variant"), overflow="fold", max_width=18),
+            Column(t("col.check"), overflow="fold", max_width=19),
+            Column(t("col.expected"), overflow="fold", max_width=26),
+            Column(t("col.observed"), overflow="fold", max_width=20),
+            Column(t("col.result"), no_wrap=True),
+        ],
+        title=t("h.expectations"),
+    )
+    for e, n in _grouped(results) if group_skipped else [(e, 1) for e in results]:
+        cls, emphasis, row = _RESULT[e.status]
+        table.add(
+            [
+                e.row or e.variant,
+                t.maybe(f"check.{e.check}", e.check) if n == 1 else f"({n} checks)",
+                _expected_cell(e.expected, t) if n == 1 else "-",
+                observed_cell(e, t),
+                Cell(status[e.status], emphasis=emphasis),
+            ],
+            cls=cls,
+            emphasis=row,
+        )
+    return table
+
+
+def diff_table(
+    d: Diff,
+    t: Translator,
+    *,
+    top: int = 12,
+    by_family: bool = False,
+    name_width: int = 60,
+    label: Callable[[str], str] = str,
+) -> Table:
+    """The `top` kernel changes that matter most: attention first, then by |Δ time|. by_family:
+    every family instead (by |Δ time|, with its counts), its changed kernels under it, until `top`
+    kernels are shown."""
+    change = {k: t(f"change.{k}") for k in ("added", "removed", "changed", "same")}
+    emphasis = {"added": "good", "removed": "bad", "changed": "warn", "same": "dim"}
+    table = Table(
+        columns=[
+            Column(t("col.family"), overflow="fold", max_width=20),
+            Column(t("col.kernel"), no_wrap=True, max_width=46),
+            Column(t("col.change")),
+            Column(t("col.per_fwd", name=d.a, side="A"), numeric=True),
+            Column(t("col.per_fwd", name=d.b, side="B"), numeric=True),
+            Column(t("col.delta"), numeric=True),
+        ],
+        title=t(
+            "diff.title",
+            a=label(d.a),
+            b=label(d.b),
+            ops_a=fmt_count(d.ops_a),
+            ops_b=fmt_count(d.ops_b),
+            lane=d.lane.upper(),
+            added=d.added,
+            removed=d.removed,
+            changed=d.changed,
+        ),
     )
 
+    def kernel(family: str, k: KernelChange) -> None:
+        table.add(
+            [
+                family,
+                k.short or short_name(k.name, name_width),
+                Cell(change[k.change], emphasis=emphasis[k.change]),
+                Cell(fmt_count(k.count_a), k.count_a),
+                Cell(fmt_count(k.count_b), k.count_b),
+                Cell(fmt_delta_us(k.delta_us), k.delta_us, "µs"),
+            ],
+            cls=k.change,
+        )
 
-def diff_tables(diffs: list[Diff], t: Translator, *, top: int = 12) -> list[TextTable]:
-    """Per diff, the `top` kernel changes that matter most: attention first, then by |Δ time|."""
-    change = {k: t(f"change.{k}") for k in ("added", "removed", "changed", "same")}
-    out = []
-    for d in diffs:
+    if not by_family:
         picked = sorted(
             ((fam, k) for fam in d.families for k in fam.kernels if k.change != "same"),
             key=lambda fk: (fk[0].category != "attention", -abs(fk[1].delta_us)),
         )[:top]
-        rows: list[list[str]] = []
         for fam, k in picked:
-            rows.append(
-                [
-                    t.maybe(f"category.{fam.family}", fam.family),
-                    k.short or short_name(k.name, 60),
-                    change[k.change],
-                    fmt_count(k.count_a),
-                    fmt_count(k.count_b),
-                    fmt_delta_us(k.delta_us),
-                ]
-            )
-        out.append(
-            TextTable(
-                header=[
-                    t("col.family"),
-                    t("col.kernel"),
-                    t("col.change"),
-                    t("col.per_fwd", name=d.a),
-                    t("col.per_fwd", name=d.b),
-                    t("col.delta"),
-                ],
-                rows=rows,
-                classes=[k.change for _, k in picked],
-                numeric={3, 4, 5},
-                title=t(
-                    "diff.title",
-                    a=d.a,
-                    b=d.b,
-                    ops_a=fmt_count(d.ops_a),
-                    ops_b=fmt_count(d.ops_b),
-                    lane=d.lane.upper(),
-                    added=d.added,
-                    removed=d.removed,
-                    changed=d.changed,
-                ),
-            )
+            kernel(t.maybe(f"category.{fam.family}", fam.family), k)
+        return table
+    shown = 0
+    for fam in d.families:
+        table.add(
+            [
+                Cell(fam.family, emphasis="strong"),
+                "",
+                "",
+                Cell(fmt_count(fam.count_a), fam.count_a),
+                Cell(fmt_count(fam.count_b), fam.count_b),
+                Cell(fmt_delta_us(fam.delta_us), fam.delta_us, "µs"),
+            ]
         )
-    return out
+        for k in fam.kernels:
+            if k.change == "same" or shown >= top:
+                continue
+            shown += 1
+            kernel("", k)
+    return table
 
 
 def env_items(data: ReportData, t: Translator) -> list[tuple[str, str]]:
@@ -390,15 +459,15 @@ class ReportContent:
     generated: str
     summary: list[str]
     env: list[tuple[str, str]]
-    comparison: TextTable
-    not_run: TextTable
-    diffs: list[TextTable]
+    comparison: Table
+    not_run: Table
+    diffs: list[Table]
     findings: list[tuple[str, str, str, str, str]]
-    expectations: TextTable
+    expectations: Table
     traces: list[tuple[str, str, bool]]
     # `attnprof model` runs only (empty otherwise): attention's share per implementation, per layer
-    model: TextTable = field(default_factory=lambda: TextTable(header=[], rows=[]))
-    layers: TextTable = field(default_factory=lambda: TextTable(header=[], rows=[]))
+    model: Table = field(default_factory=lambda: Table(columns=[]))
+    layers: Table = field(default_factory=lambda: Table(columns=[]))
 
 
 def report_content(data: ReportData, t: Translator, out_dir: Path | None) -> ReportContent:
@@ -430,15 +499,15 @@ def _report_content(data: ReportData, t: Translator, out_dir: Path | None) -> Re
         env=env_items(data, t),
         comparison=comparison_table(data, t),
         not_run=not_run_table(data, t),
-        diffs=diff_tables(data.comparison.diffs, t),
+        diffs=[diff_table(d, t) for d in data.comparison.diffs],
         findings=finding_items(data, t),
-        expectations=expectation_table(data, t),
+        expectations=expectation_table(data.expectations, t),
         traces=trace_items(data, out_dir),
         **_model_sections(data, t),
     )
 
 
-def _model_sections(data: ReportData, t: Translator) -> dict[str, TextTable]:
+def _model_sections(data: ReportData, t: Translator) -> dict[str, Table]:
     if data.record is None or data.record.model is None:
         return {}
     from attnprof.report.model_tables import layers_table, model_table
