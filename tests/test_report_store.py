@@ -67,7 +67,7 @@ def test_the_report_renders_the_recommendation_records(cpu_store: Path) -> None:
     with Store(cpu_store, readonly=True) as st:
         recs = recommend(st.query())
     assert [r.bucket for r in data.recommendations] == [r.bucket for r in recs]
-    table = recommendation_table(data, Translator("en"))
+    table = recommendation_table(data.recommendations, Translator("en"))
     assert [row[2] for row in table.rows] == [r.best.variant if r.best else "none correct" for r in recs]
     en = store_summary(data, Translator("en"))
     assert en[0] == "The store holds 18 results over 6 shapes: 12 ok, 6 unsupported."

@@ -2,7 +2,7 @@
 
 A terminal gets its own width (COLUMNS, else its size; at most 200). A pipe or a file gets 100
 columns, or COLUMNS when that is narrower, so output pasted into an issue or a chat keeps its
-shape. A table wider than that leaves out columns from the right and says which (print_table):
+shape; a caller that writes a file of its own (`results -o FILE`) may ask for up to 200. A table wider than that leaves out columns from the right and says which (print_table):
 a number is never cut to "1.85 …".
 """
 
@@ -35,7 +35,7 @@ def make_console(
 ) -> Console:
     out = file or (sys.stderr if stderr else sys.stdout)
     if width is not None:
-        chosen = min(width, MAX_WIDTH)
+        chosen = min(width, MAX_TTY_WIDTH)
     elif out.isatty():
         # a terminal gets its own width (COLUMNS, else its size), wider than 100 too: tables then
         # show every column instead of leaving some out
@@ -69,6 +69,14 @@ TERMINAL_WORDS: dict[str, str] = {
     "col.delta": "Δ time",
     "diff.title": "{b} vs {a} ({lane} ops per forward): {ops_a} -> {ops_b} ops; +{added} added, "
     "-{removed} removed, ~{changed} changed (Δ: traced time, inflated by the profiler)",
+    "col.bucket": "bucket",
+    "col.fastest": "fastest",
+    "col.margin": "margin",
+    "col.runner_up": "runner-up",
+    "col.best_sdpa": "best SDPA",
+    "col.pytorch_choice": "PyTorch",
+    "col.differs": "pin?",
+    "rec.within_noise": "~",
     "ranks.h.ranks": "Ranks",
     "ranks.col.step": "step time",
     "ranks.col.busy": "busy",

@@ -18,9 +18,9 @@ from attnprof.errors import UserError
 from attnprof.recommend import Recommendation, recommend
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
-from attnprof.report.table import Cell, Column, Table, to_markdown
+from attnprof.report.table import Cell, Column, Table, fit, to_markdown
 from attnprof.store import StoredResult
-from attnprof.units import fmt_err, fmt_ms, fmt_ratio, number_locale
+from attnprof.units import NOTABLE_SPEEDUP, fmt_err, fmt_ms, fmt_ratio, number_locale
 
 __all__ = [
     "StoreReportData",
@@ -114,47 +114,80 @@ def results_table(data: StoreReportData, t: Translator) -> Table:
     return table
 
 
-def pin_cell(rec: Recommendation, t: Translator) -> str:
+def short_variant(name: str) -> str:
+    """A variant in a few characters: user variants are stored with an absolute file path,
+    shown as file:function."""
+    if ":" in name and "/" in name:
+        path, func = name.rsplit(":", 1)
+        return f"{Path(path).name}:{func}"
+    return name
+
+
+def pin_cell(rec: Recommendation, t: Translator) -> Cell:
     """Pinning the fastest SDPA backend against PyTorch's default: the factor, its interval and
     the verdict; "-" where there is nothing to compare."""
     if rec.pin_gain is None or rec.verdict is None:
-        return "-"
+        return Cell("-")
     if rec.pin_gain == 1.0 and rec.pin_gain_low is None:
-        return t("rec.same_backend")
+        return Cell(t("rec.same_backend"), rec.pin_gain, "x")
     ci = (
         f" ({fmt_ratio(rec.pin_gain_low)}–{fmt_ratio(rec.pin_gain_high)})"
         if rec.pin_gain_low is not None
         else ""
     )
     key = "rec.pin" if rec.verdict == "pin" else "rec.keep"
-    return t(key, ratio=fmt_ratio(rec.pin_gain)) + ci
+    return Cell(t(key, ratio=fmt_ratio(rec.pin_gain)) + ci, rec.pin_gain, "x")
 
 
-def recommendation_table(data: StoreReportData, t: Translator) -> Table:
+def _pin_flag(rec: Recommendation) -> Cell:
+    """pin_cell in a few characters, for the terminal: pin, tie (faster, but its interval holds
+    1), no, or ? (nothing to compare)."""
+    gain = rec.pin_gain
+    if rec.verdict == "pin" and gain:
+        return Cell(f"pin {fmt_ratio(gain)}x", gain, "x", "warn")
+    if rec.verdict != "default":
+        return Cell("?", emphasis="dim")
+    if not gain or gain == 1.0:
+        return Cell("no", gain, "x", "dim")  # PyTorch's pick is the fastest pinned backend
+    return Cell(f"tie {fmt_ratio(gain)}x~" if gain > 1.0 else f"no {fmt_ratio(gain)}x", gain, "x", "dim")
+
+
+def recommendation_table(recs: list[Recommendation], t: Translator, *, compact: bool = False) -> Table:
+    """One row per bucket. compact (the terminal, one table per device): the bucket without its
+    device, variants shortened to 24 characters, and pinning's verdict as a flag."""
+
+    def variant(name: str) -> str:
+        return fit(short_variant(name), 24) if compact else name
+
     table = Table(
         columns=[
             Column(t("col.bucket")),
-            Column("n", numeric=True),
-            Column(t("col.fastest")),
-            Column(t("col.margin"), numeric=True),
-            *(Column(t(f"col.{k}")) for k in ("runner_up", "best_sdpa", "pytorch_choice", "differs")),
+            Column("n", numeric=True, no_wrap=True),
+            Column(t("col.fastest"), no_wrap=True),
+            Column(t("col.margin"), numeric=True, no_wrap=True),
+            *(
+                Column(t(f"col.{k}"), no_wrap=True)
+                for k in ("runner_up", "best_sdpa", "pytorch_choice", "differs")
+            ),
         ]
     )
-    for rec in data.recommendations:
+    for rec in recs:
         margin = Cell("-")
         if rec.margin:
-            margin = Cell(f"{fmt_ratio(rec.margin)}x" + (" ~" if rec.within_noise else ""), rec.margin, "x")
+            tie = t.maybe("rec.within_noise", " ~") if rec.within_noise else ""
+            notable = "good" if rec.margin >= NOTABLE_SPEEDUP else "warn"
+            margin = Cell(f"{fmt_ratio(rec.margin)}x{tie}", rec.margin, "x", "dim" if tie else notable)
         table.add(
             [
-                rec.bucket.label(device=True),
+                rec.bucket.label(device=not compact),
                 Cell(str(rec.configurations), rec.configurations),
-                rec.best.variant if rec.best else t("rec.none_correct"),
+                variant(rec.best.variant) if rec.best else Cell(t("rec.none_correct"), emphasis="bad"),
                 margin,
-                rec.runner_up.variant if rec.runner_up else "-",
+                variant(rec.runner_up.variant) if rec.runner_up else "-",
                 rec.best_sdpa or "-",
                 (rec.default_backend or rec.pytorch_choice or "?")
                 + (" (sdpa)" if rec.default_variant == "sdpa" else ""),
-                pin_cell(rec, t),
+                _pin_flag(rec) if compact else pin_cell(rec, t),
             ],
             cls="slower" if rec.verdict == "pin" else ("failed" if rec.best is None else ""),
         )
@@ -284,7 +317,7 @@ def _store_content(data: StoreReportData, t: Translator, *, with_plots: bool) ->
         summary=_store_summary(data, t),
         env=env_items(data, t),
         results=results_table(data, t),
-        recommendations=recommendation_table(data, t),
+        recommendations=recommendation_table(data.recommendations, t),
         plots=plots,
         plots_note=plots_note,
     )
