@@ -218,20 +218,10 @@ def _store_summary(data: StoreReportData, t: Translator) -> list[str]:
             out.append(t("store.summary.none_correct", bucket=bucket))
         elif rec.runner_up is None or rec.margin is None:
             out.append(t("store.summary.only", bucket=bucket, variant=rec.best.variant))
-        elif rec.within_noise:
-            out.append(
-                t(
-                    "store.summary.tie",
-                    bucket=bucket,
-                    variant=rec.best.variant,
-                    runner_up=rec.runner_up.variant,
-                    ratio=fmt_ratio(rec.margin),
-                )
-            )
         else:
             out.append(
                 t(
-                    "store.summary.best",
+                    "store.summary.tie" if rec.within_noise else "store.summary.best",
                     bucket=bucket,
                     variant=rec.best.variant,
                     runner_up=rec.runner_up.variant,
