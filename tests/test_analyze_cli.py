@@ -148,6 +148,35 @@ def test_small_trace_answers_without_importing_torch() -> None:
     assert "HEAVY [] RC 0" in p.stdout, p.stdout[-500:]
 
 
+@pytest.mark.parametrize("as_json", [True, False])
+def test_one_trace_imports_only_what_analyze_needs(as_json: bool) -> None:
+    # What a one-trace analyze imports is most of its time on a small trace. Pinned: no pydantic
+    # (typer < 0.29 parses options without it), no rank/folder code for a file, no report/HTML
+    # machinery, and no terminal rendering (rich) with --json.
+    args = ["analyze", *(["--json"] if as_json else []), str(trace(TRITON))]
+    code = (
+        "import io, sys; from attnprof.cli import main; "
+        "sys.stdout = io.TextIOWrapper(io.BytesIO()); "
+        f"rc = main({args!r}); "
+        "sys.stdout = sys.__stdout__; "
+        "print('RC', rc); print('\\n'.join(sorted(sys.modules)))"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == "RC 0", p.stdout[-500:]
+    tops = {m.split(".")[0] for m in lines[1:]}
+    heavy = {"torch", "pandas", "matplotlib", "pydantic", "pydantic_core", "jinja2", "babel", "psutil"}
+    assert not tops & heavy, sorted(tops & heavy)
+    ours = {m for m in lines[1:] if m.startswith("attnprof.")}
+    not_needed = {"attnprof.analysis.ranks", "attnprof.report.html", "attnprof.compare", "attnprof.harness"}
+    assert not {
+        m for m in ours if m in not_needed or m.startswith(("attnprof.harness.", "attnprof.compare."))
+    }, ours
+    assert ("rich" in tops) is not as_json
+    assert "numpy" in tops  # the analysis itself: columns (a check that the probe sees imports at all)
+
+
 def test_every_shared_trace_through_the_cli() -> None:
     paths = sorted(str(p) for p in TRACES.glob("*.json.gz"))
     p = _run("--json", *paths)

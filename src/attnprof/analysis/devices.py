@@ -140,8 +140,11 @@ def gap_warnings(trace: Trace, links: Links) -> tuple[list[str], Gaps]:
     facts = Gaps()
     rows = trace.rows(Kind.RUNTIME, Kind.DRIVER)
     if rows.size:
-        names = np.array(trace.names, dtype=object)[trace.name[rows]] if trace.names else np.zeros(0, object)
-        is_k = np.fromiter((bool(_KERNEL_LAUNCH.search(n)) for n in names.tolist()), bool, rows.size)
+        # once per unique name, not per event (a large trace has ~10^5 launches, ~10^2 names)
+        launch_name = np.fromiter(
+            (bool(_KERNEL_LAUNCH.search(n)) for n in trace.names), bool, len(trace.names)
+        )
+        is_k = launch_name[trace.name[rows]]
         klaunch = rows[is_k]
         linked = np.zeros(trace.n_events, bool)
         linked[links.launch[links.launch >= 0]] = True

@@ -125,14 +125,7 @@ def analyze_command(
 
         import orjson
 
-        from attnprof.analysis.ranks import SCHEMA
-
-        items = [
-            {"schema": SCHEMA, "folder": str(p), "runs": [r.to_dict() for r in runs[p]]}
-            if p in runs
-            else results[p].to_dict()
-            for p in traces
-        ]
+        items = [_folder_json(p, runs[p]) if p in runs else results[p].to_dict() for p in traces]
         payload = items[0] if len(items) == 1 else items
         sys.stdout.buffer.write(
             orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
@@ -151,3 +144,10 @@ def analyze_command(
                 render_folder(run, console=console)
         else:
             render_analysis(results[p], console=console)
+
+
+def _folder_json(folder: Path, runs: list[FolderRun]) -> dict[str, object]:
+    # ranks (and its schema) only when a folder was given: one trace never imports it
+    from attnprof.analysis.ranks import SCHEMA
+
+    return {"schema": SCHEMA, "folder": str(folder), "runs": [r.to_dict() for r in runs]}

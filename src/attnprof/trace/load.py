@@ -839,6 +839,13 @@ def _prods(dims: list[Any]) -> np.ndarray:
 def _intern(table: dict[Any, int], keys: list[Any]) -> np.ndarray:
     """Ids of keys in table, adding new ones in order of first appearance (so that ids do not
     depend on how the events were cut into chunks); the per-event loops run in C."""
+    if len(table) > 0:
+        # after the first chunks nearly every key is known: one lookup pass, no dict of the
+        # chunk's keys (a key not yet known falls through to the pass that adds them in order)
+        try:
+            return np.fromiter(map(table.__getitem__, keys), np.int64, len(keys))
+        except KeyError:
+            pass
     for k in [k for k in dict.fromkeys(keys) if k not in table]:
         table[k] = len(table)
     return np.fromiter(map(table.__getitem__, keys), np.int64, len(keys))
