@@ -3,13 +3,32 @@ implementation's step, and attention time per layer. Empty tables for any other 
 
 from __future__ import annotations
 
-from attnprof.records import RunRecord
+from attnprof.records import RunRecord, RunResult
 from attnprof.report.i18n import Translator
-from attnprof.report.model_view import layer_rows
 from attnprof.report.table import Cell, Column, Table
-from attnprof.units import fmt_ms
+from attnprof.units import fmt_ms, fmt_us
 
-__all__ = ["layers_table", "model_table"]
+__all__ = ["layer_rows", "layers_table", "model_table"]
+
+
+# the per-layer rows, shared with the terminal's model view (report/model_view.py imports them)
+def layer_rows(results: list[RunResult]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """Implementations (columns) and, per layer, the attention time of each (fwd, or fwd + bwd)."""
+    ok = [r for r in results if r.model is not None and r.model.layers]
+    layers = sorted({la.layer for r in ok for la in r.model.layers})  # type: ignore[union-attr]
+    rows: list[tuple[str, list[str]]] = []
+    for n in layers:
+        cells = []
+        for r in ok:
+            la = next((x for x in r.model.layers if x.layer == n), None)  # type: ignore[union-attr]
+            if la is None:
+                cells.append("-")
+            elif la.bwd_us is not None:  # forward + backward, both in ms: one narrow cell
+                cells.append(f"{la.fwd_us / 1e3:.3g} + {la.bwd_us / 1e3:.3g}")
+            else:
+                cells.append(fmt_us(la.fwd_us))
+        rows.append((str(n), cells))
+    return [r.label for r in ok], rows
 
 
 def _pct(x: float | None) -> str:

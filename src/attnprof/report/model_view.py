@@ -11,16 +11,17 @@ from rich import box
 from rich.table import Table
 
 from attnprof.report.console import make_console
+from attnprof.report.model_tables import layer_rows
 from attnprof.report.run_view import ProgressReporter
-from attnprof.units import fmt_bytes, fmt_ms, fmt_us
+from attnprof.units import fmt_bytes, fmt_ms
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from attnprof.records import RunRecord, RunResult
+    from attnprof.records import RunRecord
     from attnprof.workload import Workload
 
-__all__ = ["ModelProgress", "fastest_line", "layer_rows", "render_model"]
+__all__ = ["ModelProgress", "fastest_line", "render_model"]
 
 
 class ModelProgress(ProgressReporter):
@@ -58,25 +59,6 @@ def fastest_line(record: RunRecord) -> str | None:
     if m.timing_note:
         line += f"; {m.timing_note}"
     return line
-
-
-def layer_rows(results: list[RunResult]) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """Implementations (columns) and, per layer, the attention time of each (fwd, or fwd + bwd)."""
-    ok = [r for r in results if r.model is not None and r.model.layers]
-    layers = sorted({la.layer for r in ok for la in r.model.layers})  # type: ignore[union-attr]
-    rows: list[tuple[str, list[str]]] = []
-    for n in layers:
-        cells = []
-        for r in ok:
-            la = next((x for x in r.model.layers if x.layer == n), None)  # type: ignore[union-attr]
-            if la is None:
-                cells.append("-")
-            elif la.bwd_us is not None:  # forward + backward, both in ms: one narrow cell
-                cells.append(f"{la.fwd_us / 1e3:.3g} + {la.bwd_us / 1e3:.3g}")
-            else:
-                cells.append(fmt_us(la.fwd_us))
-        rows.append((str(n), cells))
-    return [r.label for r in ok], rows
 
 
 def _summary_table(record: RunRecord) -> Table:
