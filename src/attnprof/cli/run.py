@@ -175,9 +175,13 @@ def run_command(
         # run.json is written; say in one line why nothing ran and exit non-zero
         raise _nothing_ran(record)
     if expect:
-        from attnprof.report.run_view import check_run_expectations
+        # checking is compare's, printing the report's: the command joins the two
+        from attnprof.compare.expect import check_expectations, enforce
+        from attnprof.report.terminal import print_expectations
 
-        check_run_expectations(out_dir, expect, strict=strict, no_color=no_color)
+        results = check_expectations(out_dir, expect)
+        print_expectations(results, no_color=no_color)
+        enforce(results, strict=strict)
 
 
 def _WORKLOAD_FLAGS(values: dict[str, object]) -> list[tuple[str, object]]:

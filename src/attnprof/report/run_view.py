@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from attnprof.variants.registry import Decision, Variant
     from attnprof.workload import Workload
 
-__all__ = ["ProgressReporter", "check_run_expectations", "render_list", "render_run"]
+__all__ = ["ProgressReporter", "render_list", "render_run"]
 
 
 def _console(no_color: bool, stderr: bool = False) -> Console:
@@ -232,13 +232,3 @@ def render_list(
     console.print(f"variants on {workload.device} ({workload.dtype}):")
     print_table(console, table)
     console.print("[dim]your own: --variants path/to/file.py:function (takes q, k, v, is_causal=, scale=)[/]")
-
-
-def check_run_expectations(out: Path, expect: str, *, strict: bool, no_color: bool) -> None:
-    """Check a finished run against an expectations file or built-in name (cpu, blog-cuda)."""
-    from attnprof.compare.expect import check_expectations, enforce
-    from attnprof.report.terminal import print_expectations
-
-    results = check_expectations(out, expect)
-    print_expectations(results, no_color=no_color)
-    enforce(results, strict=strict)
