@@ -81,3 +81,31 @@ def test_a_missing_key_is_refused_not_guessed() -> None:
     del d["totals"]["kernels"]
     with pytest.raises(msgspec.ValidationError, match="kernels"):
         decode_analysis(orjson.dumps(d))
+
+
+def test_terminal_view_of_a_roofline_with_no_measured_time() -> None:
+    """A region with no time has no achieved TFLOP/s (None): the terminal view says "not
+    measured" and why, instead of failing on the None (it raised TypeError before)."""
+    import io
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from attnprof.report.analysis_view import render_analysis
+
+    d = analyze(trace(TRACES[2]))
+    roof = Roofline(
+        basis="cpu time per instance",
+        region="attn_fwd",
+        workload="1x2x64x16 fp32",
+        flops_useful=1.0,
+        flops_executed=1.0,
+        bytes_min=1.0,
+        time_us=0.0,
+        note="no time measured in the region",
+    )
+    buf = io.StringIO()
+    render_analysis(msgspec.structs.replace(d, roofline=roof), Console(file=buf, width=200))
+    line = next(x for x in buf.getvalue().splitlines() if x.startswith("roofline"))
+    assert line.endswith("not measured (no time measured in the region)"), line
+    assert Path(d.path).name in buf.getvalue() or d.source in buf.getvalue()

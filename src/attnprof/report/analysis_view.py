@@ -222,13 +222,16 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
 
     roof = d.roofline
     if roof is not None:
-        pct = roof.pct_of_peak_flops
-        peak = f" = {pct:.1f}% of {roof.peak_tflops:g} TFLOP/s" if pct is not None else f" ({roof.note})"
-        console.print(
-            f"roofline ({roof.workload}; {roof.basis}): "
-            f"{roof.achieved_tflops:.3g} TFLOP/s{peak}, {roof.achieved_tbps:.3g} TB/s",
-            overflow="fold",
-        )
+        head = f"roofline ({roof.workload}; {roof.basis}): "
+        if roof.achieved_tflops is None or roof.achieved_tbps is None:  # no time in the region
+            console.print(f"{head}not measured ({roof.note or 'no time in the region'})", overflow="fold")
+        else:
+            pct = roof.pct_of_peak_flops
+            peak = f" = {pct:.1f}% of {roof.peak_tflops:g} TFLOP/s" if pct is not None else f" ({roof.note})"
+            console.print(
+                f"{head}{roof.achieved_tflops:.3g} TFLOP/s{peak}, {roof.achieved_tbps:.3g} TB/s",
+                overflow="fold",
+            )
 
     console.print(Text("Findings", style="bold"))
     if not d.findings:
