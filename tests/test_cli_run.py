@@ -52,6 +52,10 @@ def test_list_gives_a_reason_for_every_unavailable_variant() -> None:
     assert data["device"] == "cpu"
     for v in data["variants"]:
         assert v["available"] or v["reason"], v
+        # the reason as data too: a code and its fields (none for an available variant)
+        assert (v["reason_code"] is None) == v["available"], v
+    eff = next(v for v in data["variants"] if v["variant"] == "sdpa-efficient")
+    assert eff["reason_code"] == {"code": "cuda_only", "args": {"name": "sdpa-efficient", "device": "cpu"}}
     text = attnprof("list", "--no-color").stdout
     assert "sdpa-efficient" in text and "CUDA" in text
 
