@@ -6,6 +6,7 @@ Importing this package imports no torch; the workers do.
 
 from __future__ import annotations
 
+from attnprof.harness.options import RunOptions
 from attnprof.sweep.grid import (
     GridSpec,
     JobSpec,
@@ -21,6 +22,7 @@ from attnprof.sweep.run import SweepPlan, SweepSummary, make_executor, plan_swee
 __all__ = [
     "GridSpec",
     "JobSpec",
+    "RunOptions",
     "RunSettings",
     "SweepConfig",
     "SweepPlan",
