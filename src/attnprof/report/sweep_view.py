@@ -16,6 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.text import Text
 
+from attnprof.records import variant_label
 from attnprof.report.console import make_console, print_table, terminal_words
 from attnprof.report.store_report import recommendation_table, short_variant
 from attnprof.report.table import Cell, Column, Table, fit, to_rich
@@ -155,7 +156,7 @@ def _status_emphasis(status: str) -> str:
 def _label(r: StoredResult) -> str:
     """Every built-in name (22 characters at most, ":compile" included) whole; a user's longer
     file.py:function keeps both ends (the json and csv output have the full name)."""
-    return fit(short_variant(r.variant) + (":compile" if r.mode == "compile" else ""), 32)
+    return fit(variant_label(short_variant(r.variant), r.mode), 32)
 
 
 def _shape(r: StoredResult) -> str:
