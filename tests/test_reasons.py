@@ -101,3 +101,18 @@ def test_a_run_json_without_codes_still_says_the_standard_reasons_in_thai(tmp_pa
     without = {row[0]: row[2] for row in not_run_table(build_report_data(old), th).rows}
     assert without == with_code
     assert without["sdpa-efficient"] == "sdpa-efficient: PyTorch มีให้ใช้บน CUDA เท่านั้น แต่การรันนี้อยู่บน cpu"
+
+
+def test_a_variants_reason_inside_a_models_is_said_whole_in_each_language() -> None:
+    inner = check(get_variant("sdpa-efficient"), CPU).reason_code
+    assert inner is not None
+    why = reason("in_model", inner, name="attnprof-sdpa-efficient")
+    assert (
+        english(why)
+        == "attnprof-sdpa-efficient: sdpa-efficient: PyTorch implements it for CUDA only; this run is on cpu"
+    )
+    assert translate_reason(english(why), Translator("th"), why) == (
+        "attnprof-sdpa-efficient: sdpa-efficient: PyTorch มีให้ใช้บน CUDA เท่านั้น แต่การรันนี้อยู่บน cpu"
+    )
+    with pytest.raises(KeyError, match="no reason code"):
+        reason("not_a_code", name="x")
