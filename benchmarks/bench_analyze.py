@@ -278,6 +278,13 @@ def _in_process(path: Path, mb: float, raw: int, args: argparse.Namespace) -> No
 
 def _whole_process(path: Path, mb: float, args: argparse.Namespace) -> None:
     py = sys.executable
+    # An installed attnprof has its bytecode compiled; a checkout run with PYTHONDONTWRITEBYTECODE
+    # (as on the shared machine) would compile every module from source on every call instead.
+    import compileall
+
+    import attnprof
+
+    compileall.compile_dir(str(Path(attnprof.__file__).parent), quiet=1)
     cmds = {
         "orjson": [py, "-c", _ORJSON_ONLY, str(path)],
         "attnprof": [py, "-m", "attnprof", "analyze", "--json", str(path)],
