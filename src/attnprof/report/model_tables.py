@@ -1,5 +1,6 @@
 """The model sections of a report (`attnprof model` runs): attention's share of each
-implementation's step, and attention time per layer. Empty tables for any other run."""
+implementation's step, and attention time per layer (the terminal's `attnprof model` view draws
+this per-layer table too). Empty tables for any other run."""
 
 from __future__ import annotations
 
@@ -9,26 +10,6 @@ from attnprof.report.table import Cell, Column, Table
 from attnprof.units import fmt_ms, fmt_us
 
 __all__ = ["layer_rows", "layers_table", "model_table"]
-
-
-# the per-layer rows, shared with the terminal's model view (report/model_view.py imports them)
-def layer_rows(results: list[RunResult]) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """Implementations (columns) and, per layer, the attention time of each (fwd, or fwd + bwd)."""
-    ok = [r for r in results if r.model is not None and r.model.layers]
-    layers = sorted({la.layer for r in ok for la in r.model.layers})  # type: ignore[union-attr]
-    rows: list[tuple[str, list[str]]] = []
-    for n in layers:
-        cells = []
-        for r in ok:
-            la = next((x for x in r.model.layers if x.layer == n), None)  # type: ignore[union-attr]
-            if la is None:
-                cells.append("-")
-            elif la.bwd_us is not None:  # forward + backward, both in ms: one narrow cell
-                cells.append(f"{la.fwd_us / 1e3:.3g} + {la.bwd_us / 1e3:.3g}")
-            else:
-                cells.append(fmt_us(la.fwd_us))
-        rows.append((str(n), cells))
-    return [r.label for r in ok], rows
 
 
 def _pct(x: float | None) -> str:
@@ -68,6 +49,25 @@ def model_table(record: RunRecord, t: Translator) -> Table:
             ]
         )
     return table
+
+
+def layer_rows(results: list[RunResult]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """Implementations (columns) and, per layer, the attention time of each (fwd, or fwd + bwd)."""
+    ok = [r for r in results if r.model is not None and r.model.layers]
+    layers = sorted({la.layer for r in ok for la in r.model.layers})  # type: ignore[union-attr]
+    rows: list[tuple[str, list[str]]] = []
+    for n in layers:
+        cells = []
+        for r in ok:
+            la = next((x for x in r.model.layers if x.layer == n), None)  # type: ignore[union-attr]
+            if la is None:
+                cells.append("-")
+            elif la.bwd_us is not None:  # forward + backward, both in ms: one narrow cell
+                cells.append(f"{la.fwd_us / 1e3:.3g} + {la.bwd_us / 1e3:.3g}")
+            else:
+                cells.append(fmt_us(la.fwd_us))
+        rows.append((str(n), cells))
+    return [r.label for r in ok], rows
 
 
 def layers_table(record: RunRecord, t: Translator) -> Table:

@@ -4,15 +4,17 @@ findings; then the fastest implementation with its margin."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.table import Table
+from rich.table import Table as RichTable
 
-from attnprof.report.console import make_console
-from attnprof.report.model_tables import layer_rows
+from attnprof.report.console import make_console, terminal_words
+from attnprof.report.model_tables import layers_table
 from attnprof.report.run_view import ProgressReporter
+from attnprof.report.table import to_rich
 from attnprof.units import fmt_bytes, fmt_ms
 
 if TYPE_CHECKING:
@@ -61,10 +63,10 @@ def fastest_line(record: RunRecord) -> str | None:
     return line
 
 
-def _summary_table(record: RunRecord) -> Table:
+def _summary_table(record: RunRecord) -> RichTable:
     ok = [r for r in record.results if r.status == "ok" and r.timing]
     fastest = min((r.timing.median_ms for r in ok if r.timing), default=None)
-    table = Table(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
+    table = RichTable(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
     for col, justify in (
         ("implementation", "left"),
         ("step ± IQR", "right"),
@@ -99,17 +101,16 @@ def _summary_table(record: RunRecord) -> Table:
     return table
 
 
-def _layers_table(record: RunRecord) -> Table | None:
-    names, rows = layer_rows(record.results)
-    if not rows:
+def _layers_table(record: RunRecord) -> RichTable | None:
+    """The report's per-layer table (model_tables.layers_table), its columns named without the
+    "attnprof-" prefix to fit."""
+    table = layers_table(record, terminal_words())
+    if not table.rows:
         return None
-    table = Table(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD, title_justify="left")
-    table.add_column("layer", justify="right")
-    for n in names:
-        table.add_column(n.removeprefix("attnprof-"), justify="right")
-    for layer, cells in rows:
-        table.add_row(layer, *cells)
-    return table
+    table.columns = [replace(c, header=c.header.removeprefix("attnprof-")) for c in table.columns]
+    return to_rich(
+        table, title=False, header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD, title_justify="left"
+    )
 
 
 def _findings(console: Console, record: RunRecord) -> None:
