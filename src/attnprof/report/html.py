@@ -17,6 +17,7 @@ from attnprof.extras import EXTRAS, available
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.tables import PERFETTO, report_content
+from attnprof.units import number_locale
 
 __all__ = ["plots_missing", "render_html"]
 
@@ -41,6 +42,11 @@ def plots_missing(t: Translator) -> str | None:
 def _plots(data: ReportData, t: Translator) -> list[tuple[str, str | None]]:
     if plots_missing(t) is not None:
         return []
+    with number_locale(t.lang):  # tick labels in the tables' number locale
+        return _draw(data, t)
+
+
+def _draw(data: ReportData, t: Translator) -> list[tuple[str, str | None]]:
     from attnprof.report import plots  # matplotlib: imported only when it is there
 
     rows = [r for r in data.comparison.rows if r.ok]

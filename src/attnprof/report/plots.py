@@ -20,11 +20,12 @@ from collections.abc import Callable, Iterable, Sequence
 import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import Formatter, FuncFormatter, NullFormatter
 
 from attnprof.compare.compare import Row
 from attnprof.report.data import ScalingPoint
 from attnprof.store import StoredResult
+from attnprof.units import localize
 
 __all__ = [
     "CATEGORY_COLORS",
@@ -98,7 +99,38 @@ def _color(cat: str) -> str:
     return CATEGORY_COLORS[cat]
 
 
+class _Localized(Formatter):
+    """Another formatter's tick labels in the report's number locale (units.number_locale:
+    "0,5" in Indonesian): matplotlib's own use_locale reads the C library's locale, which the
+    machine may not have; the tables' Babel symbols are the ones to match."""
+
+    def __init__(self, inner: Formatter) -> None:
+        self.inner = inner
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return localize(self.inner(x, pos))
+
+    def set_locs(self, locs: list[float]) -> None:
+        self.inner.set_locs(locs)
+
+    def get_offset(self) -> str:
+        return localize(self.inner.get_offset())
+
+
+def _localize_ticks(fig: Figure) -> None:
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for get, put in (
+                (axis.get_major_formatter, axis.set_major_formatter),
+                (axis.get_minor_formatter, axis.set_minor_formatter),
+            ):
+                inner = get()
+                if not isinstance(inner, (_Localized, NullFormatter)):
+                    put(_Localized(inner))
+
+
 def _svg(fig: Figure) -> str:
+    _localize_ticks(fig)
     buf = io.StringIO()
     with (
         matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "attnprof"}),
