@@ -12,11 +12,12 @@ import msgspec
 import pytest
 
 from attnprof.compare.compare import compare
-from attnprof.harness.env import cache_path, environment, run_peak
+from attnprof.harness.env import cache_path, environment, peak_text, run_peak
 from attnprof.harness.run import RunOptions, run
 from attnprof.records import decode_run, encode_json
 from attnprof.report.data import build_report_data
 from attnprof.report.i18n import Translator
+from attnprof.report.peak_view import peak_source
 from attnprof.report.summary import summarize
 from attnprof.report.tables import comparison_table, env_items, finding_items
 from attnprof.workload import Workload
@@ -30,17 +31,26 @@ def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_peak_is_measured_large_and_cached_with_provenance(fresh_cache: Path) -> None:
     env = environment("cpu")
-    tflops, source = run_peak(env, "fp32")
-    assert tflops > 0 and "fp32 2048" in source and "threads" in source
+    tflops, prov = run_peak(env, "fp32")
+    source = peak_text(prov)
+    assert tflops > 0 and "fp32 2048" in prov.tried and "fp32 2048" in source and "threads" in source
+    assert prov.kind == "measured" and prov.threads and prov.host == env.host
     assert cache_path() == fresh_cache
+    # the provenance as data, said in Indonesian with no English left (host and sizes are names)
+    env.peak_tflops, env.peak_source, env.peak_provenance = tflops, source, prov
+    ind = peak_source(env, Translator("id"))
+    assert ind.startswith("diukur: GEMM persegi terbaik dari fp32 512") and "0,4 dtk" in ind, ind
     if fresh_cache.exists():  # not written when the machine was busy while measuring (said so)
         data = json.loads(fresh_cache.read_text())
         (entry,) = data["peaks"].values()
         assert entry["tflops"] == tflops and "best square GEMM" in entry["what"]
-        again, source2 = run_peak(env, "fp32")  # from the cache, at once
-        assert again == tflops and "cached in" in source2
+        assert entry["provenance"]["tried"] == prov.tried
+        again, prov2 = run_peak(env, "fp32")  # from the cache, at once
+        assert again == tflops and "cached in" in peak_text(prov2) and prov2.cached_in == str(fresh_cache)
+        assert prov2.measured_at == prov.measured_at
     else:
-        assert "not cached" in source
+        assert "not cached" in source and prov.not_cached
+        assert "tidak disimpan dalam tembolok" in ind
 
 
 def test_cpu_peak_is_above_every_variant(fresh_cache: Path, tmp_path: Path) -> None:

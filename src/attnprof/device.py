@@ -19,7 +19,7 @@ from pathlib import Path
 
 from attnprof.errors import UserError
 
-__all__ = ["PEAKS", "auto_device", "peak_for", "resolve_device", "visible_gpus"]
+__all__ = ["PEAKS", "SPEC_SOURCE", "auto_device", "peak_for", "resolve_device", "visible_gpus"]
 
 # device-name substring -> {dtype: dense TFLOP/s}, HBM TB/s; first match wins (GH200 before H200)
 PEAKS: tuple[tuple[str, dict[str, float], float], ...] = (
@@ -32,7 +32,7 @@ PEAKS: tuple[tuple[str, dict[str, float], float], ...] = (
     ("A100-PCIE-40GB", {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5}, 1.555),
     ("A100", {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5}, 2.0),
 )
-_SOURCE = "dense spec sheet figures (flash-attention benchmark_attn.py convention; DOMAIN.md section 6)"
+SPEC_SOURCE = "dense spec sheet figures (flash-attention benchmark_attn.py convention; DOMAIN.md section 6)"
 
 # device nodes a GPU torch can use shows up as: NVIDIA's, WSL2's (/dev/dxg), ROCm's (/dev/kfd)
 _GPU_NODES = ("nvidia[0-9]*", "dxg", "kfd")
@@ -45,7 +45,7 @@ def peak_for(device_name: str | None, dtype: str) -> tuple[float | None, float |
         return None, None, None
     for key, flops, tbps in PEAKS:
         if key in device_name:
-            return flops.get(dtype), tbps, f"{key}: {_SOURCE}"
+            return flops.get(dtype), tbps, f"{key}: {SPEC_SOURCE}"
     return None, None, None
 
 

@@ -283,6 +283,31 @@ class RunResult(msgspec.Struct, kw_only=True):
             self.label = variant_label(self.variant, self.mode)
 
 
+class PeakProvenance(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Where the run's peak figure comes from, as data (environment.peak_provenance), so reports
+    can say it in their language (environment.peak_source keeps the English).
+
+    kind "spec": the dense spec-sheet figure of the GPU named `spec_device` (attnprof.device.PEAKS).
+    kind "measured": the best square GEMM of the sizes `tried` ("fp32 2048"), best at `best_at`,
+    each timed at least `repeats` times within `budget_s` seconds, with `threads` threads on
+    `host` at `measured_at` (UTC); `cached_in`: the cache file it is kept in, else `not_cached`:
+    why not (the load meter's reasons, harness/load.py). harness/env.py's peak_text writes it
+    in English."""
+
+    kind: Literal["spec", "measured"]
+    dtype: str
+    spec_device: str | None = None
+    tried: list[str] = []
+    best_at: str | None = None
+    repeats: int | None = None
+    budget_s: float | None = None
+    threads: int | None = None
+    host: str | None = None
+    measured_at: str | None = None
+    cached_in: str | None = None
+    not_cached: list[str] = []
+
+
 class Environment(msgspec.Struct, kw_only=True):
     attnprof_version: str
     torch_version: str
@@ -298,9 +323,10 @@ class Environment(msgspec.Struct, kw_only=True):
     cudnn_version: str | None = None
     gpu_memory_bytes: int | None = None
     peak_tflops: float | None = None
-    peak_source: str | None = None
+    peak_source: str | None = None  # in English (kept for compatibility); peak_provenance as data
     # what the machine makes of this run's dtype, where it matters (harness/env.cpu_dtype_note)
     notes: list[str] = msgspec.field(default_factory=list)
+    peak_provenance: PeakProvenance | None = None  # None: a run.json from before it was recorded
 
 
 class ResumeState(msgspec.Struct, kw_only=True):

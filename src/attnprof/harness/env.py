@@ -10,11 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from attnprof.device import peak_for
-from attnprof.harness.load import LoadMeter
-from attnprof.records import Environment
+import msgspec
 
-__all__ = ["cache_path", "cpu_model", "environment", "measured_peak", "run_peak"]
+from attnprof.device import PEAKS, SPEC_SOURCE, peak_for
+from attnprof.harness.load import LoadMeter
+from attnprof.records import Environment, PeakProvenance
+
+__all__ = ["cache_path", "cpu_model", "environment", "measured_peak", "peak_text", "run_peak"]
 
 
 def cpu_model() -> str:
@@ -165,7 +167,33 @@ def _save_cache(path: Path, peaks: dict[str, Any]) -> None:
         pass  # a read-only home: measure again next time
 
 
-def measured_peak(env: Environment, dtype: str, *, refresh: bool = False) -> tuple[float, str]:
+def peak_text(prov: PeakProvenance) -> str:
+    """The provenance in English: environment.peak_source (reports render the record itself
+    through their catalogs, report/peak_view.py)."""
+    if prov.kind == "spec":
+        return f"{prov.spec_device}: {SPEC_SOURCE} ({prov.dtype})"
+    what = (
+        f"measured: best square GEMM of {', '.join(prov.tried)} (best: {prov.best_at}), best of >= "
+        f"{prov.repeats} calls ({prov.budget_s:g} s) each, {prov.threads} threads, on {prov.host} "
+        f"{prov.measured_at} UTC"
+    )
+    if prov.cached_in:
+        return f"{what}; cached in {prov.cached_in}"
+    return f"{what}; not cached: {'; '.join(prov.not_cached)}" if prov.not_cached else what
+
+
+def _cached(hit: object) -> tuple[float, PeakProvenance] | None:
+    """A cache entry with its provenance as data; an entry an older attnprof wrote (its English
+    "what" alone) counts as none, so the peak is measured once more and kept with it."""
+    if not isinstance(hit, dict) or not isinstance(hit.get("tflops"), (int, float)):
+        return None
+    try:
+        return float(hit["tflops"]), msgspec.convert(hit["provenance"], PeakProvenance)
+    except (KeyError, msgspec.ValidationError):
+        return None
+
+
+def measured_peak(env: Environment, dtype: str, *, refresh: bool = False) -> tuple[float, PeakProvenance]:
     """The best GEMM TFLOP/s this machine reaches in `dtype` with the current thread count, and
     its provenance. Cached per (host, device, dtype, threads, torch) in cache_path(); a cached
     figure is used as is unless `refresh`, and a new measurement only ever raises it (a busy
@@ -176,9 +204,9 @@ def measured_peak(env: Environment, dtype: str, *, refresh: bool = False) -> tup
     path = cache_path()
     key = _cache_key(env, dtype, threads)
     peaks = _load_cache(path)
-    hit = peaks.get(key)
-    if isinstance(hit, dict) and isinstance(hit.get("tflops"), (int, float)) and not refresh:
-        return float(hit["tflops"]), f"{hit.get('what', 'measured GEMM')}; cached in {path}"
+    hit = _cached(peaks.get(key))
+    if hit is not None and not refresh:
+        return hit[0], msgspec.structs.replace(hit[1], cached_in=str(path), not_cached=[])
     cuda = env.device.startswith("cuda")
     sizes = (4096,) if cuda else _CPU_SIZES
     dtypes = (dtype,) if cuda or dtype in ("fp32", "fp64") else (dtype, "fp32")
@@ -192,23 +220,28 @@ def measured_peak(env: Environment, dtype: str, *, refresh: bool = False) -> tup
                 best, best_at = tflops, f"{dt} n = {n}"
             if seconds > _CALL_LIMIT_S:
                 break
-    stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-    what = (
-        f"measured: best square GEMM of {', '.join(tried)} (best: {best_at}), best of >= {_REPEATS} "
-        f"calls ({_SIZE_BUDGET_S:g} s) each, "
-        f"{threads} threads, on {env.host} {stamp} UTC"
+    prov = PeakProvenance(
+        kind="measured",
+        dtype=dtype,
+        tried=tried,
+        best_at=best_at,
+        repeats=_REPEATS,
+        budget_s=_SIZE_BUDGET_S,
+        threads=threads,
+        host=env.host,
+        measured_at=time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     )
-    if isinstance(hit, dict) and isinstance(hit.get("tflops"), (int, float)) and hit["tflops"] > best:
-        best, what = float(hit["tflops"]), str(hit.get("what", what))
+    if hit is not None and hit[0] > best:
+        best, prov = hit
     load = meter.stop(None)
     if load.unreliable:  # a busy machine measures low: use it for this run, but do not keep it
-        return best, f"{what}; not cached: {'; '.join(load.reasons)}"
-    peaks[key] = {"tflops": best, "what": what}
+        return best, msgspec.structs.replace(prov, cached_in=None, not_cached=list(load.reasons))
+    peaks[key] = {"tflops": best, "what": peak_text(prov), "provenance": msgspec.to_builtins(prov)}
     _save_cache(path, peaks)
-    return best, f"{what}; cached in {path}"
+    return best, msgspec.structs.replace(prov, cached_in=str(path))
 
 
-def run_peak(env: Environment, dtype: str) -> tuple[float, str]:
+def run_peak(env: Environment, dtype: str) -> tuple[float, PeakProvenance]:
     """Peak TFLOP/s for this device and dtype, and where the figure comes from.
 
     GPUs in attnprof.device.PEAKS use the dense bf16/fp16 spec figure for half precision. Everything else
@@ -217,7 +250,8 @@ def run_peak(env: Environment, dtype: str) -> tuple[float, str]:
     """
     if env.device.startswith("cuda") and dtype in ("bf16", "fp16"):
         # the table of dense spec peaks: one table for runs and for any trace
-        tflops, _tbps, source = peak_for(env.device_name, dtype)
-        if tflops is not None:
-            return tflops, f"{source} ({dtype})"
+        tflops, _tbps, _source = peak_for(env.device_name, dtype)
+        spec = next((k for k, _, _ in PEAKS if k in env.device_name), None)
+        if tflops is not None and spec is not None:
+            return tflops, PeakProvenance(kind="spec", dtype=dtype, spec_device=spec)
     return measured_peak(env, dtype)

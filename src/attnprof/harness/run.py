@@ -687,7 +687,7 @@ def _run_suite(
     partial: _Partial,
     resuming: bool,
 ) -> RunRecord:
-    from attnprof.harness.env import cpu_dtype_note, run_peak
+    from attnprof.harness.env import cpu_dtype_note, peak_text, run_peak
     from attnprof.harness.env import environment as get_env
     from attnprof.variants.registry import resolve_variants
 
@@ -698,8 +698,8 @@ def _run_suite(
     if out is not None and not resuming:
         out = prepare_out_dir(out)
     env = environment or get_env(workload.device)
-    peak, source = run_peak(env, workload.dtype)
-    env.peak_tflops, env.peak_source = peak, source
+    peak, prov = run_peak(env, workload.dtype)
+    env.peak_tflops, env.peak_source, env.peak_provenance = peak, peak_text(prov), prov
     note = cpu_dtype_note(workload.device, workload.dtype)
     if note and note not in env.notes:
         env.notes.append(note)

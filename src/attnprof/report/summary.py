@@ -37,6 +37,7 @@ __all__ = [
     "Why",
     "cause_ms",
     "incorrect_line",
+    "load_reason",
     "opaque",
     "reasons",
     "summarize",
@@ -311,7 +312,8 @@ _LOAD_REASONS = (
 )
 
 
-def _load_reason(reason: str, t: Translator) -> str:
+def load_reason(reason: str, t: Translator) -> str:
+    """One of the load meter's reasons in the reader's language (as written when unknown)."""
     for key, pattern in _LOAD_REASONS:
         m = pattern.fullmatch(reason)
         if m:
@@ -342,7 +344,7 @@ def _summarize(data: ReportData, t: Translator) -> list[str]:
     out: list[str] = []
     load = list(dict.fromkeys(x for r in ran for x in r.load_reasons))
     if load:  # first: every ratio below must be read with this in mind
-        out.append(t("summary.unreliable", reasons="; ".join(_load_reason(x, t) for x in load)))
+        out.append(t("summary.unreliable", reasons="; ".join(load_reason(x, t) for x in load)))
     if comp.mixed_workloads:
         out.append(t("summary.mixed", list="; ".join(comp.workloads)))
     grouped = len(comp.workloads) > 1 and not comp.mixed_workloads

@@ -10,12 +10,15 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_args
 
 from attnprof.compare.compare import INCORRECT, Row
 from attnprof.compare.diff import Diff, KernelChange
 from attnprof.compare.expect import ExpectationResult
+from attnprof.records import Status
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
+from attnprof.report.peak_view import peak_source
 from attnprof.report.reasons import translate_reason
 from attnprof.report.summary import summarize
 from attnprof.report.table import Cell, Column, Table
@@ -189,7 +192,8 @@ def observed_cell(e: ExpectationResult, t: Translator) -> str:
     English text where the result has no code (a count, a status, kernel families)."""
     key = f"observed.{e.observed_code}"
     if not e.observed_code or not t.has(key):
-        return e.observed
+        # a status check observes a status: the catalog's word for it
+        return t.maybe(f"status.{e.observed}", e.observed) if e.check == "status" else e.observed
     args = dict(e.observed_args)
     if "reason" in args:
         args["reason"] = translate_reason(args["reason"], t, e.reason_code)
@@ -213,6 +217,8 @@ def _expected_cell(expected: str, t: Translator) -> str:
     its "of" translated, anything else (names, numbers) as written."""
     if expected in _EXPECTED_WORDS:
         return t(_EXPECTED_WORDS[expected])
+    if expected in get_args(Status):
+        return t.maybe(f"status.{expected}", expected)  # a status check's expected status
     m = _OF.fullmatch(expected or "")
     if m:
         return t("expected.of", range=m["range"], baseline=m["baseline"])
@@ -375,7 +381,7 @@ def env_items(data: ReportData, t: Translator) -> list[tuple[str, str]]:
     if w.kv_heads != w.heads or w.kv_seq != w.seq:
         shape += f" (kv heads {w.kv_heads}, kv seq {w.kv_seq})"
     peak = (
-        t("env.peak_value", tflops=fmt_num(e.peak_tflops), source=e.peak_source or "-")
+        t("env.peak_value", tflops=fmt_num(e.peak_tflops), source=peak_source(e, t))
         if e.peak_tflops
         else t("env.peak_none")
     )
