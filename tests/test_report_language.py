@@ -24,7 +24,7 @@ ENGLISH = (
     "fused", "whisker", "whiskers", "outliers", "unsupported", "incorrect", "warning", "error",
     "noisy", "unreliable", "expected", "observed", "skipped", "not met", "summary", "findings",
     "elementwise", "layout", "other", "copy", "Use the", "Build it once", "per call", "peak",
-    "memory", "median of", "share of", "times",
+    "memory", "median of", "share of", "times", "generate",
 )  # fmt: skip
 _SKIP = {"code", "style", "script", "metadata", "title"}
 
