@@ -14,6 +14,7 @@ import pytest
 from attnprof.report.data import build_report_data
 from attnprof.report.html import render_html
 from attnprof.report.i18n import Translator
+from attnprof.report.store_report import build_store_report_data, render_store_html
 
 # words and phrases of the English catalog that a translated page must not show; each was seen
 # in an id or th page before (issue 9): the peak's provenance, finding advice, severities,
@@ -66,7 +67,7 @@ def test_translated_pages_hold_no_english_words(cpu_run: tuple[Path, object], la
     names |= {o.name for r in data.comparison.rows for o in r.ops} - {""}
     html = render_html(data, Translator(lang), out_dir=out)
     text = page_text(html, names)
-    found = sorted({w for w in ENGLISH if re.search(rf"(?i)(?<![\w-]){re.escape(w)}(?![\w-])", text)})
+    found = sorted({w for w in ENGLISH if _has(text, w)})
     assert not found, (
         lang,
         found,
@@ -77,3 +78,18 @@ def test_translated_pages_hold_no_english_words(cpu_run: tuple[Path, object], la
     if lang == "id":  # Indonesian numbers with a decimal comma, in the text and the plots alike
         assert re.search(r"\d,\d+ (ms|µs)", text)
         assert not re.search(r"<text[^>]*>[^<]*\d\.\d", html)
+
+
+@pytest.mark.parametrize("lang", ["id", "th"])
+def test_translated_store_pages_hold_no_english_words(cpu_store: Path, lang: str) -> None:
+    """The sweep store's report alike: statuses in its table and summary, plot ticks."""
+    data = build_store_report_data(cpu_store)
+    names = {r.label for r in data.results} | {r.variant for r in data.results}
+    html = render_store_html(data, Translator(lang))
+    text = page_text(html, names)
+    found = sorted({w for w in ENGLISH if _has(text, w)})
+    assert not found, (lang, found)
+
+
+def _has(text: str, word: str) -> bool:
+    return re.search(rf"(?i)(?<![\w-]){re.escape(word)}(?![\w-])", text) is not None

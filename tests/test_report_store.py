@@ -77,7 +77,7 @@ def test_the_report_renders_the_recommendation_records(cpu_store: Path) -> None:
     )
     ind = store_summary(data, Translator("id"))
     th = store_summary(data, Translator("th"))
-    assert ind[0] == "Store ini berisi 18 hasil untuk 6 bentuk: 12 ok, 6 unsupported."
+    assert ind[0] == "Store ini berisi 18 hasil untuk 6 bentuk: 12 berhasil, 6 tidak didukung."
     assert th[0].startswith("store นี้มีผล 18 รายการ")
     assert len(en) == len(ind) == len(th)
 

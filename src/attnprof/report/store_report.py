@@ -102,7 +102,9 @@ def results_table(data: StoreReportData, t: Translator) -> Table:
                 Cell(seq, r.seq),
                 Cell(str(r.head_dim), r.head_dim),
                 t("env.yes") if r.causal else t("env.no"),
-                t("speed.incorrect") if r.accuracy_ok is False and r.status == "ok" else r.status,
+                t("speed.incorrect")
+                if r.accuracy_ok is False and r.status == "ok"
+                else t.maybe(f"status.{r.status}", r.status),
                 Cell(fmt_ms(r.median_ms), r.median_ms, "ms"),
                 Cell(fmt_ms(r.iqr_ms), r.iqr_ms, "ms"),
                 Cell(fmt_err(r.max_abs_err), r.max_abs_err),
@@ -209,7 +211,7 @@ def _store_summary(data: StoreReportData, t: Translator) -> list[str]:
             "store.summary.counts",
             n=len(data.results),
             shapes=len({(_group_key(r), r.seq, r.kv_seq) for r in data.results}),
-            statuses=", ".join(f"{n} {s}" for s, n in counts.most_common()),
+            statuses=", ".join(f"{n} {t.maybe(f'status.{s}', s)}" for s, n in counts.most_common()),
         )
     ]
     for rec in data.recommendations:
