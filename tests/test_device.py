@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from attnprof.device import PEAKS, auto_device, peak_for, resolve_device
+from _records import environment
+from attnprof.device import PEAKS, auto_device, peak_for, resolve_device, spec_device
 from attnprof.errors import UserError
 from attnprof.sweep.grid import GridSpec, SweepConfig, expand
 
@@ -23,6 +24,9 @@ def test_spec_peaks_by_name_first_match_wins() -> None:
     assert peak_for("Intel(R) Xeon(R) Platinum 8480+", "fp32") == (None, None, None)
     assert peak_for(None, "bf16") == (None, None, None)
     assert all(key for key, _, _ in PEAKS)
+    # the key a run's provenance names (harness/env.py run_peak) is the one peak_for matched
+    assert spec_device("NVIDIA GH200 480GB") == "GH200" and spec_device("NVIDIA H100 PCIe") == "H100 PCIe"
+    assert spec_device("Intel(R) Xeon(R)") is None and spec_device(None) is None
 
 
 def test_resolve_device_spelling() -> None:
@@ -65,3 +69,17 @@ def test_device_module_does_not_import_torch() -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "False"
+
+
+def test_a_cuda_half_run_takes_the_table_peak_with_its_key() -> None:
+    """The run's spec branch (harness/env.py run_peak) reads the same table and names the same key;
+    no GPU is needed to take it, as nothing is measured."""
+    from attnprof.harness.env import peak_text, run_peak
+
+    env = environment(device="cuda", device_name="NVIDIA H100 PCIe")
+    tflops, prov = run_peak(env, "bf16")
+    assert tflops == peak_for(env.device_name, "bf16")[0] == 756.0
+    assert prov.kind == "spec" and prov.spec_device == "H100 PCIe"
+    assert peak_text(prov).startswith("H100 PCIe: dense spec sheet figures") and peak_text(prov).endswith(
+        "(bf16)"
+    )

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from attnprof.errors import UserError
 
-__all__ = ["PEAKS", "SPEC_SOURCE", "auto_device", "peak_for", "resolve_device", "visible_gpus"]
+__all__ = ["PEAKS", "SPEC_SOURCE", "auto_device", "peak_for", "resolve_device", "spec_device", "visible_gpus"]
 
 # device-name substring -> {dtype: dense TFLOP/s}, HBM TB/s; first match wins (GH200 before H200)
 PEAKS: tuple[tuple[str, dict[str, float], float], ...] = (
@@ -38,13 +38,17 @@ SPEC_SOURCE = "dense spec sheet figures (flash-attention benchmark_attn.py conve
 _GPU_NODES = ("nvidia[0-9]*", "dxg", "kfd")
 
 
+def spec_device(device_name: str | None) -> str | None:
+    """The PEAKS key a device name holds (the first that matches), or None."""
+    return next((key for key, _, _ in PEAKS if device_name and key in device_name), None)
+
+
 def peak_for(device_name: str | None, dtype: str) -> tuple[float | None, float | None, str | None]:
     """(dense TFLOP/s in `dtype`, HBM TB/s, source) for a GPU whose name holds a PEAKS key; all
     None for an unknown device or a CPU (no spec peak is claimed for either)."""
-    if not device_name:
-        return None, None, None
-    for key, flops, tbps in PEAKS:
-        if key in device_name:
+    key = spec_device(device_name)
+    for k, flops, tbps in PEAKS:
+        if k == key:
             return flops.get(dtype), tbps, f"{key}: {SPEC_SOURCE}"
     return None, None, None
 

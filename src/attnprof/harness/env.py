@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from attnprof.device import PEAKS, SPEC_SOURCE, peak_for
+from attnprof.device import SPEC_SOURCE, peak_for, spec_device
 from attnprof.harness.load import LoadMeter
 from attnprof.records import Environment, PeakProvenance
 
@@ -251,7 +251,7 @@ def run_peak(env: Environment, dtype: str) -> tuple[float, PeakProvenance]:
     if env.device.startswith("cuda") and dtype in ("bf16", "fp16"):
         # the table of dense spec peaks: one table for runs and for any trace
         tflops, _tbps, _source = peak_for(env.device_name, dtype)
-        spec = next((k for k, _, _ in PEAKS if k in env.device_name), None)
+        spec = spec_device(env.device_name)
         if tflops is not None and spec is not None:
             return tflops, PeakProvenance(kind="spec", dtype=dtype, spec_device=spec)
     return measured_peak(env, dtype)
