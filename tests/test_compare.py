@@ -56,10 +56,14 @@ def test_cpu_diff_names_the_clone(comp: Comparison) -> None:
     rows = {r.label: r for r in comp.rows}
     d = diff_rows(rows["naive-inplace"], rows["naive"])
     assert d.lane == "cpu" and d.ops_b - d.ops_a == pytest.approx(9)
-    changes = {k.name: k.change for fam in d.families for k in fam.kernels}
-    assert changes["aten::clone"] == "added"
-    # out-of-place masked_fill is clone + masked_fill_: the in-place op is in both
-    assert changes["aten::masked_fill"] == "added" and changes["aten::masked_fill_"] == "same"
+    kernels = {k.name: k for fam in d.families for k in fam.kernels}
+    assert kernels["aten::clone"].change == "added"
+    # out-of-place masked_fill is clone + masked_fill_: the in-place op is in both, as often. Its
+    # change may still read "changed": at equal counts that follows its share of the traced time,
+    # which a loaded machine moves by 10 points (the profiler inflates CPU ops unevenly)
+    fill_ = kernels["aten::masked_fill_"]
+    assert kernels["aten::masked_fill"].change == "added" and fill_.change in ("same", "changed")
+    assert fill_.count_a == fill_.count_b > 0
     # one run and --diff: every variant against the baseline
     assert {(x.a, x.b) for x in comp.diffs} >= {("naive-inplace", "naive"), ("naive-inplace", "sdpa-math")}
 
