@@ -104,6 +104,21 @@ def test_terminal_and_report_draw_one_expectation_table(cpu_run: tuple[Path, obj
     ) == len(term.rows)
 
 
+def test_a_status_check_reads_in_the_words_of_each_medium() -> None:
+    """Reports say a status in the catalog's words; the terminal as run.json and the expectation
+    file write it."""
+    from attnprof.compare.expect import ExpectationResult
+
+    e = ExpectationResult(
+        variant="naive", row="naive", check="status", expected="ok", observed="refused", status="not met"
+    )
+    (term,) = expectation_table([e], terminal_words()).rows
+    (en,) = expectation_table([e], Translator("en")).rows
+    assert term[1:5] == ["status", "ok", "refused", "not met"]
+    assert en[1:5] == ["status", "ok", "refused (memory)", "not met"]
+    assert term[4].emphasis == en[4].emphasis == "alarm"
+
+
 def test_one_bucket_label_in_every_view(cpu_store: Path) -> None:
     from attnprof.cli import main
     from attnprof.report.store_report import build_store_report_data, render_store_markdown

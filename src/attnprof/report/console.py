@@ -55,7 +55,8 @@ def make_console(
 
 # The terminal speaks terse English: the report catalog's English with these words over it
 # (headers short enough for 100 columns), so that a table's builder serves the terminal and the
-# reports alike. Expectation check names stay as the expectation files write them.
+# reports alike. Expectation check names and the statuses a check expects or observes stay as
+# the expectation files and run.json write them ("refused", not "refused (memory)").
 TERMINAL_WORDS: dict[str, str] = {
     "speed.incorrect": "incorrect",
     "speed.baseline": "1.00x (base)",
@@ -90,7 +91,7 @@ def terminal_words() -> Translator:
     """The terminal's Translator: English with TERMINAL_WORDS over it."""
     from attnprof.report.i18n import Translator
 
-    return Translator("en", words=TERMINAL_WORDS, names=("check.",))
+    return Translator("en", words=TERMINAL_WORDS, names=("check.", "status."))
 
 
 def _columns() -> int | None:
