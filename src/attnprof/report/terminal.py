@@ -3,7 +3,9 @@
 Tables are built to fit 100 columns: the comparison is split into a timing table and a
 per-forward trace table instead of one table too wide to read. Relative speed is green when a
 variant is faster than the baseline and red when slower (plain text with --no-color).
-The terminal speaks English; the translated reports are Markdown and HTML.
+The terminal speaks terse English (console.terminal_words); the translated reports are Markdown
+and HTML. The timing, trace and main-kernel tables are the terminal's own views; the diff and the
+expectations are the reports' tables (report/tables.py), built by the same builders and cells.
 """
 
 from __future__ import annotations
