@@ -115,12 +115,14 @@ def test_cold_allocator_state_is_timed_and_flagged(tmp_path: Path) -> None:
     # and huge pages may map several per fault, hence a margin)
     assert scratch.minor_faults_per_call is not None and scratch.minor_faults_per_call < 64
     assert scratch.cold.minor_faults_per_call is not None and scratch.cold.minor_faults_per_call > 512
-    assert plain.cold.minor_faults_per_call is not None and plain.cold.minor_faults_per_call < 64
+    # sdpa's buffers are small: released pages come back only on a sample's first call (fewer
+    # calls per sample under load raise the per-call figure, so a ratio, not a bound)
+    assert plain.cold.minor_faults_per_call is not None
+    assert plain.cold.minor_faults_per_call * 8 < scratch.cold.minor_faults_per_call
 
     comp = compare([out], analyse=False)
     row = comp.row("scratch_16mib")
     assert row.cold_median_ms == scratch.cold.median_ms
-    assert "COLD_ALLOCATOR" not in comp.row("sdpa").finding_codes  # no extra faults: never fires
     if row.unreliable:  # load between the two states would pass for a cause: no finding at all
         assert "COLD_ALLOCATOR" not in row.finding_codes
         return
@@ -129,3 +131,43 @@ def test_cold_allocator_state_is_timed_and_flagged(tmp_path: Path) -> None:
     for lang in ("id", "th"):
         msgs = [m for v, code, _, m, _ in finding_items(data, Translator(lang)) if code == "COLD_ALLOCATOR"]
         assert len(msgs) == 1 and str(round(scratch.cold.minor_faults_per_call)) in msgs[0]
+
+
+def _timing(
+    samples: list[float], faults: float, cold: list[float], cold_faults: float, *, busy: bool = False
+):  # type: ignore[no-untyped-def]
+    from attnprof.harness.timing import summarize
+    from attnprof.records import ColdTiming, MachineLoad
+
+    t = summarize(samples, threads=2, method="perf_counter, interleaved")
+    t.minor_faults_per_call = faults
+    c = summarize(cold, threads=2, method="perf_counter, interleaved")
+    t.cold = ColdTiming(
+        allocator="cold", median_ms=c.median_ms, iqr_ms=c.iqr_ms, n=c.n, samples_ms=cold,
+        minor_faults_per_call=cold_faults,
+    )  # fmt: skip
+    t.load = MachineLoad(
+        wall_s=1.0, cpus=2, own_cpu_share=0.5, other_cpu_share=0.0, steal_share=0.0, loadavg_1m=0.1,
+        max_spread=0.01, unreliable=busy,
+    )  # fmt: skip
+    return t
+
+
+def test_cold_allocator_fires_only_with_a_real_gap_and_the_faults_behind_it() -> None:
+    """COLD_ALLOCATOR's rule on fixed samples: slower cold beyond noise AND more faults; not when
+    the faults are missing (no cause), the gap is inside noise or under 5%, or the run was busy."""
+    from attnprof.compare.compare import Row, _cold_check
+
+    warm = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0]
+    slow = [x * 1.5 for x in warm]
+    cases = {
+        "fires": (_timing(warm, 0.0, slow, 4096.0), True),
+        "no extra faults": (_timing(warm, 0.0, slow, 10.0), False),
+        "faults, no gap": (_timing(warm, 0.0, list(reversed(warm)), 4096.0), False),
+        "under 5%": (_timing(warm, 0.0, [x * 1.03 for x in warm], 4096.0), False),
+        "busy machine": (_timing(warm, 0.0, slow, 4096.0, busy=True), False),
+    }
+    for name, (t, fires) in cases.items():
+        row = Row(label=name, kind="run", source="r")
+        _cold_check(row, t)
+        assert ("COLD_ALLOCATOR" in row.finding_codes) is fires, name
