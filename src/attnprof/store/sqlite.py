@@ -19,6 +19,7 @@ import json
 import os
 import socket
 import sqlite3
+import stat
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -249,12 +250,23 @@ class Store:
     def _check_file(self) -> None:
         """Refuse, before SQLite touches it, a file that is not a SQLite database at all; and for
         reading, an empty file (writing commands may make a store of a 0-byte file)."""
-        if not self.path.is_file():
-            if self.path.exists():
-                raise UserError(f"store {self.path} is not a file: pass --store FILE")
+        # one stat, one answer: is_file() then exists() raced a peer creating the store (false,
+        # then true: "not a file" for a file that had just appeared)
+        try:
+            mode = self.path.stat().st_mode
+        except FileNotFoundError:
             return
-        with self.path.open("rb") as fh:
-            head = fh.read(16)
+        if not stat.S_ISREG(mode):
+            raise UserError(f"store {self.path} is not a file: pass --store FILE")
+        try:
+            with self.path.open("rb") as fh:
+                head = fh.read(16)
+        except FileNotFoundError:  # removed between the stat and the open
+            return
+        # a peer creating the store may not have written SQLite's header yet (an empty or partial
+        # first page): for a writer that is the store being made, not a foreign file
+        if not self.readonly and _SQLITE_MAGIC.startswith(head):
+            return
         if not head:
             if self.readonly:
                 raise UserError(
