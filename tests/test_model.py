@@ -144,7 +144,10 @@ def test_attention_share_in_unit_interval_and_equal_to_the_analysers(llama, bert
             assert m is not None and m.attention_share is not None and m.analyser_share is not None
             assert 0.0 < m.attention_share < 1.0 and 0.0 < m.analyser_share < 1.0
             if r.label in ("eager", "sdpa"):
-                assert abs(m.attention_share - m.analyser_share) <= SHARE_TOLERANCE, (r.label, m)
+                # within 5 points, or within the spread the same share showed across the profiled
+                # steps (each rule's max - min): a difference the steps themselves show is noise
+                gap = abs(m.attention_share - m.analyser_share)
+                assert gap <= max(SHARE_TOLERANCE, m.share_noise), (r.label, gap, m.share_noise, m)
 
 
 def test_bert_padding_mask_eager_and_sdpa_agree(bert) -> None:  # type: ignore[no-untyped-def]
