@@ -1,14 +1,16 @@
 """attnprof's clean-timing median against torch.utils.benchmark's, on the same callable in the
 same process state, for every CPU variant at two sizes.
 
-    python benchmarks/bench_timing.py [--sizes 256,512] [--budget 1.0]
+    python benchmarks/bench_timing.py [--sizes 256,512] [--budget 2.0] [--rounds 24]
 
 For each size: one workload (B1 H8 S D64 fp32, causal), its inputs built once, every variant
 built and warmed up as `attnprof run` does (Variant.build, three warm-up calls). The allocator is
 put in attnprof's warm state first (harness/allocator.py), so both timers see the same state.
-Then, per variant and alternating which goes first, attnprof's time_call (perf_counter batches,
-median) and torch.utils.benchmark.Timer(...).blocked_autorange(min_run_time=budget) (median of
-its blocks, with torch's thread count: Timer defaults to one thread), both under torch.no_grad(). Printed: both medians, their ratio
+Then, per variant, `--rounds` short rounds alternating which timer goes first: attnprof's
+time_call (perf_counter samples) and torch.utils.benchmark.Timer(...).blocked_autorange
+(per-call time of each of its blocks, with torch's thread count: Timer defaults to one thread),
+each for budget / rounds seconds, both under torch.no_grad(); each side's median is over all its
+samples from every round. Printed: both medians, their ratio
 (attnprof / torch.utils.benchmark; target 0.97-1.03), the minor page faults per call attnprof
 counted, and the load meter's verdict on the machine while timing.
 """
@@ -16,6 +18,7 @@ counted, and the load meter's verdict on the machine while timing.
 from __future__ import annotations
 
 import argparse
+import statistics
 
 import torch
 import torch.utils.benchmark as tub
@@ -30,7 +33,8 @@ from attnprof.workload import Workload
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="256,512")
-    ap.add_argument("--budget", type=float, default=1.0)
+    ap.add_argument("--budget", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=24)
     args = ap.parse_args()
     state = warm_allocator()
     print(f"allocator: {state}; threads: {torch.get_num_threads()}")
@@ -47,27 +51,45 @@ def main() -> None:
                 for _ in range(3):
                     built.call()
                 meter = LoadMeter().start()
-                ours = tub_ms = 0.0
-                summary = None
-                for first in (0, 1) if i % 2 == 0 else (1, 0):
-                    if first == 0:
-                        summary = time_call(built.call, device="cpu", budget_s=args.budget)
-                        ours = summary.median_ms
-                    else:
-                        # the same thread count (Timer defaults to one thread)
-                        timer = tub.Timer(
-                            stmt="call()", globals={"call": built.call}, num_threads=torch.get_num_threads()
-                        )
-                        m = timer.blocked_autorange(min_run_time=args.budget)
-                        tub_ms = m.median * 1e3
+                ours_samples: list[float] = []
+                tub_samples: list[float] = []
+                faults: list[float] = []
+                # the budget in short alternating rounds: the machine drifts (clock, cache, other
+                # processes) over seconds, and two timers run one after the other each see a
+                # different part of that drift; rounds spread it over both alike
+                for r in range(args.rounds):
+                    order = (0, 1) if (i + r) % 2 == 0 else (1, 0)
+                    for which in order:
+                        if which == 0:
+                            summary = time_call(
+                                built.call,
+                                device="cpu",
+                                budget_s=args.budget / args.rounds,
+                                min_samples=3,
+                                warmup_s=0.02,
+                            )
+                            ours_samples.extend(summary.samples_ms)
+                            if summary.minor_faults_per_call is not None:
+                                faults.append(summary.minor_faults_per_call)
+                        else:
+                            # the same thread count (Timer defaults to one thread)
+                            timer = tub.Timer(
+                                stmt="call()",
+                                globals={"call": built.call},
+                                num_threads=torch.get_num_threads(),
+                            )
+                            m = timer.blocked_autorange(min_run_time=args.budget / args.rounds)
+                            tub_samples.extend(t * 1e3 for t in m.times)
                 load = meter.stop(None)
+            ours = statistics.median(ours_samples)
+            tub_ms = statistics.median(tub_samples)
             ratio = ours / tub_ms
             ratios.append(ratio)
-            faults = summary.minor_faults_per_call if summary else None
+            fault = statistics.fmean(faults) if faults else None
             verdict = "busy: " + "; ".join(load.reasons) if load.unreliable else "quiet"
             print(
                 f"{seq:>5} {v.label:<14} {ours:>8.3f}ms {tub_ms:>8.3f}ms {ratio:>6.3f} "
-                f"{faults if faults is not None else float('nan'):>11.1f}  {verdict}"
+                f"{fault if fault is not None else float('nan'):>11.1f}  {verdict}"
             )
     within = sum(0.97 <= r <= 1.03 for r in ratios)
     print(f"{within} of {len(ratios)} within 3% (ratios {min(ratios):.3f}-{max(ratios):.3f})")
