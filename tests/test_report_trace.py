@@ -84,3 +84,17 @@ def test_a_file_that_is_not_a_trace_is_refused_in_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "neither a run directory nor a trace file" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "markdown"), [("r.md", None, True), ("r.html", None, False), ("r.md", "html", False)]
+)
+def test_the_output_name_chooses_the_format_unless_one_is_given(
+    tmp_path: Path, name: str, fmt: str | None, markdown: bool
+) -> None:
+    out = tmp_path / name
+    args = ["report", str(trace(H100_FLASH)), "-o", str(out)] + (["--format", fmt] if fmt else [])
+    assert main(args) == 0
+    text = out.read_text(encoding="utf-8")
+    assert text.lstrip().startswith("<!DOCTYPE html>") is not markdown
+    assert text.lstrip().startswith("#") is markdown

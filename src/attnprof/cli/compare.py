@@ -85,7 +85,9 @@ def report_cmd(
         "--store",
         help="Report a sweep's results store instead: scaling curves, results, recommendations.",
     ),
-    fmt: str = typer.Option("html", "--format", help="html (default) or md."),
+    fmt: str | None = typer.Option(
+        None, "--format", help="html or md. Default: md for an -o file ending in .md, else html."
+    ),
     lang: str = typer.Option("en", "--lang", help="Language: en, id (Indonesian) or th (Thai)."),
     output: Path | None = typer.Option(
         None,
@@ -113,6 +115,9 @@ def report_cmd(
             if run_dir is not None
             else "give a run directory to report, or --store FILE for a sweep's results store"
         )
+    if fmt is None:
+        # `-o report.md` means Markdown: writing HTML into a .md file would surprise everyone
+        fmt = "md" if output is not None and output.suffix.lower() in (".md", ".markdown") else "html"
     if fmt not in ("html", "md"):
         raise UserError(f"--format {fmt!r}: use html or md")
     t = Translator(lang)  # an unknown language fails before any work
