@@ -384,3 +384,17 @@ def test_out_of_place_masked_fill_on_gpu_shows_its_memcpy() -> None:
     assert f.evidence["memcpy_dtod_per_instance"] >= 10
     sgemm = a.finding("CUDA_CORE_GEMM")
     assert sgemm is not None and sgemm.evidence["precisions"] == ["fp32"]
+
+
+def test_cpu_findings_speak_of_the_cpu_and_gpu_ones_of_the_gpu(
+    live: dict[str, TraceAnalysis], tmp_path: Path
+) -> None:
+    """A CPU run's findings say nothing of a GPU (issue 9: "the views cost no GPU time" on a CPU
+    run); a GPU trace's keep their GPU wording."""
+    naive = analyze(record("naive", tmp_path, record_shapes=True))  # shapes confirm the chain
+    cpu = [f.message for f in (*live["sdpa-flash"].findings, *naive.findings)]
+    assert any("views copy no data" in m for m in cpu)
+    assert any("whose CPU kernel is the fused flash one" in m for m in cpu)
+    assert not any("GPU" in m or "cuDNN" in m for m in cpu), cpu
+    gpu = {f.code: f.message for f in analyze(trace(H100)).findings}
+    assert "views cost no GPU time" in gpu["TRANSPOSES_BEFORE_KERNEL"]

@@ -325,3 +325,21 @@ def test_gpu_run_report_draws_gpu_plots(tmp_path: Path) -> None:
         "sdpa-flash is 4.0x faster than naive-inplace in bf16 (95% interval 3.6–4.4x) because sdpa-flash "
         "computes attention in one fused kernel." in summary
     )
+
+
+def test_finding_evidence_reads_as_a_short_list(cpu_run: tuple[Path, object]) -> None:
+    """Evidence as a reader takes it in (issue 9: raw debug strings): one item per field, whole
+    numbers without ".0", per-instance records that are identical shown once with their count,
+    shapes kept whole."""
+    from attnprof.report.tables import finding_items
+
+    items = {
+        (v, code): ev for v, code, _, _, ev in finding_items(build_report_data(cpu_run[0]), Translator("en"))
+    }
+    ev = items[("naive", "UNFUSED_ATTENTION")]
+    occurrences = next(int(e.split(": ")[1]) for e in ev if e.startswith("occurrences: "))
+    chains = next(e for e in ev if e.startswith("shape_chains: "))
+    assert "scores_shape: [1, 2, 64, 64]" in chains
+    assert chains.count("[gemm: ") == 1 and chains.endswith(f"] x{occurrences}"), chains
+    assert not any(re.search(r"\d\.0\b", e) for e in items[("naive", "OUT_OF_PLACE_COPY")]), items
+    assert "clones_per_instance: 1" in items[("naive", "OUT_OF_PLACE_COPY")]

@@ -163,7 +163,12 @@ def unfused_attention(ctx: Context) -> list[Finding]:
                 f"Unfused attention: {ex['gemm']} -> {ex['softmax']} over scores {ex['scores_shape']} -> "
                 f"{ex['gemm_after']} with values {ex['values_shape']}, {total} time(s) ({total / n:g} "
                 f"{scope}); the S x S scores are written to memory and read back. A fused kernel "
-                "(F.scaled_dot_product_attention with a flash / efficient / cuDNN backend) avoids that",
+                + (
+                    "(F.scaled_dot_product_attention with a flash / efficient / cuDNN backend) avoids that"
+                    if ctx.device.kind != "cpu"
+                    # PyTorch's CPU build has one fused SDPA kernel, the flash one
+                    else "(F.scaled_dot_product_attention, whose CPU kernel is the fused flash one) avoids that"
+                ),
                 evidence,
             )
         ]
@@ -380,7 +385,9 @@ def transposes(ctx: Context) -> list[Finding]:
             f"{ev.transposes_before_fused / calls:g} aten::transpose per fused attention call "
             f"({', '.join(ev.fused_ops)}; {ev.fused_calls / n:g} call(s) per {ctx.region.name} instance): "
             "the kernel wants [B, S, H, D], so q, k, v (and the output) are transposed around it; the "
-            "views cost no GPU time but add CPU ops per call",
+            # a CPU-only trace has no GPU to speak of: there the views' point is that they copy nothing
+            + ("views copy no data" if ctx.device.kind == "cpu" else "views cost no GPU time")
+            + " but add CPU ops per call",
             {
                 "transposes_per_call": ev.transposes_before_fused / calls,
                 "transposes_per_instance": ev.transposes_before_fused / n,

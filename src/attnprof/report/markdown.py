@@ -42,7 +42,7 @@ def render_markdown(data: ReportData, t: Translator, *, out_dir: Path | None = N
     if c.findings:
         for variant, code, severity, msg, ev in c.findings:
             sev = t.maybe(f"severity.{severity}", severity)
-            lines.append(f"- **{variant}** `{code}` ({sev}): {msg}" + (f" — `{ev}`" if ev else ""))
+            lines.append(f"- **{variant}** `{code}` ({sev}): {msg}" + "".join(f"\n  - `{e}`" for e in ev))
     else:
         lines.append(t("findings.none"))
     lines += ["", f"## {t('h.expectations')}", ""]

@@ -399,7 +399,7 @@ def env_items(data: ReportData, t: Translator) -> list[tuple[str, str]]:
     ]
 
 
-def finding_items(data: ReportData, t: Translator) -> list[tuple[str, str, str, str, str]]:
+def finding_items(data: ReportData, t: Translator) -> list[tuple[str, str, str, str, list[str]]]:
     """(variant, code, severity, message, evidence) with the message in the reader's language:
     the catalog's sentence for the code; the analyser's own (English) message in English, and
     for codes the catalog does not know."""
@@ -430,14 +430,35 @@ def _finding_sentence(t: Translator, key: str, evidence: object) -> str:
     return t(f"{key}.generic") if t.has(f"{key}.generic") else template.split(":", 1)[-1].strip()
 
 
-def _evidence(ev: object) -> str:
-    if ev is None:
-        return ""
-    if isinstance(ev, dict):
-        return "; ".join(f"{k}: {_evidence(v)}" for k, v in ev.items() if v not in (None, "", [], {}))
-    if isinstance(ev, (list, tuple)):
-        return ", ".join(_evidence(v) for v in ev)
-    return str(ev)
+def _evidence(ev: object) -> list[str]:
+    """A finding's evidence as a short list of "field: value" items, as a reader takes it in:
+    whole numbers without ".0", a list of identical entries (one per region instance) once with
+    its count, empty fields left out. The fields are the analysis JSON's own names (code)."""
+    if not isinstance(ev, dict):
+        return [] if ev in (None, "", [], {}) else [_ev_value(ev)]
+    return [f"{k}: {_ev_value(v)}" for k, v in ev.items() if v not in (None, "", [], {})]
+
+
+def _ev_value(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, dict):
+        return ", ".join(
+            f"{k} {_ev_value(x)}" if isinstance(x, (int, float)) else f"{k}: {_ev_value(x)}"
+            for k, x in v.items()
+        )
+    if isinstance(v, (list, tuple)) and v and all(isinstance(x, dict) for x in v):
+        # records, one per instance or example: identical ones once, with their count
+        seen: dict[str, int] = {}
+        for x in v:
+            text = f"[{_ev_value(x)}]"
+            seen[text] = seen.get(text, 0) + 1
+        return ", ".join(text if n == 1 else f"{text} x{n}" for text, n in seen.items())
+    if isinstance(v, (list, tuple)):
+        if all(isinstance(x, int) for x in v):  # a shape
+            return f"[{', '.join(map(str, v))}]"
+        return ", ".join(_ev_value(x) for x in v)
+    return str(v)
 
 
 def trace_items(data: ReportData, out_dir: Path | None) -> list[tuple[str, str, bool]]:
@@ -468,7 +489,7 @@ class ReportContent:
     comparison: Table
     not_run: Table
     diffs: list[Table]
-    findings: list[tuple[str, str, str, str, str]]
+    findings: list[tuple[str, str, str, str, list[str]]]
     expectations: Table
     traces: list[tuple[str, str, bool]]
     # `attnprof model` runs only (empty otherwise): attention's share per implementation, per layer
