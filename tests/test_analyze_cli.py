@@ -63,6 +63,17 @@ def test_terminal_output_fits_100_columns_and_names_the_findings() -> None:
     assert lines[1].startswith("device time") and "attention 12%" in lines[1]
 
 
+def test_a_cpu_only_trace_is_not_described_as_an_idle_device(tmp_path: Path) -> None:
+    """No device in the trace: no "device idle 100%" and no columns of GPU zeros; a GPU trace
+    keeps both."""
+    p = _run(str(record("naive-inplace", tmp_path, dtype="fp32")))
+    assert p.returncode == 0, p.stderr
+    assert "CPU only" in p.stdout and "cpu ops/inst" in p.stdout
+    assert "device idle" not in p.stdout and "gpu busy/inst" not in p.stdout
+    g = _run(str(trace(H100)))
+    assert "device idle" in g.stdout and "gpu busy/inst" in g.stdout
+
+
 def test_threads_option_and_its_bad_value() -> None:
     path = str(
         TRACES / "facebookresearch__HolisticTraceAnalysis__tests__data__call_stack__backward_thread.json"

@@ -156,23 +156,21 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
 
     for r in d.regions:
         reg = Table(title=f"Region: {r.name} ({r.selector})", box=box.SIMPLE_HEAD, pad_edge=False)
-        for col in (
-            "instances",
-            "cpu ops/inst",
-            "gpu ops/inst",
-            "cpu time/inst",
-            "gpu busy/inst",
-            "gpu span/inst",
-        ):
+        # a CPU-only trace has no device: no device columns of zeros, no "device idle 100%"
+        cpu_only = d.device.kind == "cpu"
+        cols = [
+            ("instances", str(r.instances)),
+            ("cpu ops/inst", f"{r.cpu_ops_per_instance:g}"),
+            ("gpu ops/inst", f"{r.gpu_ops_per_instance:g}"),
+            ("cpu time/inst", fmt_us(r.cpu_time_us_per_instance)),
+            ("gpu busy/inst", fmt_us(r.gpu_time_us_per_instance)),
+            ("gpu span/inst", fmt_us(r.gpu_span_us_per_instance)),
+        ]
+        if cpu_only:
+            cols = [c for c in cols if not c[0].startswith("gpu")]
+        for col, _ in cols:
             reg.add_column(col, justify="right")
-        reg.add_row(
-            str(r.instances),
-            f"{r.cpu_ops_per_instance:g}",
-            f"{r.gpu_ops_per_instance:g}",
-            fmt_us(r.cpu_time_us_per_instance),
-            fmt_us(r.gpu_time_us_per_instance),
-            fmt_us(r.gpu_span_us_per_instance),
-        )
+        reg.add_row(*(v for _, v in cols))
         console.print(reg)
         att = r.attribution
         if att.rules:
@@ -195,7 +193,7 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
                 overflow="fold",
             )
         idle = r.idle
-        if idle.window_us_per_instance:
+        if idle.window_us_per_instance and not cpu_only:
             host = ", ".join(
                 f"{k.replace('_', ' ')} {fmt_us(v)}"
                 for k, v in idle.host_during_idle_us_per_instance.items()
@@ -227,7 +225,7 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
             console.print(f"{head}not measured ({roof.note or 'no time in the region'})", overflow="fold")
         else:
             pct = roof.pct_of_peak_flops
-            peak = f" = {pct:.1f}% of {roof.peak_tflops:g} TFLOP/s" if pct is not None else f" ({roof.note})"
+            peak = f" = {pct:.1f}% of {roof.peak_tflops:.3g} TFLOP/s" if pct is not None else f" ({roof.note})"
             console.print(
                 f"{head}{roof.achieved_tflops:.3g} TFLOP/s{peak}, {roof.achieved_tbps:.3g} TB/s",
                 overflow="fold",
