@@ -124,6 +124,22 @@ def test_cli_json_and_terminal(cpu_run: tuple[Path, object], capsys: pytest.Capt
     assert "Not run" in out and "sdpa-efficient (unsupported)" in out
 
 
+def test_trace_times_are_shown_against_the_clean_time_not_beside_it(
+    cpu_run: tuple[Path, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 9: trace-derived times are shares of the clean time, never absolute times that
+    contradict it. A run's trace table shows trace/clean; a trace alone its profiled time; a
+    CPU run no GPU columns."""
+    assert main(["compare", str(cpu_run[0]), "--no-color"]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("Per forward, from the trace") :]
+    assert "trace/clean (rich/lean)" in table and "CPU time" not in table and "GPU" not in table
+    assert re.search(r"naive-inplace\s+\d[\d.,]*x / \d[\d.,]*x", table)
+    assert main(["compare", str(trace(H100_FLASH)), "--no-color"]) == 0
+    gpu = capsys.readouterr().out
+    assert "CPU time (profiled)" in gpu and "GPU time" in gpu and "trace/clean" not in gpu
+
+
 def test_terminal_colours_relative_speed() -> None:
     from io import StringIO
 

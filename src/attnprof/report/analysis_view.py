@@ -225,7 +225,9 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
             console.print(f"{head}not measured ({roof.note or 'no time in the region'})", overflow="fold")
         else:
             pct = roof.pct_of_peak_flops
-            peak = f" = {pct:.1f}% of {roof.peak_tflops:.3g} TFLOP/s" if pct is not None else f" ({roof.note})"
+            peak = (
+                f" = {pct:.1f}% of {roof.peak_tflops:.3g} TFLOP/s" if pct is not None else f" ({roof.note})"
+            )
             console.print(
                 f"{head}{roof.achieved_tflops:.3g} TFLOP/s{peak}, {roof.achieved_tbps:.3g} TB/s",
                 overflow="fold",

@@ -46,6 +46,7 @@ __all__ = [
     "env_items",
     "expectation_table",
     "finding_items",
+    "inflation_cell",
     "not_run_table",
     "occupancy_cell",
     "report_content",
@@ -103,7 +104,7 @@ def tflops_cell(r: Row, t: Translator) -> Cell:
     return Cell(text, r.tflops_useful, "TFLOP/s")
 
 
-def _inflation(r: Row) -> Cell:
+def inflation_cell(r: Row) -> Cell:
     """Trace time per forward over the clean median: the exported (rich) pass's, and the lean
     pass's after a slash where there was one."""
     if r.profiler_inflation is None:
@@ -150,7 +151,7 @@ def comparison_table(data: ReportData, t: Translator) -> Table:
                 Cell(fmt_ms(r.iqr_ms), r.iqr_ms, "ms"),
                 sp,
                 Cell(fmt_us(r.gpu_time_us_per_forward), r.gpu_time_us_per_forward, "µs"),
-                _inflation(r),
+                inflation_cell(r),
                 Cell(fmt_count(r.gpu_ops_per_forward), r.gpu_ops_per_forward),
                 Cell(fmt_count(r.cpu_ops_per_forward), r.cpu_ops_per_forward),
                 Cell(fmt_count(r.memcpy_per_forward), r.memcpy_per_forward),

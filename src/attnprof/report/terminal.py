@@ -22,7 +22,14 @@ from attnprof.compare.diff import Diff
 from attnprof.compare.expect import ExpectationResult, summarize_results
 from attnprof.report.console import make_console, print_table, terminal_words
 from attnprof.report.table import Cell, Column, Table, fit, to_rich
-from attnprof.report.tables import diff_table, expectation_table, occupancy_cell, speed_cell, tflops_cell
+from attnprof.report.tables import (
+    diff_table,
+    expectation_table,
+    inflation_cell,
+    occupancy_cell,
+    speed_cell,
+    tflops_cell,
+)
 from attnprof.units import fmt_bytes, fmt_count, fmt_err, fmt_ms, fmt_pct, fmt_us, short_name
 
 __all__ = [
@@ -93,30 +100,41 @@ def timing_table(comp: Comparison) -> Table:
 
 
 def trace_table(comp: Comparison) -> Table:
-    """Per forward, from the trace: time and op counts per lane (the terminal's view)."""
+    """Per forward, from the trace: time and op counts per lane (the terminal's view).
+
+    The profiler inflates per-op times, differently per variant, so where a row has a clean
+    median the trace's time is shown against it (trace / clean, rich / lean pass), never as an
+    absolute time beside the clean one; a trace alone has only the profiled time, labelled so.
+    A run without device activity gets no GPU columns of zeros."""
+    rows = [r for r in comp.rows if r.ran]
+    gpu = any(r.gpu_ops_per_forward for r in rows)
+    clean = any(r.profiler_inflation is not None for r in rows)
+    names = (["GPU time"] if gpu else []) + ["trace/clean (rich/lean)" if clean else "CPU time (profiled)"]
+    names += (["GPU ops"] if gpu else []) + ["CPU ops"] + (["memcpy", "TC GEMM"] if gpu else [])
     table = Table(
-        columns=[Column("variant", no_wrap=True)]
-        + [
-            Column(name, numeric=True, no_wrap=True)
-            for name in ("GPU time", "CPU time", "GPU ops", "CPU ops", "memcpy", "TC GEMM")
-        ],
+        columns=[Column("variant", no_wrap=True)] + [Column(n, numeric=True, no_wrap=True) for n in names],
         title="Per forward, from the trace",
     )
-    for r in comp.rows:
-        if not r.ran:
-            continue
-        gpu = r.gpu_time_us_per_forward if r.gpu_ops_per_forward else None
-        table.add(
-            [
-                _label(r.label),
-                Cell(fmt_us(gpu), gpu, "µs") if gpu is not None else "-",
-                Cell(fmt_us(r.cpu_time_us_per_forward), r.cpu_time_us_per_forward, "µs"),
-                Cell(fmt_count(r.gpu_ops_per_forward), r.gpu_ops_per_forward),
-                Cell(fmt_count(r.cpu_ops_per_forward), r.cpu_ops_per_forward),
+    for r in rows:
+        g = r.gpu_time_us_per_forward if r.gpu_ops_per_forward else None
+        cpu = (
+            inflation_cell(r)
+            if clean
+            else Cell(fmt_us(r.cpu_time_us_per_forward), r.cpu_time_us_per_forward, "µs")
+        )
+        cells: list[Cell | str] = [_label(r.label)]
+        if gpu:
+            cells.append(Cell(fmt_us(g), g, "µs") if g is not None else "-")
+        cells.append(cpu)
+        if gpu:
+            cells.append(Cell(fmt_count(r.gpu_ops_per_forward), r.gpu_ops_per_forward))
+        cells.append(Cell(fmt_count(r.cpu_ops_per_forward), r.cpu_ops_per_forward))
+        if gpu:
+            cells += [
                 Cell(fmt_count(r.memcpy_per_forward), r.memcpy_per_forward),
                 Cell(fmt_pct(r.tensor_core_share), r.tensor_core_share, "%"),
             ]
-        )
+        table.add(cells)
     return table
 
 
