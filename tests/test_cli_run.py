@@ -176,7 +176,9 @@ def test_tensorboard_layout_is_written_and_analyze_reads_it_as_a_folder(tmp_path
     )
     record = json.loads((tmp_path / "r1" / "run.json").read_text())
     assert [r["status"] for r in record["results"]] == ["ok", "ok"]
-    assert len(list((tmp_path / "r1" / "traces").glob("*.json.gz"))) == 2  # the run directory keeps its own
+    # the run directory keeps its own, and the lean pass's beside each (not in the tensorboard layout)
+    assert len(list((tmp_path / "r1" / "traces").glob("*_eager.json.gz"))) == 2
+    assert len(list((tmp_path / "r1" / "traces").glob("*_eager.lean.json.gz"))) == 2
     a = attnprof("analyze", "--json", str(tb))
     assert a.returncode == 0, a.stderr
     (run,) = json.loads(a.stdout)["runs"]

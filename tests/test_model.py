@@ -383,7 +383,9 @@ def test_tensorboard_layout_for_a_model(tmp_path: Path) -> None:
     assert [r["status"] for r in json.loads(p.stdout)["results"]] == ["ok"]
     (f,) = (tb / "o").iterdir()
     assert f.name.endswith(".pt.trace.json.gz") and f.name.split(".")[0].endswith("eager")
-    assert len(list((tmp_path / "o" / "traces").glob("*.json.gz"))) == 1  # the run keeps its copy
+    # the run keeps its copy, and the lean pass's trace beside it (not in the tensorboard layout)
+    assert len(list((tmp_path / "o" / "traces").glob("*eager.json.gz"))) == 1
+    assert len(list((tmp_path / "o" / "traces").glob("*eager.lean.json.gz"))) == 1
 
 
 def _tiny_llama():  # type: ignore[no-untyped-def]

@@ -277,6 +277,11 @@ class RunResult(msgspec.Struct, kw_only=True):
     # variant's own definition (Variant.materialises); None: not recorded (run.json written
     # before this field, or a model run), which readers must treat as unknown
     materialises: bool | None = None
+    # the lean profiler pass's trace (no shapes, memory or stacks), relative to the run directory
+    # like `trace` (traces/<tag>.lean.json.gz): the times reports split into per-op and
+    # per-category shares, timelines and diffs come from it. None: not kept (run.json written
+    # before this field, or not profiled): reports then use `trace` and say so
+    lean_trace: str | None = None
 
     def __post_init__(self) -> None:
         if not self.label:

@@ -38,6 +38,7 @@ class VariantFacts(msgspec.Struct, frozen=True, kw_only=True):
 
     label: str
     trace: str | None  # relative to the run directory ("traces/<tag>.json.gz"); None: not profiled
+    lean_trace: str | None = None  # the lean pass's ("traces/<tag>.lean.json.gz"); None: not kept
     # the variant builds the full score matrix; None: not recorded (unknown)
     materialises: bool | None
     # forward FLOPs the variant computes, as it recorded them (flex: the blocks its BlockMask
@@ -69,9 +70,11 @@ class RunContext(msgspec.Struct, frozen=True, kw_only=True):
         return next((v for v in self.variants if v.label == label), None)
 
     def for_trace(self, path: str | os.PathLike[str]) -> VariantFacts | None:
-        """The result whose trace is `path` (matched by file name), or None."""
+        """The result whose trace (rich or lean) is `path` (matched by file name), or None."""
         name = Path(path).name
-        return next((v for v in self.variants if v.trace and Path(v.trace).name == name), None)
+        return next(
+            (v for v in self.variants if name in {Path(x).name for x in (v.trace, v.lean_trace) if x}), None
+        )
 
     @classmethod
     def from_record(cls, record: RunRecord, run_dir: str | Path) -> RunContext:
@@ -92,6 +95,7 @@ class RunContext(msgspec.Struct, frozen=True, kw_only=True):
                 VariantFacts(
                     label=res.label,
                     trace=res.trace,
+                    lean_trace=res.lean_trace,
                     materialises=res.materialises,
                     flops_executed=res.flops_executed or None,
                 )

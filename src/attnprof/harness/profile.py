@@ -8,6 +8,11 @@ end, the trace is exported as .json.gz (Perfetto and TensorBoard load it) and th
 key_averages table is written (.txt; sorted by device time on GPU, CPU time on CPU). With a
 tensorboard_dir, torch.profiler.tensorboard_trace_handler also writes the trace there as
 `<worker>.<timestamp>.pt.trace.json.gz`, the layout TensorBoard, HTA and `attnprof analyze DIR` read.
+Two passes profile the same steps: a lean one (CPU + CUDA activity only, no shapes, memory or
+stacks), whose trace gives the times that reports split into per-op and per-category shares,
+timelines and diffs, then a rich one (shapes and memory) for everything else. With a trace_path
+the lean trace is kept beside it as `<name>.lean.json.gz` (lean_trace_path: `traces/<tag>.json.gz`
+-> `traces/<tag>.lean.json.gz`); the tensorboard layout gets the rich trace only.
 Per-forward figures are counted in the exported trace by attnprof.analysis.regions, the one
 definition of which ops and device ops belong to an instance of an annotation (an analysis of
 the same trace reports the same counts); the CPU peak memory comes from the profiler's own event
@@ -29,10 +34,29 @@ from typing import Any
 from attnprof.harness.memory import peak_rise
 from attnprof.records import ProfileSummary
 
-__all__ = ["ANNOTATION", "BACKWARD_ANNOTATION", "ProfileOutcome", "profile_call"]
+__all__ = [
+    "ANNOTATION",
+    "BACKWARD_ANNOTATION",
+    "LEAN_SUFFIX",
+    "ProfileOutcome",
+    "lean_trace_path",
+    "profile_call",
+]
 
 ANNOTATION = "attn_fwd"
 BACKWARD_ANNOTATION = "attn_bwd"
+# the lean pass's trace beside the rich one: traces/<tag>.json.gz -> traces/<tag>.lean.json.gz
+LEAN_SUFFIX = ".lean"
+
+
+def lean_trace_path(trace_path: Path) -> Path:
+    """Where the lean pass's trace of `trace_path` (the rich one) is kept: the same name with
+    .lean before its .json / .json.gz (or .pt.trace.json.gz) suffix."""
+    name = trace_path.name
+    for suffix in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json"):
+        if name.endswith(suffix):
+            return trace_path.with_name(name[: -len(suffix)] + LEAN_SUFFIX + suffix)
+    return trace_path.with_name(name + LEAN_SUFFIX)
 
 
 @dataclass
@@ -40,6 +64,7 @@ class ProfileOutcome:
     summary: ProfileSummary
     op_names: set[str] = field(default_factory=set)
     cpu_peak_bytes: int | None = None
+    lean_trace_path: Path | None = None  # the lean pass's kept trace; None when not kept
 
 
 @dataclass
@@ -188,15 +213,21 @@ class _Steps:
                 prof.step()
 
 
-def _lean_pass(steps: _Steps) -> tuple[float, float] | None:
+def _lean_pass(steps: _Steps, keep: Path | None) -> tuple[float, float] | None:
     """(CPU, GPU) µs per forward from a lean profiler pass (no shapes, memory or stacks). The
     rich pass that follows records shapes and memory for the analysis and costs more per op;
     the two against the clean time give the profiler's inflation with and without that
-    recording. Its trace is exported after the active steps (outside what it measures) to a
-    temporary file, and counted like the rich pass's."""
+    recording. Its trace is exported after the active steps (outside what it measures) to
+    `keep` (the times reports split into shares are read from it), else to a temporary file,
+    and counted like the rich pass's."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "lean.json.gz"
-        steps.run(backward=None, rich=False, ready=lambda prof: prof.export_chrome_trace(str(path)))
+        path = keep if keep is not None else Path(tmp) / "lean.json.gz"
+
+        def ready(prof: Any) -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            prof.export_chrome_trace(str(path))
+
+        steps.run(backward=None, rich=False, ready=ready)
         if not path.exists():
             return None
         fwd = _per_instance(path, (steps.annotation,)).get(steps.annotation)
@@ -229,7 +260,10 @@ def profile_call(
     cuda = device.startswith("cuda")
     captured: dict[str, Any] = {}
     profiled = _Steps(call=call, cuda=cuda, device=device, steps=steps, annotation=annotation)
-    lean = _lean_pass(profiled)
+    keep = lean_trace_path(trace_path) if trace_path is not None else None
+    if keep is not None:
+        keep.unlink(missing_ok=True)  # a stale one from an earlier run must not pass for this one's
+    lean = _lean_pass(profiled, keep)
     with tempfile.TemporaryDirectory() as tmp:
         # the per-forward figures are read from the exported trace: one without a trace_path
         # goes to a temporary file
@@ -261,6 +295,8 @@ def profile_call(
     if lean is not None:
         summary.lean_cpu_time_us_per_forward, summary.lean_gpu_time_us_per_forward = lean
     outcome = ProfileOutcome(summary=summary, op_names=names)
+    if lean is not None and keep is not None and keep.is_file():
+        outcome.lean_trace_path = keep
     if "memory" in captured:
         outcome.cpu_peak_bytes = peak_rise(*captured["memory"])
     return outcome

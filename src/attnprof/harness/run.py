@@ -351,6 +351,7 @@ class Profiled:
     trace_path: Path
     trace: str | None  # the trace and the table relative to `out`; None without `out`
     table: str | None
+    lean_trace: str | None = None  # the lean pass's trace relative to `out`; None when not kept
 
 
 class ProfileSettings(Protocol):
@@ -373,8 +374,9 @@ def profile_into(
     annotation: str | None = None,
     backward: Callable[[Any], Any] | None = None,
 ) -> Iterator[Profiled]:
-    """Profile `call` (harness/profile.py) for opts.steps into <out>/traces/<tag>.json.gz and
-    <out>/tables/<tag>.txt, or into a temporary folder without `out`."""
+    """Profile `call` (harness/profile.py) for opts.steps into <out>/traces/<tag>.json.gz (the
+    rich pass), <out>/traces/<tag>.lean.json.gz (the lean pass) and <out>/tables/<tag>.txt, or
+    into a temporary folder without `out`."""
     from attnprof.harness import profile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -397,6 +399,11 @@ def profile_into(
             trace_path=trace_path,
             trace=str(trace_path.relative_to(out)) if out is not None else None,
             table=str(table_path.relative_to(out)) if out is not None else None,
+            lean_trace=(
+                str(prof.lean_trace_path.relative_to(out))
+                if out is not None and prof.lean_trace_path is not None
+                else None
+            ),
         )
 
 
@@ -527,6 +534,7 @@ def _prepare(
                     ) as profiled:
                         prof = profiled.outcome
                 result.trace, result.table = profiled.trace, profiled.table
+                result.lean_trace = profiled.lean_trace
                 result.profile = prof.summary
             result.backend = _backend(v, prof.op_names if prof else set())
 

@@ -504,7 +504,7 @@ def _prepare(
                 call, opts, out=out, tag=r.tag, device=opts.device, annotation=STEP_ANNOTATION
             ) as profiled:
                 prof = profiled.outcome
-                r.trace, r.table = profiled.trace, profiled.table
+                r.trace, r.table, r.lean_trace = profiled.trace, profiled.table, profiled.lean_trace
                 p.trace_path = profiled.trace_path
                 if out is None:  # analyse now, before the temporary folder goes
                     _analyse(p, workload.device)

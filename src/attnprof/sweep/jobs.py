@@ -124,6 +124,8 @@ def execute(req: JobRequest) -> JobReply:
             result.trace = str((out / result.trace).resolve())
         if result.table:
             result.table = str((out / result.table).resolve())
+        if result.lean_trace:
+            result.lean_trace = str((out / result.lean_trace).resolve())
     recycle = False
     if wl.device.startswith("cuda") and result.status == "error":
         text = (result.reason or "").lower()
