@@ -1,7 +1,8 @@
 """A "because" names a cause only when it is large enough: a finding whose trace time accounts
-for under a quarter of the clean time gap is not called the reason (report/summary.py). Real
-runs at a small shape; the clean times are then set so the gap is known, since the rule is about
-the gap and the trace, not about how fast this machine happened to be."""
+for under a quarter of the clean time gap is not called the reason (report/summary.py), and the
+structural ones (a fused kernel, fewer ops) are sized the same way. Real runs at a small shape;
+the clean times are then set so the gap is known, since the rule is about the gap and the trace,
+not about how fast this machine happened to be."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import textwrap
 
 import msgspec
 import pytest
+import torch
 
 from attnprof.compare.compare import Row
 from attnprof.harness.run import RunOptions, run
 from attnprof.report.data import ReportData, build_report_data
 from attnprof.report.i18n import Translator
-from attnprof.report.summary import CAUSE_SHARE, cause_ms, reasons, summarize
+from attnprof.report.summary import CAUSE_SHARE, _extra_ops_ms, cause_ms, reasons, summarize
 from attnprof.workload import Workload
 
 # S=256 makes naive's out-of-place copy of the scores (2x256x256 floats, 512 KiB) a visible op
@@ -23,28 +25,40 @@ SMALL = Workload(batch=1, heads=2, seq=256, head_dim=16)
 # round-to-round noise that both rows share: the ratio's interval is then tight and excludes 1
 _NOISE = [1.0 + 0.02 * ((7 * i) % 10 - 4.5) / 4.5 for i in range(10)]
 
-# slow for a reason no finding names (attention computed twice), with an out-of-place copy the
-# trace shows (OUT_OF_PLACE_COPY fires) that is far too small to be why
-TWICE = textwrap.dedent(
+# two user variants, each with an out-of-place copy the trace shows (OUT_OF_PLACE_COPY fires)
+# that is far too small to be why it is slow. twice_small_copy: slow for a reason no finding
+# names (attention computed twice). sleepy_small_copy: slow for a reason no op shows (it sleeps
+# 20 ms inside the forward): neither its copy, its few extra ops nor its unfused attention is why
+SLOW = textwrap.dedent(
     """
+    import time
+
     import torch
 
     _MASKS = {}
 
-    def twice_small_copy(q, k, v, is_causal=False, scale=None):
+    def _attention(q, k, v, is_causal, scale):
         sq, sk = q.shape[-2], k.shape[-2]
         if (sq, sk) not in _MASKS:  # built once, on the warm-up call
             _MASKS[sq, sk] = torch.ones(sq, sk, dtype=torch.bool, device=q.device).triu(sk - sq + 1)
-        mask = _MASKS[sq, sk] if is_causal else None
-        scale = scale or q.shape[-1] ** -0.5
-        outs = []
-        for _ in range(2):
-            s = torch.matmul(q, k.transpose(-2, -1)).mul_(scale)
-            if mask is not None:
-                s.masked_fill_(mask, float("-inf"))
-            outs.append(torch.matmul(torch.softmax(s, dim=-1), v))
+        s = torch.matmul(q, k.transpose(-2, -1)).mul_(scale or q.shape[-1] ** -0.5)
+        if is_causal:
+            s.masked_fill_(_MASKS[sq, sk], float("-inf"))
+        return torch.matmul(torch.softmax(s, dim=-1), v)
+
+    def _small_copy():
         torch.zeros(4).masked_fill(torch.zeros(4, dtype=torch.bool), 0.0)
+
+    def twice_small_copy(q, k, v, is_causal=False, scale=None):
+        outs = [_attention(q, k, v, is_causal, scale) for _ in range(2)]
+        _small_copy()
         return outs[0]
+
+    def sleepy_small_copy(q, k, v, is_causal=False, scale=None):
+        out = _attention(q, k, v, is_causal, scale)
+        _small_copy()
+        time.sleep(0.02)
+        return out
     """
 )
 
@@ -52,9 +66,22 @@ TWICE = textwrap.dedent(
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory: pytest.TempPathFactory) -> ReportData:
     tmp = tmp_path_factory.mktemp("causes")
-    (tmp / "twice.py").write_text(TWICE)
-    variants = ["naive", "naive-inplace", f"{tmp / 'twice.py'}:twice_small_copy"]
-    run(SMALL, variants, out=tmp / "run", options=RunOptions(time_budget_s=0.05, min_samples=5))
+    (tmp / "slow.py").write_text(SLOW)
+    variants = [
+        "naive",
+        "naive-inplace",
+        "sdpa",
+        f"{tmp / 'slow.py'}:twice_small_copy",
+        f"{tmp / 'slow.py'}:sleepy_small_copy",
+    ]
+    # one intra-op thread: on a loaded machine a parallel op waits for a descheduled worker, which
+    # stretches ops next to a sleep far more than the sleep; on one thread they stretch alike
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        run(SMALL, variants, out=tmp / "run", options=RunOptions(time_budget_s=0.05, min_samples=5))
+    finally:
+        torch.set_num_threads(threads)
     return build_report_data(tmp / "run")
 
 
@@ -89,10 +116,10 @@ def test_a_cause_that_accounts_for_the_gap_is_named(small_run: ReportData) -> No
 
 
 def test_a_cause_too_small_for_the_gap_is_not_named(small_run: ReportData) -> None:
-    """twice_small_copy has OUT_OF_PLACE_COPY and naive-inplace has not, but four copied numbers
+    """sleepy_small_copy has OUT_OF_PLACE_COPY and naive-inplace has not, but four copied numbers
     cannot explain a variant twice as slow: no "because", a sentence that says so instead."""
     fast = _timed(small_run.comparison.row("naive-inplace"), 1.0)
-    slow = _timed(small_run.comparison.row("twice_small_copy"), 2.0)
+    slow = _timed(small_run.comparison.row("sleepy_small_copy"), 2.0)
     assert "OUT_OF_PLACE_COPY" in slow.finding_codes and "OUT_OF_PLACE_COPY" not in fast.finding_codes
     cause = cause_ms(slow, fast, "OUT_OF_PLACE_COPY")
     assert cause is not None and cause < CAUSE_SHARE * 1.0, cause
@@ -107,3 +134,64 @@ def test_a_cause_too_small_for_the_gap_is_not_named(small_run: ReportData) -> No
     ):
         line = next(b for b in summarize(data, Translator(lang)) if b.startswith("naive-inplace "))
         assert because not in line and small in line, (lang, line)
+
+
+def test_fewer_ops_are_named_only_when_their_time_accounts_for_the_gap(small_run: ReportData) -> None:
+    """twice_small_copy runs attention twice: the ops it runs beyond naive-inplace's take about
+    half its traced forward, which accounts for a gap of half its time, and are named (its tiny
+    copy is not). sleepy_small_copy's few extra ops take almost none of its forward: against the
+    same gap they are too small, and no "because" is given."""
+    fast = _timed(small_run.comparison.row("naive-inplace"), 1.0)
+    twice = _timed(small_run.comparison.row("twice_small_copy"), 2.0)
+    assert (fast.cpu_ops_per_forward or 0) < (twice.cpu_ops_per_forward or 0)
+    extra = _extra_ops_ms(fast, twice)
+    assert extra is not None and extra >= CAUSE_SHARE * 1.0, extra
+    why = reasons(fast, twice, Translator("en"))
+    assert why is not None and why.subject == "naive-inplace"
+    assert (
+        why.named
+        == f"runs {fast.cpu_ops_per_forward:.0f} ops per forward instead of {twice.cpu_ops_per_forward:.0f}"
+    )
+    assert "copies" not in why.named  # the copy is far too small to be named beside it
+
+    sleepy = _timed(small_run.comparison.row("sleepy_small_copy"), 2.0)
+    assert (fast.cpu_ops_per_forward or 0) < (sleepy.cpu_ops_per_forward or 0)
+    extra = _extra_ops_ms(fast, sleepy)
+    assert extra is not None and extra < CAUSE_SHARE * 1.0, extra
+    why = reasons(fast, sleepy, Translator("en"))
+    assert why is not None and not why.named and "ops per forward" not in why.small
+
+
+def test_a_fused_kernel_is_named_only_when_what_it_saves_accounts_for_the_gap(small_run: ReportData) -> None:
+    """sdpa computes attention in one fused op. Against naive-inplace, whose forward is mostly its
+    matmuls and softmax, the time fusion saves (naive-inplace's attention math less sdpa's fused
+    op, each its traced share of its clean time) is most of the gap: named. Against
+    sleepy_small_copy, slow because it sleeps, the same saving is a sliver of the gap: not named,
+    and no other cause either."""
+    sdpa = _timed(small_run.comparison.row("sdpa"), 1.0)
+    assert "FUSED_ATTENTION" in sdpa.finding_codes
+    inplace = small_run.comparison.row("naive-inplace")
+    math = sum(o.time_us for o in inplace.ops if o.category in ("attention", "gemm", "softmax"))
+    assert inplace.ops_time_us_per_forward and math / inplace.ops_time_us_per_forward > 0.3
+    slow = _timed(inplace, 20.0)
+    saved = cause_ms(sdpa, slow, "FUSED_ATTENTION")
+    fused = sum(o.time_us for o in sdpa.ops if o.category in ("attention", "gemm", "softmax"))
+    assert sdpa.ops_time_us_per_forward
+    expected = math / inplace.ops_time_us_per_forward * (
+        slow.median_ms or 0
+    ) - fused / sdpa.ops_time_us_per_forward * (sdpa.median_ms or 0)
+    assert saved == pytest.approx(max(expected, 0.0))
+    assert saved >= CAUSE_SHARE * ((slow.median_ms or 0) - (sdpa.median_ms or 0))
+    why = reasons(sdpa, slow, Translator("en"))
+    assert why is not None and why.subject == "sdpa" and why.named == "computes attention in one fused kernel"
+
+    sleepy = _timed(small_run.comparison.row("sleepy_small_copy"), 20.0)
+    assert "FUSED_ATTENTION" not in sleepy.finding_codes
+    saved = cause_ms(sdpa, sleepy, "FUSED_ATTENTION")
+    assert saved is not None and saved < CAUSE_SHARE * ((sleepy.median_ms or 0) - (sdpa.median_ms or 0))
+    why = reasons(sdpa, sleepy, Translator("en"))
+    assert why is None or not why.named
+    line = next(
+        b for b in summarize(_only(small_run, sdpa, sleepy), Translator("en")) if b.startswith("sdpa is ")
+    )
+    assert " because " not in line and "fused kernel" not in line, line

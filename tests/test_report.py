@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from _records import environment
+from attnprof.analysis.classify import cpu_category
 from attnprof.analysis.result import Finding
 from attnprof.cli import main
-from attnprof.compare.compare import Comparison, Row
+from attnprof.compare.compare import Comparison, OpStat, Row
 from attnprof.records import RunRecord
 from attnprof.report.data import ReportData, build_report_data
 from attnprof.report.i18n import LANGUAGES, Translator, load_catalog, parse_po, placeholders
@@ -96,9 +97,27 @@ def _jitter(pct: float, step: int) -> list[float]:
 _NOISE = _jitter(0.03, 7)
 
 
-def _row(label: str, ms: float, codes: list[str], ops: float, *, jitter: list[float] | None = None) -> Row:
+# what the mask-rebuild finding's evidence counts (the ops it points at), as the analyser writes it
+_MASK_EVIDENCE = {"cpu_ops_per_instance": {"aten::ones": 1, "aten::triu": 1}}
+
+
+def _row(
+    label: str,
+    ms: float,
+    codes: list[str],
+    ops: float,
+    *,
+    jitter: list[float] | None = None,
+    times: dict[str, float] | None = None,
+) -> Row:
+    """A row with a clean time of `ms`; `times`: its traced CPU op self times per forward (µs, one
+    call each), of which the reasons' causes are sized."""
     noise = jitter or _NOISE
     samples = [ms * x for x in noise]
+    op_stats = [
+        OpStat(name=n, category=cpu_category(n), family=cpu_category(n), count=1.0, time_us=us)
+        for n, us in (times or {}).items()
+    ]
     return Row(
         label=label,
         variant=label,
@@ -110,23 +129,46 @@ def _row(label: str, ms: float, codes: list[str], ops: float, *, jitter: list[fl
         paired_rounds=True,
         cpu_ops_per_forward=ops,
         gpu_ops_per_forward=0,
-        findings=[Finding(c, "info", "") for c in codes],
+        ops=op_stats,
+        ops_lane="cpu" if op_stats else None,
+        ops_time_us_per_forward=sum(o.time_us for o in op_stats) or None,
+        findings=[
+            Finding(c, "info", "", _MASK_EVIDENCE if c == "MASK_REBUILT_EACH_CALL" else {}) for c in codes
+        ],
     )
 
 
 def test_the_summary_says_why_in_three_languages() -> None:
+    # each cause the sentences name accounts for a quarter of the gap or more by its traced share
+    # (sdpa-math: a quarter of 4 ms in each of its conversions, mask building and _safe_softmax,
+    # against a 3 ms gap; sdpa-flash: naive-inplace's 1 ms of attention math against 0.4 ms fused)
     data = _data(
         [
-            _row("naive-inplace", 1.0, ["UNFUSED_ATTENTION"], 36),
+            _row(
+                "naive-inplace", 1.0, ["UNFUSED_ATTENTION"], 36, times={"aten::bmm": 60, "aten::softmax": 40}
+            ),
             _row(
                 "sdpa-math",
                 4.0,
                 ["UNFUSED_ATTENTION", "FP32_UPCAST", "MASK_REBUILT_EACH_CALL", "SAFE_SOFTMAX"],
                 81,
+                times={
+                    "aten::_to_copy": 25,
+                    "aten::triu": 15,
+                    "aten::ones": 10,
+                    "aten::_safe_softmax": 25,
+                    "aten::bmm": 25,
+                },
             ),
             # 25% noise of its own: 1.04x is inside the noise
             _row("naive", 1.04, ["UNFUSED_ATTENTION", "OUT_OF_PLACE_COPY"], 45, jitter=_jitter(0.25, 13)),
-            _row("sdpa-flash", 0.5, ["FUSED_ATTENTION", "TRANSPOSES_BEFORE_KERNEL"], 19),
+            _row(
+                "sdpa-flash",
+                0.5,
+                ["FUSED_ATTENTION", "TRANSPOSES_BEFORE_KERNEL"],
+                19,
+                times={"aten::_scaled_dot_product_flash_attention_for_cpu": 80, "aten::transpose": 20},
+            ),
         ]
     )
     en = summarize(data, Translator("en"))
@@ -321,10 +363,15 @@ def test_gpu_run_report_draws_gpu_plots(tmp_path: Path) -> None:
     assert "GPU time per forward by category" in html and "The GPU ops of one forward" in html
     assert html.count("<svg") == 3
     summary = summarize(data, Translator("en"))
+    # the two traces are of unrelated programs: by their shares, the fused kernel saves under 0.02 ms
+    # of the 1.5 ms gap (not named), while naive-inplace's copies take a quarter of its traced GPU
+    # time, which accounts for the gap's quarter (named)
     assert (
-        "sdpa-flash is 4.0x faster than naive-inplace in bf16 (95% interval 3.6–4.4x) because sdpa-flash "
-        "computes attention in one fused kernel." in summary
+        "sdpa-flash is 4.0x faster than naive-inplace in bf16 (95% interval 3.6–4.4x) because naive-inplace "
+        "copies the scores in its out-of-place masked_fill." in summary
     )
+    # no lean trace in this run directory: the shares are the rich pass's, and the report says so
+    assert any(b.startswith("Op and category shares") and "rich profiler pass" in b for b in summary)
 
 
 def test_finding_evidence_reads_as_a_short_list(cpu_run: tuple[Path, object]) -> None:

@@ -15,6 +15,13 @@ either side can change its implementation freely. Every number in a Row states w
   holds 1.
 - *_per_forward: trace-derived, per instance of the analysed region (attn_fwd in a run's traces;
   ProfilerStep or the whole trace for foreign traces). Profiler overhead is included in these times.
+- ops, *_category_time_us, timeline, ops_time_us_per_forward, cause_shares: the times reports
+  split into shares, from the trace `time_source` names. A run profiles each variant twice: the
+  lean pass (no shapes, memory or stacks; the profiler stretches each op less) gives these when
+  its trace was kept (RunResult.lean_trace), the rich pass otherwise (older run directories).
+  _apply_times is the one place that reads them. Everything else (op counts per forward, memcpy,
+  findings and their evidence, families, occupancy) comes from the rich pass's trace, which
+  records shapes, dtypes and memory.
 - tensor_core_share: tensor-core GEMM time / all GEMM time whose tensor-core use is known.
 """
 
@@ -156,7 +163,17 @@ class Row(msgspec.Struct, kw_only=True):
     timeline_lane: str | None = None
     ops: list[OpStat] = []
     ops_lane: str | None = None
+    # the trace time per forward (in the ops' lane) that ops, categories and the timeline are
+    # shares of: the time source's, like them
+    ops_time_us_per_forward: float | None = None
+    # finding code -> the share of the traced forward its evidence times (GPU idle causes, GEMMs
+    # on CUDA cores), from the time source's analysis
+    cause_shares: dict[str, float] = {}
+    # which profiler pass's trace gave the times above: "lean" (RunResult.lean_trace), "rich"
+    # (no lean trace kept: an older run), None for a bare trace or one not analysed
+    time_source: Literal["lean", "rich"] | None = None
     trace: str | None = None
+    lean_trace: str | None = None
     analysis_error: str | None = None
 
     @property
@@ -408,6 +425,8 @@ def _self_segments(ops: Sequence[CpuOp]) -> list[TimelineOp]:
 
 
 def _apply_analysis(row: Row, a: TraceAnalysis) -> None:
+    """What a row takes from the rich pass's trace: counts, findings, families, occupancy, the
+    roofline and the GPU op sequence (shapes, dtypes and memory are recorded in it)."""
     region = _pick_region(a)
     per = max(1, region.instances) if region is not None else 1
     row.forwards = per if region is not None else None
@@ -440,11 +459,36 @@ def _apply_analysis(row: Row, a: TraceAnalysis) -> None:
         row.tflops_useful = roof.achieved_tflops
     if row.device_name is None and a.device.name:
         row.device_name = a.device.name
+    gpu_seq = region.gpu_ops if region is not None else []
+    row.category_sequence = [o.category or "other" for o in gpu_seq]
+
+
+def _evidence_shares(a: TraceAnalysis, region: RegionStat | None) -> dict[str, float]:
+    """Findings whose evidence carries their own time, as shares of the traced forward: the GPU
+    idle causes (their cause time over the window) and GEMMs on CUDA cores (their kernel time
+    over the GPU time)."""
+    out: dict[str, float] = {}
+    for f in a.findings:
+        ev = f.evidence
+        if f.code == "CUDA_CORE_GEMM" and region is not None and region.gpu_time_us_per_instance:
+            per = max(1, region.instances)
+            out[f.code] = float(ev["time_us"]) / per / float(region.gpu_time_us_per_instance)
+        elif "cause_us_per_instance" in ev and ev.get("window_us_per_instance"):
+            out.setdefault(f.code, float(ev["cause_us_per_instance"]) / float(ev["window_us_per_instance"]))
+    return out
+
+
+def _apply_times(row: Row, a: TraceAnalysis) -> None:
+    """The times a row's shares come from, all from one trace `a` (the time source, chosen in
+    _analyse_into): per-op times, time by category, the timeline strip, the traced time per
+    forward they are shares of, and the evidence shares of timed findings."""
+    region = _pick_region(a)
+    per = max(1, region.instances) if region is not None else 1
     # per forward: the region's share of each category is not in the contract, so the trace's
     # category totals are divided by the instances (a run's trace holds only attn_fwd steps)
     row.gpu_category_time_us = {c.category: c.time_us / per for c in a.categories if c.time_us > 0}
+    row.cause_shares = _evidence_shares(a, region)
     gpu_seq = region.gpu_ops if region is not None else []
-    row.category_sequence = [o.category or "other" for o in gpu_seq]
     if gpu_seq:
         row.timeline = [
             TimelineOp(name=o.name, category=o.category or "other", start_us=o.start_us, dur_us=o.time_us)
@@ -454,10 +498,12 @@ def _apply_analysis(row: Row, a: TraceAnalysis) -> None:
     gpu_ops = _gpu_ops(a, per)
     if gpu_ops:
         row.ops, row.ops_lane = gpu_ops, "gpu"
+        row.ops_time_us_per_forward = float(region.gpu_time_us_per_instance) if region is not None else None
         return
     # no GPU ops (a CPU run): the CPU ops by name with their self time, that time by group, and
     # the first forward's ops in order for the timeline strip
     row.ops, row.ops_lane = _cpu_ops(region), "cpu"
+    row.ops_time_us_per_forward = float(region.cpu_time_us_per_instance) if region is not None else None
     agg: dict[str, float] = {}
     for o in row.ops:
         agg[o.category] = agg.get(o.category, 0.0) + o.time_us
@@ -521,6 +567,7 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         # from the clean timing, like tflops_useful; the trace's roofline is only a fallback
         pct_of_peak=res.pct_of_peak / 100 if res.pct_of_peak is not None else None,
         trace=str(run_dir / res.trace) if res.trace else None,
+        lean_trace=str(run_dir / res.lean_trace) if res.lean_trace else None,
         workload=workload_key(w),
     )
     if res.profile is not None:  # the harness's own per-forward counts; the analysis refines them
@@ -656,19 +703,53 @@ def _gate(row: Row, res: RunResult, dtype: str) -> None:
     )
 
 
-def _analyse_into(row: Row, path: Path, context: RunContext | None, notes: list[str]) -> None:
+def _analysis(row: Row, path: Path, context: RunContext | None, notes: list[str]) -> TraceAnalysis | None:
+    """The analysis of one of the row's traces; None (the row and `notes` say why) when it
+    cannot be had."""
     try:
-        a = analyze_every_kernel(path, context)
+        return analyze_every_kernel(path, context)
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("attnprof"):
             row.analysis_error = "trace analysis unavailable in this installation"
             if row.analysis_error not in notes:
                 notes.append(row.analysis_error)
-            return
+            return None
         raise
     except UserError as exc:
         row.analysis_error = str(exc)
         notes.append(f"{row.label}: {exc}")
+        return None
+
+
+def _time_analysis(
+    row: Row, rich: TraceAnalysis, context: RunContext | None, notes: list[str]
+) -> TraceAnalysis:
+    """The one place that decides which trace a row's time shares come from: the lean pass's
+    when the run kept it and it can be analysed, else the rich pass's (row.time_source says
+    which; a lean trace that is recorded but gone or unreadable is a note)."""
+    if row.kind != "run":
+        return rich
+    row.time_source = "rich"
+    if not row.lean_trace:
+        return rich
+    lean_path = Path(row.lean_trace)
+    if not lean_path.is_file():
+        notes.append(
+            f"{row.label}: lean trace {row.lean_trace} is missing; its time shares are the rich trace's"
+        )
+        return rich
+    try:
+        lean = analyze_every_kernel(lean_path, context)
+    except UserError as exc:
+        notes.append(f"{row.label}: lean trace: {exc}; its time shares are the rich trace's")
+        return rich
+    row.time_source = "lean"
+    return lean
+
+
+def _analyse_into(row: Row, path: Path, context: RunContext | None, notes: list[str]) -> None:
+    a = _analysis(row, path, context, notes)
+    if a is None:
         return
     # the harness's per-forward figures stay when the analysis has no region for them
     saved = (
@@ -679,6 +760,7 @@ def _analyse_into(row: Row, path: Path, context: RunContext | None, notes: list[
         row.forwards,
     )
     _apply_analysis(row, a)
+    _apply_times(row, _time_analysis(row, a, context, notes))
     fields = (
         "gpu_ops_per_forward",
         "cpu_ops_per_forward",

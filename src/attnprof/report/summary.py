@@ -2,7 +2,9 @@
 
 It states only what the records hold: speed ratios from the clean timings, reasons from the
 trace findings (a finding the slower variant has and the faster lacks), op counts, memory,
-accuracy, noise and expectations. A reason is given only where a finding supports it.
+accuracy, noise and expectations. A reason is given only where a finding supports it and the
+time shares of the trace (the lean profiler pass's when the run kept it: Row.time_source) size
+it at CAUSE_SHARE of the clean time gap or more; one that cannot be sized is not given.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ __all__ = [
     "opaque",
     "reasons",
     "summarize",
+    "time_source_line",
 ]
 
 # findings that make a variant slower, in the order a reader should hear them
@@ -74,30 +77,40 @@ def opaque(row: Row) -> bool:
 # a cause that could explain under a quarter of the gap is not why one variant is faster
 CAUSE_SHARE = 0.25
 
-# CPU (aten) op names in which each finding's cost lies, where the trace's op list shows it. The
-# copy group (clone, copy_, _to_copy, ...) holds both the out-of-place copy and dtype conversions;
-# _safe_softmax's cost is its guard passes; the transposes are views (layout group).
+# CPU (aten) op groups, or GPU kernel categories, in which each finding's cost lies, where the
+# trace's op list shows it. The copy group (clone, copy_, _to_copy, ...) holds both the
+# out-of-place copy and dtype conversions; _safe_softmax's cost is its guard passes; the
+# transposes are views (layout group). Fused against unfused attention: the attention math
+# itself (QK^T, softmax, PV; or the fused op or kernel doing all three), so that what the fused
+# side saves there is the cause's size.
+_ATTENTION_MATH = ("attention", "gemm", "softmax")
 _COST_GROUPS: dict[str, tuple[str, ...]] = {
     "OUT_OF_PLACE_COPY": ("copy", "memcpy"),
     "FP32_UPCAST": ("copy", "memcpy"),
     "TRANSPOSES_BEFORE_KERNEL": ("layout",),
+    "UNFUSED_ATTENTION": _ATTENTION_MATH,
+    "FUSED_ATTENTION": _ATTENTION_MATH,
 }
 _SAFE_SOFTMAX_OPS = ("aten::_safe_softmax", "aten::isneginf", "aten::all", "aten::where", "aten::logical_not")
+# "fewer ops" is sized from the ops themselves (_extra_ops_ms), not from a finding
+FEWER_OPS = "fewer_ops"
 
 
 class Cause(msgspec.Struct, frozen=True):
-    """One finding named as a cause, and what it costs: `ms` is the part of the clean time gap it
-    can account for (its trace time as a share of the trace time per forward, applied to the
-    clean time; the faster variant's own time in the same ops subtracted), None when the trace
-    holds no time for it (fused vs unfused, a CUDA graph: the evidence is structural)."""
+    """One cause named for a speed difference, and what it can account for: `ms` is the part of
+    the clean time gap it explains (its trace time as a share of the trace time per forward,
+    applied to the clean time; the other variant's own time in the same ops subtracted), None
+    when the trace holds no time for it (a CUDA graph, views on a GPU): such a cause is never
+    named."""
 
     code: str
     ms: float | None
 
 
 def _traced_us(row: Row) -> float | None:
-    """The trace time per forward the row's op times are shares of (its lane's)."""
-    return row.gpu_time_us_per_forward if row.ops_lane == "gpu" else row.cpu_time_us_per_forward
+    """The trace time per forward the row's op times are shares of (its time source's, in its
+    ops' lane: compare._apply_times)."""
+    return row.ops_time_us_per_forward
 
 
 def _cause_us(row: Row, code: str, names: frozenset[str]) -> float | None:
@@ -130,37 +143,44 @@ def _cause_names(row: Row, code: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def _evidence_share(row: Row, code: str) -> float | None:
-    """A finding whose evidence carries its own time: its share of the traced forward."""
-    for f in row.findings:
-        if f.code != code:
-            continue
-        ev = f.evidence
-        if code == "CUDA_CORE_GEMM" and row.gpu_time_us_per_forward and row.forwards:
-            return float(ev["time_us"]) / row.forwards / row.gpu_time_us_per_forward
-        if "cause_us_per_instance" in ev and ev.get("window_us_per_instance"):
-            return float(ev["cause_us_per_instance"]) / float(ev["window_us_per_instance"])
-    return None
+def _clean_ms(row: Row, us: float | None) -> float | None:
+    """`us` of the row's traced forward in clean milliseconds: its share of the trace time per
+    forward applied to the clean median. None without either."""
+    traced = _traced_us(row)
+    if us is None or not traced or row.median_ms is None:
+        return None
+    return us / traced * row.median_ms
 
 
 def cause_ms(has: Row, lacks: Row, code: str) -> float | None:
-    """The clean milliseconds per forward that finding `code` of `has` can account for against
-    `lacks` (which has no such finding): has's cost in it less lacks's in the same ops, each a
-    share of its own trace time per forward applied to its own clean median. None: unknown."""
+    """The clean milliseconds per forward that finding `code` accounts for between `has` (which
+    has it) and `lacks` (which has not). For a finding that makes a variant slower: has's cost
+    in it less lacks's in the same ops. For one that makes it faster (GOOD_CODES): what lacks
+    spends in those ops less what has spends there. Each side's time is a share of its own trace
+    time per forward applied to its own clean median. None: unknown (not sized)."""
     if has.median_ms is None or lacks.median_ms is None:
         return None
-    share = _evidence_share(has, code)
-    if share is not None:
+    share = has.cause_shares.get(code)
+    if share is not None:  # a finding whose evidence times its own cause
         return share * has.median_ms
     names = _cause_names(has, code)
-    mine, theirs = _cause_us(has, code, names), _cause_us(lacks, code, names)
-    traced, other = _traced_us(has), _traced_us(lacks)
-    if mine is None or not traced:
+    mine = _clean_ms(has, _cause_us(has, code, names))
+    theirs = _clean_ms(lacks, _cause_us(lacks, code, names))
+    if code in GOOD_CODES:
+        return max(theirs - mine, 0.0) if mine is not None and theirs is not None else None
+    return max(mine - (theirs or 0.0), 0.0) if mine is not None else None
+
+
+def _extra_ops_ms(fast: Row, slow: Row) -> float | None:
+    """What `slow`'s ops beyond `fast`'s cost, in clean ms: per op name, the part of slow's time
+    in it that its calls beyond fast's count take (all of it for an op fast never runs)."""
+    if not slow.ops:
         return None
-    cost = mine / traced * has.median_ms
-    if theirs and other:
-        cost -= theirs / other * lacks.median_ms
-    return max(cost, 0.0)
+    theirs = {o.name: o.count for o in fast.ops}
+    extra = sum(
+        o.time_us * max(0.0, o.count - theirs.get(o.name, 0.0)) / o.count for o in slow.ops if o.count > 0
+    )
+    return _clean_ms(slow, extra)
 
 
 class Why(msgspec.Struct, frozen=True):
@@ -180,37 +200,49 @@ def reasons(fast: Row, slow: Row, t: Translator) -> Why | None:
 
     A reason is evidence the two differ in, pointing the way the clean times do: a finding the
     faster one has and the slower lacks (what it does right), else one the slower has and the
-    faster lacks (what it does wrong), else fewer ops per forward. A cause whose trace time
-    shows it accounts for under CAUSE_SHARE of the clean time gap is not named as the reason
-    (Why.small). Never for a compiled (opaque) side, whose trace cannot show the ops or findings
-    an eager one would."""
+    faster lacks (what it does wrong), else fewer ops per forward. Each is sized from the traces'
+    time shares (cause_ms, _extra_ops_ms) against the clean time gap and named only when it
+    accounts for CAUSE_SHARE of the gap or more; sized causes that all account for less are
+    said to be too small (Why.small); one that cannot be sized is not said at all. Never for a
+    compiled (opaque) side, whose trace cannot show the ops or findings an eager one would."""
     if opaque(fast) or opaque(slow):
         return None
+    assert fast.median_ms is not None and slow.median_ms is not None
+    gap = slow.median_ms - fast.median_ms
     fast_codes, slow_codes = set(fast.finding_codes), set(slow.finding_codes)
     # credit what the faster one does right first ("computes attention in one fused kernel" says
     # more than "the other materialises the scores"), else what the slower one does wrong
-    good = [c for c in GOOD_CODES if c in fast_codes and c not in slow_codes]
-    if good:
-        return Why(fast.label, named=t.join([t(f"reason.{c}") for c in good]))
-    bad = [c for c in BAD_CODES if c in slow_codes and c not in fast_codes]
-    if bad:
-        assert fast.median_ms is not None and slow.median_ms is not None
-        gap = slow.median_ms - fast.median_ms
-        causes = [Cause(c, cause_ms(slow, fast, c)) for c in bad]
-        big = [c for c in causes if c.ms is None or c.ms >= CAUSE_SHARE * gap]
-        small = [c for c in causes if c not in big]
-        return Why(
-            slow.label,
-            named=t.join([t(f"reason.{c.code}") for c in big]),
-            small=t.join([t(f"reason.{c.code}") for c in small]),
-            largest_ms=max((c.ms or 0.0 for c in small), default=0.0),
-            gap_ms=gap,
-        )
-    gpu = fast.gpu_ops_per_forward and slow.gpu_ops_per_forward
-    lane = "gpu_ops_per_forward" if gpu else "cpu_ops_per_forward"
+    good = [Cause(c, cause_ms(fast, slow, c)) for c in GOOD_CODES if c in fast_codes and c not in slow_codes]
+    bad = [Cause(c, cause_ms(slow, fast, c)) for c in BAD_CODES if c in slow_codes and c not in fast_codes]
+    lane = (
+        "gpu_ops_per_forward"
+        if fast.gpu_ops_per_forward and slow.gpu_ops_per_forward
+        else "cpu_ops_per_forward"
+    )
     n, m = getattr(fast, lane), getattr(slow, lane)
-    if n is not None and m is not None and n < m:
-        return Why(fast.label, named=t("reason.fewer_ops", n=fmt_count(n), m=fmt_count(m)))
+    fewer = [Cause(FEWER_OPS, _extra_ops_ms(fast, slow))] if n is not None and m is not None and n < m else []
+
+    def said(causes: list[Cause]) -> str:
+        def one(c: Cause) -> str:
+            if c.code == FEWER_OPS:
+                return t("reason.fewer_ops", n=fmt_count(n), m=fmt_count(m))
+            return t(f"reason.{c.code}")
+
+        return t.join([one(c) for c in causes])
+
+    order = ((fast, good), (slow, bad), (fast, fewer))
+    for subject, causes in order:
+        named = [c for c in causes if c.ms is not None and c.ms >= CAUSE_SHARE * gap]
+        if named:
+            return Why(subject.label, named=said(named))
+    # nothing large enough: the causes that could be sized, said to be too small (the slower
+    # one's faults first: they are what a reader suspects)
+    for subject, causes in (order[1], order[0], order[2]):
+        small = [c for c in causes if c.ms is not None]
+        if small:
+            return Why(
+                subject.label, small=said(small), largest_ms=max(c.ms or 0.0 for c in small), gap_ms=gap
+            )
     return None
 
 
@@ -321,6 +353,21 @@ def load_reason(reason: str, t: Translator) -> str:
     return reason
 
 
+def time_source_line(rows: Sequence[Row], t: Translator) -> str | None:
+    """Which profiler pass the time shares (ops, categories, timelines, diffs, cause sizes) come
+    from (Row.time_source): the lean one, the rich one (runs that kept no lean trace), or both,
+    naming the rows that use the rich one. None when no run row's trace was analysed."""
+    analysed = [r for r in rows if r.time_source is not None]
+    if not analysed:
+        return None
+    rich = [r.label for r in analysed if r.time_source == "rich"]
+    if not rich:
+        return t("source.lean")
+    if len(rich) == len(analysed):
+        return t("source.rich")
+    return t("source.mixed", list=t.join(rich))
+
+
 def _reason(r: Row, t: Translator) -> str:
     reason = translate_reason(r.reason, t, r.reason_code)
     # the harness starts its reasons with the variant's name, which the bullet already gives
@@ -374,6 +421,9 @@ def _summarize(data: ReportData, t: Translator) -> list[str]:
                 high_variant=most[0].label,
             )
         )
+    source = time_source_line(comp.rows, t)
+    if source is not None:
+        out.append(source)
     mem = [r for r in ran if r.peak_bytes is not None]
     if grouped:
         mem = []  # peak memory grows with the shape: across workloads it says nothing

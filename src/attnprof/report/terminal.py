@@ -21,6 +21,7 @@ from attnprof.compare.compare import INCORRECT, Comparison
 from attnprof.compare.diff import Diff
 from attnprof.compare.expect import ExpectationResult, summarize_results
 from attnprof.report.console import make_console, print_table, terminal_words
+from attnprof.report.summary import time_source_line
 from attnprof.report.table import Cell, Column, Table, fit, to_rich
 from attnprof.report.tables import (
     diff_table,
@@ -179,6 +180,9 @@ def _footer(console: Console, comp: Comparison) -> None:
         )
     if any(r.noisy for r in comp.rows):
         console.print(Text("  * noisy timing: IQR above 10% of the median", style="dim"))
+    source = time_source_line(comp.rows, terminal_words())
+    if source is not None:
+        console.print(Text(f"  {source}", style="dim"))
     for note in comp.notes:
         console.print(Text(f"  note: {note}", style="dim"))
 
