@@ -370,6 +370,12 @@ def test_gpu_run_report_draws_gpu_plots(tmp_path: Path) -> None:
         "sdpa-flash is 4.0x faster than naive-inplace in bf16 (95% interval 3.6–4.4x) because naive-inplace "
         "copies the scores in its out-of-place masked_fill." in summary
     )
+    # a finding that times its own cause (GEMMs on CUDA cores) is sized from the same trace's share
+    slow = data.comparison.row("naive-inplace")
+    gemm = next(f for f in slow.findings if f.code == "CUDA_CORE_GEMM")
+    assert slow.forwards and slow.ops_time_us_per_forward
+    share = float(gemm.evidence["time_us"]) / slow.forwards / slow.ops_time_us_per_forward
+    assert slow.cause_shares["CUDA_CORE_GEMM"] == pytest.approx(share)
     # no lean trace in this run directory: the shares are the rich pass's, and the report says so
     assert any(b.startswith("Op and category shares") and "rich profiler pass" in b for b in summary)
 

@@ -295,8 +295,11 @@ def profile_call(
     if lean is not None:
         summary.lean_cpu_time_us_per_forward, summary.lean_gpu_time_us_per_forward = lean
     outcome = ProfileOutcome(summary=summary, op_names=names)
-    if lean is not None and keep is not None and keep.is_file():
-        outcome.lean_trace_path = keep
+    if keep is not None and keep.is_file():
+        if lean is not None:
+            outcome.lean_trace_path = keep
+        else:  # no forward in it: nothing a report could read, and no file the record does not name
+            keep.unlink()
     if "memory" in captured:
         outcome.cpu_peak_bytes = peak_rise(*captured["memory"])
     return outcome
