@@ -13,17 +13,21 @@ import torch
 from attnprof.cli import main
 from attnprof.policy import Policy
 from attnprof.recommend import build_policy, recommend, seq_bucket
+from attnprof.records import MachineLoad
 from attnprof.store import StoredResult
 from attnprof.sweep import GridSpec, RunSettings, SweepConfig, SweepSettings, run_sweep
 
 
 def row(variant: str, seq: int, median: float | None, *, ok: bool = True, accurate: bool = True, batch: int = 1,
         choice: str = "flash", dtype: str = "fp32", iqr: float = 0.0, samples: list[float] | None = None,
-        backend: str | None = None) -> StoredResult:  # fmt: skip
+        backend: str | None = None, device: str = "cpu", busy: bool = False) -> StoredResult:  # fmt: skip
+    load = MachineLoad(wall_s=1.0, cpus=2, own_cpu_share=0.5, other_cpu_share=0.5 if busy else 0.0,
+                       steal_share=0.0, loadavg_1m=None, max_spread=None, unreliable=busy,
+                       reasons=["other processes used 50% of the 2 CPUs while timing"] if busy else [])  # fmt: skip
     return StoredResult(
-        samples_ms=samples,
+        samples_ms=samples, load=load,
         job_key=f"{variant}-{seq}-{batch}-{dtype}", variant=variant, mode="eager", batch=batch, heads=2, kv_heads=2,
-        seq=seq, kv_seq=seq, head_dim=16, dtype=dtype, device="cpu", causal=True, mask="causal", backward=False,
+        seq=seq, kv_seq=seq, head_dim=16, dtype=dtype, device=device, causal=True, mask="causal", backward=False,
         phase="prefill", seed=0,
         status="ok" if ok else "error", reason=None if ok else "boom", backend=backend, pytorch_choice=choice,
         median_ms=median, iqr_ms=iqr, n_samples=3, gpu_ops_per_forward=None, cpu_ops_per_forward=None,
@@ -127,6 +131,56 @@ def test_recommend_prefers_pytorch_default_over_a_slower_pinned_math() -> None:
     )
 
 
+def test_the_default_that_ran_the_fastest_pinned_backend_is_the_same_kernel() -> None:
+    """sdpa ran flash and pinned flash is fastest: one kernel, so nothing to pin, whatever the
+    two separate jobs measured (here 1.5x apart beyond their noise: drift, not the backends)."""
+    rows = [
+        row("sdpa", 512, 1.5, samples=_spread(1.5), backend="flash"),
+        row("sdpa-flash", 512, 1.0, samples=_spread(1.0), backend="flash"),
+        row("sdpa-math", 512, 3.0, samples=_spread(3.0), backend="math"),
+    ]
+    (rec,) = recommend(rows)
+    assert (rec.best_sdpa, rec.default_backend) == ("flash", "flash")
+    assert (rec.verdict, rec.pin_gain, rec.pin_gain_low) == ("default", 1.0, None)
+    assert build_policy([rec])["rules"][0]["backend"] == "default"
+    # the default ran math: then pinned flash 1.5x faster beyond noise is a real pin
+    rows[0] = row("sdpa", 512, 1.5, samples=_spread(1.5), backend="math")
+    (rec,) = recommend(rows)
+    assert rec.verdict == "pin" and rec.pin_gain == pytest.approx(1.5)
+
+
+def test_a_busy_machine_gives_ties_and_no_verdict() -> None:
+    """Pinned flash 2x faster than the default, beyond noise: "pin" on a quiet machine; where
+    either job was timed while the machine was busy, "unknown" (no pin), the margin a tie, and
+    the load's reasons carried."""
+    quiet = [
+        row("sdpa", 512, 2.0, samples=_spread(2.0), backend="math"),
+        row("sdpa-flash", 512, 1.0, samples=_spread(1.0), backend="flash"),
+    ]
+    (rec,) = recommend(quiet)
+    assert rec.verdict == "pin" and not rec.within_noise and rec.unreliable == []
+    busy = [quiet[0], row("sdpa-flash", 512, 1.0, samples=_spread(1.0), backend="flash", busy=True)]
+    (rec,) = recommend(busy)
+    assert rec.verdict == "unknown" and rec.within_noise
+    assert rec.unreliable == ["other processes used 50% of the 2 CPUs while timing"]
+    assert build_policy([rec])["rules"][0]["backend"] == "default"
+
+
+@pytest.mark.parametrize(("device", "verdict"), [("cpu", "default"), ("cuda", "pin")])
+def test_separate_cpu_jobs_must_differ_beyond_their_drift(device: str, verdict: str) -> None:
+    """Pinned flash 5% faster than the default with 1% noise: the interval excludes 1, but on
+    CPU separate jobs drift by up to 10% (docs/benchmarks.md), so no pin there; on a GPU no drift
+    was measured, so the interval decides."""
+    rows = [
+        row("sdpa", 512, 1.05, samples=_spread(1.05, 0.01), backend="math", device=device),
+        row("sdpa-flash", 512, 1.0, samples=_spread(1.0, 0.01), backend="flash", device=device),
+    ]
+    (rec,) = recommend(rows)
+    assert rec.pin_gain_low is not None and rec.pin_gain_low > 1.0
+    assert rec.verdict == verdict
+    assert rec.within_noise is (device == "cpu")
+
+
 def test_a_variant_missing_on_some_configuration_is_not_a_candidate() -> None:
     rows = [row("naive", 64, 1.0), row("naive", 64, 1.0, batch=2), row("sdpa-flash", 64, 0.5)]
     (rec,) = recommend(rows)
@@ -180,7 +234,8 @@ def test_recommend_on_a_real_cpu_sweep(
         )
         expected = r["best_sdpa"] if r["verdict"] == "pin" else None
         assert policy.backend_for(q, q, q, is_causal=True) == expected
-        assert r["default_variant"] == "sdpa" and r["verdict"] in ("pin", "default")
+        assert r["default_variant"] == "sdpa" and r["verdict"] in ("pin", "default", "unknown")
+        assert (r["verdict"] == "unknown") <= bool(r["unreliable"])  # a busy machine says why
         assert r["pin_gain"] is not None
     # the table names a variant per bucket and says where PyTorch's choice differs
     assert main(["recommend", "--store", str(swept), "--no-color"]) == 0

@@ -25,6 +25,18 @@ How the choice is made, per bucket:
   least as fast (interval below 1, or holding 1: a tie gives no reason to pin); None when there
   is nothing to compare. A policy pins a backend only where the verdict is "pin"; elsewhere its
   rule says "default" (PyTorch's own dispatch).
+- Same kernel: where the `sdpa` variant ran the very backend that is the fastest pinned one, the
+  two are one kernel and pinning changes nothing: pin_gain is 1 and the verdict "default",
+  whatever the two jobs measured (a difference between them is drift, not the backends).
+- Separate jobs: each variant is timed in its own job, one after the other, so the sample
+  intervals do not hold the drift between jobs. On CPU that drift was measured: the same callable
+  timed twice in a row on a quiet machine differed by up to 10% (benchmarks/bench_timing.py,
+  docs/benchmarks.md), so on CPU a margin or a pinning gain is called a finding only beyond
+  JOB_DRIFT as well as beyond the noise. On a GPU no such figure was measured, so none is applied.
+- Busy machine: a job whose timing the load meter flagged unreliable (other processes, steal,
+  load average, spread; harness/load.py) cannot carry a verdict: where one of the measurements
+  compared is such, the margin is a tie and the verdict "unknown" (the policy keeps PyTorch's
+  dispatch), with the load's reasons in `unreliable`.
 """
 
 from __future__ import annotations
@@ -52,6 +64,11 @@ __all__ = [
 ]
 
 POLICY_SCHEMA = "attnprof.policy/1"
+
+# the drift between two timings of the same callable run one after the other, on CPU: up to 10%
+# on a quiet 2-core machine (ratios 0.902-1.080, benchmarks/bench_timing.py run one timer after
+# the other; docs/benchmarks.md). Separate sweep jobs are timed like that.
+JOB_DRIFT = {"cpu": 0.10}
 
 # PyTorch's own dispatch, unpinned: what pinning must beat
 DEFAULT_DISPATCH = "sdpa"
@@ -102,6 +119,7 @@ class Candidate(msgspec.Struct, kw_only=True):
     score: float  # geometric mean of time / fastest time over the bucket's configurations
     median_ms: float  # geometric mean of the medians, for a feel of the absolute time
     noise: float  # the largest IQR / median among its measurements (0.05 = 5%)
+    unreliable: bool = False  # some measurement of it was taken while the machine was busy
 
 
 class Recommendation(msgspec.Struct, kw_only=True):
@@ -124,7 +142,9 @@ class Recommendation(msgspec.Struct, kw_only=True):
     pin_gain: float | None = None  # time(default) / time(best pinned backend)
     pin_gain_low: float | None = None
     pin_gain_high: float | None = None
-    verdict: str | None = None  # "pin", "default", or None (nothing to compare)
+    verdict: str | None = None  # "pin", "default", "unknown" (busy machine), or None (nothing to compare)
+    # why the timing of the measurements compared cannot be trusted (the load meter's reasons)
+    unreliable: list[str] = []
 
 
 def _bucket(r: StoredResult) -> Bucket:
@@ -168,8 +188,8 @@ def _pin_against_default(
         backend = choice
     if default is None:
         return None, backend, None, None
-    if default is best:
-        return default.variant, backend, None, 1.0
+    if default is best or (default.variant == DEFAULT_DISPATCH and backend == SDPA_BACKENDS[best.variant]):
+        return default.variant, backend, None, 1.0  # one kernel: nothing to pin (module docstring)
     pairs = [(samples[default.variant].get(c, []), samples[best.variant].get(c, [])) for c in sorted(configs)]
     return default.variant, backend, geomean_ratio_interval(pairs), default.score / best.score
 
@@ -179,6 +199,7 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
     samples: dict[str, dict[tuple[int, ...], list[float]]] = defaultdict(dict)
     backends: Counter[str] = Counter()
     noise: dict[str, float] = defaultdict(float)
+    busy: dict[str, list[str]] = defaultdict(list)  # variant -> the load meter's reasons
     rejected: dict[str, str] = {}
     choices: Counter[str] = Counter()
     for r in rows:
@@ -199,6 +220,8 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
                 backends[r.backend] += 1
             if r.iqr_ms is not None and r.median_ms > 0:
                 noise[label] = max(noise[label], r.iqr_ms / r.median_ms)
+            if r.load is not None and r.load.unreliable:
+                busy[label] += r.load.reasons or ["busy"]
     configs = {c for t in times.values() for c in t}
     fastest = {c: min(t[c] for t in times.values() if c in t) for c in configs}
     cands: list[Candidate] = []
@@ -215,6 +238,7 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
                 score=_geomean([t[c] / fastest[c] for c in configs]),
                 median_ms=_geomean(list(t.values())),
                 noise=noise[label],
+                unreliable=label in busy,
             )
         )
     cands.sort(key=lambda c: (c.score, c.median_ms, c.variant))
@@ -227,14 +251,18 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
     default, default_backend, iv, pin_gain = _pin_against_default(
         pinned, default_cand, choice, samples, backends, configs
     )
+    drift = JOB_DRIFT.get(bucket.device, 0.0)
+    compared = [c for c in cands if c.variant in (default, pinned[0].variant if pinned else None)]
     verdict = None
     if pin_gain is not None and default is not None:
-        if default == pinned[0].variant:
-            verdict = "default"  # PyTorch's pick is the fastest pinned backend
+        if default == pinned[0].variant or (iv is None and pin_gain == 1.0):
+            verdict = "default"  # PyTorch's pick is the fastest pinned backend, or the same kernel
+        elif any(c.unreliable for c in compared):
+            verdict = "unknown"  # timed on a busy machine: no verdict either way
         elif iv is not None:
-            verdict = "pin" if iv.low > 1.0 else "default"
+            verdict = "pin" if iv.low > 1.0 + drift else "default"
         else:  # no samples stored: the noise rule the margins use
-            noisy = max(c.noise for c in cands if c.variant in (default, pinned[0].variant))
+            noisy = max([c.noise for c in compared] + [drift])
             verdict = "pin" if pin_gain - 1.0 > noisy else "default"
     sdpa = pinned
     gain = None
@@ -243,7 +271,9 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
         picked = next((c for c in sdpa if SDPA_BACKENDS[c.variant] == choice), None)
         if picked is not None:
             gain = picked.score / sdpa[0].score
-            gain_noisy = gain - 1.0 <= max(picked.noise, sdpa[0].noise)
+            gain_noisy = gain - 1.0 <= max(picked.noise, sdpa[0].noise, drift) or (
+                picked.unreliable or sdpa[0].unreliable
+            )
     margin = (runner.score / best.score) if best and runner else None
     return Recommendation(
         bucket=bucket,
@@ -252,7 +282,10 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
         runner_up=runner,
         margin=margin,
         within_noise=bool(
-            best and runner and margin is not None and margin - 1.0 <= max(best.noise, runner.noise)
+            best
+            and runner
+            and margin is not None
+            and (margin - 1.0 <= max(best.noise, runner.noise, drift) or best.unreliable or runner.unreliable)
         ),
         best_sdpa=best_sdpa,
         pytorch_choice=choice,
@@ -267,6 +300,9 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
         pin_gain_low=iv.low if iv else None,
         pin_gain_high=iv.high if iv else None,
         verdict=verdict,
+        unreliable=sorted(
+            {why for c in compared + [x for x in (best, runner) if x] for why in busy.get(c.variant, [])}
+        ),
     )
 
 

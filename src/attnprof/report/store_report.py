@@ -130,6 +130,8 @@ def pin_cell(rec: Recommendation, t: Translator) -> Cell:
     the verdict; "-" where there is nothing to compare."""
     if rec.pin_gain is None or rec.verdict is None:
         return Cell("-")
+    if rec.verdict == "unknown":
+        return Cell(t("rec.unknown"), rec.pin_gain, "x")
     if rec.pin_gain == 1.0 and rec.pin_gain_low is None:
         return Cell(t("rec.same_backend"), rec.pin_gain, "x")
     ci = (
@@ -147,6 +149,8 @@ def _pin_flag(rec: Recommendation) -> Cell:
     gain = rec.pin_gain
     if rec.verdict == "pin" and gain:
         return Cell(f"pin {fmt_ratio(gain)}x", gain, "x", "warn")
+    if rec.verdict == "unknown":
+        return Cell("busy", gain, "x", "warn")
     if rec.verdict != "default":
         return Cell("?", emphasis="dim")
     if not gain or gain == 1.0:
@@ -230,10 +234,17 @@ def _store_summary(data: StoreReportData, t: Translator) -> list[str]:
                     ratio=fmt_ratio(rec.margin),
                 )
             )
-        if rec.pin_gain is not None and rec.verdict and rec.best_sdpa and rec.pin_gain_low is not None:
+        if rec.verdict == "unknown":
+            out.append(t("store.summary.unreliable", bucket=bucket))
+        elif rec.pin_gain is not None and rec.verdict and rec.best_sdpa and rec.pin_gain_low is not None:
             out.append(
                 t(
-                    "store.summary.pin" if rec.verdict == "pin" else "store.summary.keep",
+                    "store.summary.pin"
+                    if rec.verdict == "pin"
+                    # faster beyond the samples' noise, but not beyond the drift between jobs
+                    else "store.summary.keep_drift"
+                    if rec.pin_gain_low > 1.0
+                    else "store.summary.keep",
                     bucket=bucket,
                     best=rec.best_sdpa,
                     ratio=fmt_ratio(rec.pin_gain),

@@ -213,6 +213,8 @@ def results_tables(rows: list[StoredResult]) -> list[Table | Text]:
         if r.status != "ok" or r.median_ms is None:
             return Cell(r.status, emphasis=_status_emphasis(r.status))
         text = fmt_ms(r.median_ms) + (f" ± {fmt_ms(r.iqr_ms)}" if r.iqr_ms is not None else "")
+        if r.load is not None and r.load.unreliable:
+            text += " !"  # timed while the machine was busy (legend)
         key = _config_key(r)
         if r.accuracy_ok is False or key not in fastest:
             return Cell(text, r.median_ms, "ms", "bad")
@@ -278,6 +280,8 @@ def results_tables(rows: list[StoredResult]) -> list[Table | Text]:
         legend.append("✗: outside the accuracy tolerance")
     if n_ok and max(n_ok.values()) > 1:
         legend.append("times coloured by how they compare with the fastest of their shape")
+    if any(r.load is not None and r.load.unreliable for r in rows):
+        legend.append("!: timed while the machine was busy (other processes, load): not a sound comparison")
     out.append(Text("; ".join(legend), style="dim"))
     return out
 
@@ -314,17 +318,48 @@ def print_recommendations(con: Console, recs: list[Recommendation]) -> None:
             continue
         if r.default_variant == next(v for v, b in SDPA_BACKENDS.items() if b == r.best_sdpa):
             continue
+        if r.verdict == "unknown":
+            con.print(
+                Text(
+                    f"{r.bucket.label()}: timing unreliable ({'; '.join(r.unreliable[:2])}): no verdict on "
+                    "pinning; sweep again on a quiet machine",
+                    style="yellow",
+                )
+            )
+            continue
+        if r.pin_gain_low is None and r.pin_gain == 1.0:
+            con.print(
+                Text(
+                    f"{r.bucket.label()}: PyTorch's default ({r.default_variant}) already runs "
+                    f"{r.best_sdpa}, the fastest pinned backend: nothing to pin",
+                    style="dim",
+                )
+            )
+            continue
         ci = (
             f", 95% interval {fmt_ratio(r.pin_gain_low)}–{fmt_ratio(r.pin_gain_high)}x"
             if r.pin_gain_low is not None
             else ", no samples for an interval"
         )
         what = "pin it" if r.verdict == "pin" else "keep PyTorch's choice"
+        if r.verdict == "default" and (r.pin_gain_low or 0.0) > 1.0:
+            what += " (inside the 10% that separate CPU jobs drift)"
         con.print(
             Text(
                 f"{r.bucket.label()}: {r.best_sdpa} pinned is {fmt_ratio(r.pin_gain)}x the speed of "
                 f"PyTorch's default ({r.default_variant}, ran {r.default_backend or '?'}){ci}: {what}",
                 style="yellow" if r.verdict == "pin" else "dim",
+            )
+        )
+    busy = [r for r in recs if r.unreliable]
+    if busy:
+        con.print(
+            Text(
+                f"timed while the machine was busy in {len(busy)} of {len(recs)} bucket(s) "
+                f"({'; '.join(busy[0].unreliable[:2])}{'; ...' if len(busy[0].unreliable) > 2 else ''}): their "
+                "margins count as ties and pinning gets "
+                "no verdict",
+                style="yellow",
             )
         )
     n = sum(r.differs for r in recs)
@@ -341,7 +376,9 @@ def print_recommendations(con: Console, recs: list[Recommendation]) -> None:
             "time / fastest time (geometric mean over the bucket's configurations); PyTorch: the "
             "backend PyTorch's own dispatch ran ((sdpa): measured as the sdpa variant); pin?: "
             "whether pinning the best SDPA backend beats that, by this factor (its 95% interval "
-            "must exclude 1); ~: within the timing noise, a tie.",
+            "must exclude 1, on CPU also 1.1: separate jobs drift that much); ~: within the "
+            "timing noise (on CPU also within 10%), a tie; busy: timed while the machine was busy, "
+            "no verdict.",
             style="dim",
         )
     )

@@ -22,11 +22,6 @@ __all__ = ["FORMATS", "export_rows"]
 FORMATS = ("table", "csv", "json", "parquet")
 
 
-def _columns(samples: bool) -> list[str]:
-    cols = list(StoredResult.__struct_fields__)
-    return cols if samples else [c for c in cols if c != "samples_ms"]
-
-
 def export_rows(
     rows: Sequence[StoredResult], fmt: str, *, path: Path | None = None, samples: bool = False
 ) -> str | None:
@@ -37,12 +32,14 @@ def export_rows(
         require("pyarrow", "--format parquet")
         pd = load("pandas", "--format parquet", extra="parquet")
 
-        frame = pd.DataFrame([r.flat(samples=samples) for r in rows], columns=_columns(samples))
+        frame = pd.DataFrame(
+            [r.flat(samples=samples) for r in rows], columns=StoredResult.flat_columns(samples)
+        )
         frame.to_parquet(path, index=False)
         return None
     if fmt == "csv":
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=_columns(False), lineterminator="\n")
+        writer = csv.DictWriter(buf, fieldnames=StoredResult.flat_columns(), lineterminator="\n")
         writer.writeheader()
         for r in rows:
             writer.writerow(r.flat())

@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 
 from attnprof.errors import UserError
-from attnprof.records import Environment, ReasonCode, RunResult, WorkloadRecord, variant_label
+from attnprof.records import Environment, MachineLoad, ReasonCode, RunResult, WorkloadRecord, variant_label
 from attnprof.store.schema import (
     LEGACY_STATUSES,
     READ_MIN_VERSION,
@@ -161,6 +161,9 @@ class StoredResult(msgspec.Struct, kw_only=True):
     samples_ms: list[float] | None = None
     # the run result's reason_code (no column of its own: read from the stored result's JSON)
     reason_code: ReasonCode | None = None
+    # how busy the machine was while this job timed (the result's timing.load, no column of its
+    # own): None where not recorded (older results, no timing, an SQLite without JSON functions)
+    load: MachineLoad | None = None
 
     def __post_init__(self) -> None:
         self.status = LEGACY_STATUSES.get(self.status, self.status)
@@ -168,13 +171,19 @@ class StoredResult(msgspec.Struct, kw_only=True):
     def workload(self) -> WorkloadRecord:
         return WorkloadRecord(**{name: getattr(self, name) for name in _WORKLOAD_FIELDS})
 
+    @staticmethod
+    def flat_columns(samples: bool = False) -> list[str]:
+        """The keys of flat(), in the struct's order: exports of different stores line up."""
+        cols = ["timing_unreliable" if c == "load" else c for c in StoredResult.__struct_fields__]
+        return cols if samples else [c for c in cols if c != "samples_ms"]
+
     def flat(self, *, samples: bool = False) -> dict[str, Any]:
         """A flat dict for csv/parquet/json export (samples only where asked: they are long)."""
         out = msgspec.structs.asdict(self)
-        if not samples:
-            out.pop("samples_ms")
         out["reason_code"] = self.reason_code.code if self.reason_code else None  # flat: the code
-        return out
+        # flat: whether the machine was busy while timing (None: not recorded)
+        out["timing_unreliable"] = self.load.unreliable if self.load else None
+        return {c: out[c] for c in self.flat_columns(samples)}
 
     @property
     def label(self) -> str:
@@ -200,8 +209,9 @@ class Filters(msgspec.Struct, kw_only=True):
 _COLUMNS = [
     f
     for f in StoredResult.__struct_fields__
-    if f not in ("device_name", "torch_version", "host", "samples_ms", "reason_code")
+    if f not in ("device_name", "torch_version", "host", "samples_ms", "reason_code", "load")
 ]
+_LOAD = MachineLoad | None
 _REASON_CODE = ReasonCode | None
 
 
@@ -597,8 +607,10 @@ class Store:
         cols.append("r.samples_ms" if samples else "NULL")
         # an SQLite built without its JSON functions: no codes, and reports fall back on the
         # English reason (attnprof.report.reasons)
-        cols.append("json_extract(r.result, '$.reason_code')" if self._json() else "NULL")
-        names = [*_COLUMNS, "device_name", "torch_version", "host", "samples_ms", "reason_code"]
+        json_ok = self._json()
+        cols.append("json_extract(r.result, '$.reason_code')" if json_ok else "NULL")
+        cols.append("json_extract(r.result, '$.timing.load')" if json_ok else "NULL")
+        names = [*_COLUMNS, "device_name", "torch_version", "host", "samples_ms", "reason_code", "load"]
         sql = (
             f"SELECT {', '.join(cols)} FROM results r LEFT JOIN environments e ON e.id = r.environment_id"
             + (f" WHERE {' AND '.join(where)}" if where else "")
@@ -619,6 +631,7 @@ class Store:
             d["samples_ms"] = json.loads(d["samples_ms"]) if d["samples_ms"] else None
             code = d["reason_code"]
             d["reason_code"] = msgspec.json.decode(code, type=_REASON_CODE) if code else None
+            d["load"] = msgspec.json.decode(d["load"], type=_LOAD) if d["load"] else None
             out.append(StoredResult(**d))
         return out
 
