@@ -22,15 +22,14 @@ from attnprof.workload import Workload
 # ids whose text is the same in every language on purpose: abbreviations, units, and templates
 # that hold only fields and punctuation
 SAME_EVERYWHERE = {
-    "env.cpu", "col.iqr", "col.memcpy", "col.per_fwd", "env.peak_value", "summary.in_workload",
+    "env.cpu", "col.iqr", "env.peak_value", "summary.in_workload",
     "harness.in_model",
     # op and library names used as category names
-    "category.attention", "category.gemm", "category.softmax", "category.mask", "category.triton",
+    "category.gemm", "category.softmax", "category.triton",
 }  # fmt: skip
 # words Indonesian spells as English does (loanwords), and its list separator
 SAME_IN = {
-    "id": {"col.backend", "col.median", "col.status", "env.host", "list.sep", "check.status", "check.backend",
-           "severity.info"},
+    "id": {"col.median", "col.status", "list.sep", "check.status", "severity.info"},
     "th": set(),
 }  # fmt: skip
 
@@ -192,14 +191,14 @@ def test_the_summary_says_why_in_three_languages() -> None:
     assert (
         # Indonesian writes a decimal comma (Babel's CLDR symbols)
         "naive-inplace 4,0x lebih cepat daripada sdpa-math pada bf16 (interval 95% 4,0–4,0x) karena "
-        "sdpa-math menaikkan input ke "
-        "fp32, membangun ulang mask kausal pada setiap pemanggilan dan memakai _safe_softmax."
+        "sdpa-math menaikkan masukan ke "
+        "fp32, membangun ulang masker kausal pada setiap pemanggilan dan memakai _safe_softmax."
     ) in ind
     th = summarize(data, Translator("th"))
     assert (
         "naive-inplace เร็วกว่า sdpa-math 4.0 เท่าใน bf16 (ช่วงความเชื่อมั่น 95% 4.0–4.0 เท่า) "
         "เพราะ sdpa-math แปลงข้อมูลขึ้นเป็น fp32 "
-        "สร้าง causal mask ใหม่ทุกครั้งที่เรียก และใช้ _safe_softmax"
+        "สร้างมาสก์เชิงเหตุใหม่ทุกครั้งที่เรียก และใช้ _safe_softmax"
     ) in th
     assert len(en) == len(ind) == len(th)
 
@@ -281,13 +280,19 @@ def test_markdown_report_and_summary_only(
     lines = summary.strip().splitlines()
     assert all(line.startswith("- ") for line in lines) and len(lines) >= 4
     # first the fastest (or those tied for it), after a note on machine load where there was some
-    first = lines[1] if lines[0].startswith("- Pengukuran waktu run ini tidak dapat diandalkan") else lines[0]
+    first = (
+        lines[1]
+        if lines[0].startswith("- Pengukuran waktu eksekusi ini tidak dapat diandalkan")
+        else lines[0]
+    )
     assert first.startswith("- Tercepat di sini")
-    assert any("Jumlah operasi CPU (aten) per forward: naive 45, naive-inplace 36" in line for line in lines)
+    assert any(
+        "Jumlah operasi CPU (aten) per lintasan maju: naive 45, naive-inplace 36" in line for line in lines
+    )
     assert main(["report", str(cpu_run[0]), "--format", "md", "--lang", "th"]) == 0
     md = capsys.readouterr().out
     assert md.startswith("# รายงาน attnprof: 1x2x64x16 fp32")
-    for heading in ("## สรุป", "## การเปรียบเทียบ", "## สิ่งที่พบ", "## สิ่งที่คาดไว้", "## ไฟล์ trace"):
+    for heading in ("## สรุป", "## การเปรียบเทียบ", "## สิ่งที่พบ", "## สิ่งที่คาดไว้", "## ไฟล์เทรซ"):
         assert heading in md
     assert re.search(r"^\| รูปแบบ \| แบ็กเอนด์ \|", md, re.M)  # the comparison table
     assert "`OUT_OF_PLACE_COPY`" in md and "คัดลอกเทนเซอร์ทั้งก้อน" in md  # finding in Thai, code as is

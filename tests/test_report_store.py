@@ -23,7 +23,7 @@ from attnprof.store import Store
     ("lang", "heading", "reason"),
     [
         ("en", "Summary", "PyTorch implements it for CUDA only; this run is on cpu"),
-        ("id", "Ringkasan", "PyTorch hanya menyediakannya untuk CUDA; run ini berjalan di cpu"),
+        ("id", "Ringkasan", "PyTorch hanya menyediakannya untuk CUDA; eksekusi ini berjalan di cpu"),
         ("th", "สรุป", "PyTorch มีให้ใช้บน CUDA เท่านั้น แต่การรันนี้อยู่บน cpu"),
     ],
 )
@@ -77,19 +77,21 @@ def test_the_report_renders_the_recommendation_records(cpu_store: Path) -> None:
     )
     ind = store_summary(data, Translator("id"))
     th = store_summary(data, Translator("th"))
-    assert ind[0] == "Store ini berisi 18 hasil untuk 6 bentuk: 12 berhasil, 6 tidak didukung."
-    assert th[0].startswith("store นี้มีผล 18 รายการ")
+    assert ind[0] == "Penyimpanan ini berisi 18 hasil untuk 6 bentuk: 12 berhasil, 6 tidak didukung."
+    assert th[0].startswith("ที่เก็บผลนี้มีผล 18 รายการ")
     assert len(en) == len(ind) == len(th)
 
 
 def test_store_markdown_and_summary_only(cpu_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", "--store", str(cpu_store), "--format", "md", "--lang", "th"]) == 0
     md = capsys.readouterr().out
-    assert md.startswith("# รายงาน sweep ของ attnprof: attnprof-results.db")
+    assert md.startswith("# รายงานการกวาดค่าของ attnprof: attnprof-results.db")
     assert "## คำแนะนำตามกลุ่มรูปร่าง" in md and "| กลุ่ม | n | เร็วที่สุด |" in md
     assert main(["report", "--store", str(cpu_store), "--summary-only", "--lang", "id"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert all(line.startswith("- ") for line in lines) and lines[0].startswith("- Store ini berisi 18 hasil")
+    assert all(line.startswith("- ") for line in lines) and lines[0].startswith(
+        "- Penyimpanan ini berisi 18 hasil"
+    )
 
 
 def test_store_default_output_beside_the_store(
@@ -215,7 +217,7 @@ def test_expectation_observations_are_translated(cpu_run: tuple[Path, object]) -
         },
     )
     assert observed_cell(e, Translator("id")) == (
-        "tidak berjalan: unsupported (sdpa-efficient: PyTorch hanya menyediakannya untuk CUDA; run ini "
+        "tidak berjalan: tidak didukung (sdpa-efficient: PyTorch hanya menyediakannya untuk CUDA; eksekusi ini "
         "berjalan di cpu)"
     )
     assert observed_cell(e, Translator("en")) == e.observed

@@ -43,8 +43,8 @@ def test_html_report_of_a_trace_in_thai_draws_its_plots(tmp_path: Path) -> None:
     assert main(["report", str(trace(H100_FLASH)), "--lang", "th", "-o", str(out)]) == 0
     html = out.read_text()
     assert html.count("<svg") >= 2  # categories and timeline; the time plot needs a clean timing
-    assert "มีเพียง trace ของ profiler" in html
-    assert "ไฟล์ trace" in html
+    assert "มีเพียงเทรซของโปรไฟเลอร์" in html
+    assert "ไฟล์เทรซ" in html
 
 
 def _tiny_trace(path: Path) -> Path:
@@ -72,7 +72,7 @@ def test_html_report_of_a_trace_goes_beside_it(tmp_path: Path, capsys: pytest.Ca
     assert capsys.readouterr().out == f"{out}\n"
     html = out.read_text()
     assert "Laporan attnprof: step.pt.trace.json" in html
-    assert "tidak disebut dalam trace" in html  # a CPU trace names no device
+    assert "tidak disebut dalam jejak" in html  # a CPU trace names no device
 
 
 def test_a_file_that_is_not_a_trace_is_refused_in_one_line(

@@ -113,7 +113,7 @@ def test_a_run_on_a_loaded_machine_is_flagged_unreliable(tmp_path: Path, busy_co
     data = build_report_data(out, expect=None)
     for lang, opening, because in (
         ("en", "This run's timing is unreliable: other processes used", " because "),
-        ("id", "Pengukuran waktu run ini tidak dapat diandalkan: proses lain memakai", " karena "),
+        ("id", "Pengukuran waktu eksekusi ini tidak dapat diandalkan: proses lain memakai", " karena "),
         ("th", "การจับเวลาของการรันนี้เชื่อถือไม่ได้: โปรเซสอื่นใช้", "เพราะ"),
     ):
         bullets = summarize(data, Translator(lang))

@@ -94,5 +94,5 @@ def test_report_of_a_folder_compares_within_each_workload(two_shapes: Path) -> N
         line.startswith(("fp32 1x2x64x16 [cpu]: ", "bf16 1x2x128x16 [cpu]: ")) for line in speed
     )
     table = comparison_table(data, Translator("id"))
-    assert table.header[4].startswith("Kecepatan vs acuan beban kerjanya")
+    assert table.header[4].startswith("Kecepatan terhadap acuan beban kerjanya")
     assert any(row[0].endswith("(bf16 1x2x128x16 [cpu])") for row in table.rows)

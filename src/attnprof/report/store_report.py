@@ -61,10 +61,10 @@ def _group_key(r: StoredResult) -> GroupKey:
     return (r.device, r.dtype, r.head_dim, r.batch, r.heads, r.kv_heads, r.causal)
 
 
-def group_title(key: GroupKey) -> str:
+def group_title(key: GroupKey, t: Translator) -> str:
     device, dtype, head_dim, batch, heads, kv_heads, causal = key
     h = f"H={heads}" + (f"/{kv_heads}" if kv_heads != heads else "")
-    return f"{dtype} D={head_dim} B={batch} {h} {'causal' if causal else 'full'} [{device}]"
+    return f"{dtype} D={head_dim} B={batch} {h} {t('group.causal' if causal else 'group.full')} [{device}]"
 
 
 def scaling_groups(rows: list[StoredResult]) -> dict[GroupKey, list[StoredResult]]:
@@ -313,7 +313,7 @@ def _store_content(data: StoreReportData, t: Translator, *, with_plots: bool) ->
         from attnprof.report.plots import store_scaling_plot
 
         for key, rows in scaling_groups(data.results).items():
-            plots.append((t("plot.store_scaling", group=group_title(key)), store_scaling_plot(rows, t)))
+            plots.append((t("plot.store_scaling", group=group_title(key, t)), store_scaling_plot(rows, t)))
     return StoreContent(
         title=t("store.title", store=Path(data.store).name),
         generated=t("report.generated", version=data.version, source=data.store),

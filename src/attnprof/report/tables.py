@@ -196,6 +196,8 @@ def observed_cell(e: ExpectationResult, t: Translator) -> str:
         # a status check observes a status: the catalog's word for it
         return t.maybe(f"status.{e.observed}", e.observed) if e.check == "status" else e.observed
     args = dict(e.observed_args)
+    if "status" in args and t.lang != "en":  # the catalog's word for the status; English keeps the code
+        args["status"] = t.maybe(f"status.{args['status']}", str(args["status"]))
     if "reason" in args:
         args["reason"] = translate_reason(args["reason"], t, e.reason_code)
     return t(key, **args)
