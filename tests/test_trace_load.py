@@ -364,12 +364,37 @@ def test_cuts_inside_names_and_nested_lists_are_skipped_not_fatal(tmp_path: Path
     p = tmp_path / "cuts.json"
     p.write_text(json.dumps({"traceEvents": events}, separators=(",", ":")))
     whole = parse_trace(p.read_bytes(), source=p.name)
-    small = load.BLOCK
+    small, window = load.BLOCK, load._CUT_WINDOW
     try:
         load.BLOCK = 4096
-        for parallel in (False, True):
-            streamed = load._stream(p, parallel=parallel)
-            assert streamed is not None  # no fallback: a bad cut is skipped for the one before
-            assert _fields_equal(streamed, whole) == []
+        # the last cuts are looked for at a block's end first: a window smaller than one event
+        # (widened until it holds enough cuts) and one larger than the block
+        for load._CUT_WINDOW in (16, 32 << 10):
+            for parallel in (False, True):
+                streamed = load._stream(p, parallel=parallel)
+                assert streamed is not None  # no fallback: a bad cut is skipped for the one before
+                assert _fields_equal(streamed, whole) == []
     finally:
-        load.BLOCK = small
+        load.BLOCK, load._CUT_WINDOW = small, window
+
+
+def test_work_meanwhile_runs_once_while_the_forked_process_decodes(tmp_path: Path) -> None:
+    import os
+
+    plain = tmp_path / "t.json"
+    plain.write_bytes(_raw("facebookresearch__HolisticTraceAnalysis__tests__data__ns_resolution"))
+    whole = parse_trace(plain.read_bytes(), source=plain.name)
+    for parallel in (True, False):  # a forked process, where it takes the larger part; none
+        calls: list[int] = []
+        got = load_trace(plain, parallel=parallel, meanwhile=lambda c=calls: c.append(os.getpid()))
+        assert calls == [os.getpid()], parallel  # once, in this process
+        assert _fields_equal(got, whole) == [], parallel
+
+    def fail() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # stops the forked process and propagates
+        load_trace(plain, parallel=True, meanwhile=fail)
+    children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+    if children.exists():
+        assert children.read_text().split() == []  # the forked process was reaped: no zombie left

@@ -23,6 +23,7 @@ package never imports torch, the harness or the variants: it works on traces fro
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, overload
@@ -65,7 +66,6 @@ def _one(
     threads: str = "own",
     context: RunContext | None = None,
 ) -> TraceAnalysis:
-    from attnprof.analysis.pipeline import analyze_trace
     from attnprof.run_context import RunContext
     from attnprof.trace.load import MAX_MEMORY, load_trace
 
@@ -76,8 +76,18 @@ def _one(
     facts = run.for_trace(path) if run is not None else None
     # what the variant materialises and executes describes the run's workload, not one given here
     own = workload is None and facts is not None
+
+    def prepare() -> None:
+        # the analysis modules (findings: the pipeline imports it when it runs), imported while
+        # a forked process decodes part of a large trace
+        for name in ("attnprof.analysis.pipeline", "attnprof.analysis.findings"):
+            importlib.import_module(name)
+
+    trace = load_trace(path, max_memory=MAX_MEMORY if max_memory is None else max_memory, meanwhile=prepare)
+    from attnprof.analysis.pipeline import analyze_trace
+
     return analyze_trace(
-        load_trace(path, max_memory=MAX_MEMORY if max_memory is None else max_memory),
+        trace,
         path=str(path),
         region=region,
         workload=workload if workload is not None else run.workload if run is not None else None,

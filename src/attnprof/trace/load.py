@@ -37,6 +37,7 @@ import os
 import re
 import zlib
 from collections import Counter, deque
+from collections.abc import Callable
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
@@ -164,36 +165,58 @@ _BARE = re.compile(rb"(?<=[:\[,])(\s*)(N/A|NaN|-?Infinity|nan|-?inf)(?=\s*[,\]}]
 
 
 def load_trace(
-    path: str | os.PathLike[str], *, max_memory: float = MAX_MEMORY, parallel: bool | None = None
+    path: str | os.PathLike[str],
+    *,
+    max_memory: float = MAX_MEMORY,
+    parallel: bool | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Trace:
     """Read and decode one trace file (.json or .json.gz). Raises UserError on bad input.
 
     max_memory: refuse the file when its analysis would need more than this fraction of the
     memory available (0: no limit). parallel: decode a large plain-JSON file in two processes
     (None: when it is 16 MB or more and two CPUs are there; False where the caller already runs
-    one process per CPU).
+    one process per CPU). meanwhile: called once, in this process, while the forked process
+    decodes its part (work the caller needs next, its imports say, then overlaps the decoding;
+    the forked process takes a larger part for it, FORK_SHARE); where nothing is forked, after
+    the load. An exception it raises stops the forked process and propagates.
     """
     p = Path(path)
     check_input(p, max_memory=max_memory)
     limit = raw_limit(max_memory)
+    once = _Once(meanwhile)
     try:
         try:
-            trace = _stream(p, limit=limit, parallel=parallel)
+            trace = _stream(p, limit=limit, parallel=parallel, meanwhile=once)
         except _TooLarge as exc:
             raise too_large(p, exc.limit, max_memory) from None
-        if trace is not None:
-            return trace
-        if limit is not None and _is_gzip(p):
-            return parse_trace(_gunzip_bounded(p, limit, max_memory), source=p.name, label=str(p))
-        # no local name for the bytes: parse_trace must hold the only reference, so that it can
-        # free the raw JSON before the columns are put together
-        return parse_trace(p.read_bytes(), source=p.name, label=str(p))
+        if trace is None:
+            if limit is not None and _is_gzip(p):
+                trace = parse_trace(_gunzip_bounded(p, limit, max_memory), source=p.name, label=str(p))
+            else:
+                # no local name for the bytes: parse_trace must hold the only reference, so that
+                # it can free the raw JSON before the columns are put together
+                trace = parse_trace(p.read_bytes(), source=p.name, label=str(p))
     except FileNotFoundError:
         raise UserError(f"{p}: no such file") from None
     except IsADirectoryError:
         raise UserError(f"{p}: is a directory, not a trace file") from None
     except OSError as exc:
         raise UserError(f"{p}: cannot read it ({exc.strerror or exc})") from None
+    once()
+    return trace
+
+
+class _Once:
+    """A caller's function, called at most once (load_trace's meanwhile)."""
+
+    def __init__(self, fn: Callable[[], object] | None) -> None:
+        self.fn = fn
+
+    def __call__(self) -> None:
+        fn, self.fn = self.fn, None
+        if fn is not None:
+            fn()
 
 
 def parse_trace(data: bytes, *, source: str = "<bytes>", label: str | None = None) -> Trace:
@@ -373,6 +396,10 @@ class _Reader:
 _STREAM_ERRORS = (msgspec.DecodeError, RecursionError, EOFError, zlib.error, UnicodeError, ValueError)
 # plain JSON at least this large is decoded by two processes, each taking half the events
 PARALLEL_MIN = 16 << 20
+# the forked process's share of the bytes when the caller has work to do meanwhile (load_trace):
+# analyze imports its analysis modules then, about 5% of the decoding's time on the 48 MB
+# benchmark trace (docs/benchmarks.md)
+FORK_SHARE = 0.52
 
 
 def _gunzip_bounded(path: Path, limit: int, max_memory: float) -> bytes:
@@ -394,7 +421,9 @@ def _gunzip_bounded(path: Path, limit: int, max_memory: float) -> bytes:
     return b"".join(out)
 
 
-def _stream(path: Path, *, parallel: bool | None = None, limit: int | None = None) -> Trace | None:
+def _stream(
+    path: Path, *, parallel: bool | None = None, limit: int | None = None, meanwhile: _Once | None = None
+) -> Trace | None:
     """The trace, or None when this file needs the whole-file path (see above).
 
     parallel: split the events between this process and a forked one (None: when the file is
@@ -406,8 +435,9 @@ def _stream(path: Path, *, parallel: bool | None = None, limit: int | None = Non
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         parallel = size >= PARALLEL_MIN and cpus >= 2 and hasattr(os, "fork")
     if parallel and not _is_gzip(path):
-        split = _split_point(path, size)
-        trace = _stream_parallel(path, split) if split is not None else None
+        share = FORK_SHARE if meanwhile is not None and meanwhile.fn is not None else 0.5
+        split = _split_point(path, size, share)
+        trace = _stream_parallel(path, split, meanwhile) if split is not None else None
         if trace is not None:
             return trace
     reader = _Reader(path, limit)
@@ -426,15 +456,17 @@ def _is_gzip(path: Path) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
-def _split_point(path: Path, size: int) -> tuple[int, int] | None:
-    """(end of the first half, start of the second): a cut between two events near the middle.
+def _split_point(path: Path, size: int, share: float = 0.5) -> tuple[int, int] | None:
+    """(end of the first part, start of the second): a cut between two events near where the
+    second part takes `share` of the bytes.
 
     A cut is taken when what follows it, up to one of the next few cuts, decodes as JSON objects:
     that skips cuts inside strings and most inside nested lists. A wrong one left is caught when
     the first half's last piece fails to decode, and the file is then streamed in one process.
     """
+    at = int(size * (1.0 - share))
     with open(path, "rb") as f:
-        f.seek(size // 2)
+        f.seek(at)
         window = f.read(4 * BLOCK)
     cuts = list(_CUT.finditer(window))
     for i, m in enumerate(cuts[:64]):
@@ -445,16 +477,20 @@ def _split_point(path: Path, size: int) -> tuple[int, int] | None:
                 pass  # valid JSON, unexpected types: still objects between events
             except msgspec.DecodeError:
                 continue
-            return size // 2 + m.start() + 1, size // 2 + m.end() - 1
+            return at + m.start() + 1, at + m.end() - 1
     return None
 
 
-def _stream_parallel(path: Path, split: tuple[int, int]) -> Trace | None:
+def _stream_parallel(path: Path, split: tuple[int, int], meanwhile: _Once | None = None) -> Trace | None:
     import pickle
 
-    r, w = os.pipe()
+    # the child's part comes back in an anonymous in-memory file where there is one (Linux): the
+    # child writes it whole and exits, where through a pipe it waited on the parent 64 KB at a
+    # time (6 MB on the 48 MB benchmark trace: 40-60 ms at a load of 5)
+    memfd = os.memfd_create("attnprof-part") if hasattr(os, "memfd_create") else None
+    r, w = (memfd, os.dup(memfd)) if memfd is not None else os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: the second half, from the event after the cut to the end
+    if pid == 0:  # the child: the second part, from the event after the cut to the end
         try:
             os.close(r)
             try:
@@ -468,21 +504,33 @@ def _stream_parallel(path: Path, split: tuple[int, int]) -> Trace | None:
         finally:
             os._exit(0)
     os.close(w)
-    try:
-        first: _Part | None = _Part(first=True, last=False)
-        assert first is not None
+    waited = False
+    with os.fdopen(r, "rb") as inp:
         try:
-            first.consume(_file_blocks(path, 0, split[0]))
-        except _STREAM_ERRORS:
-            first = None
-        with os.fdopen(r, "rb") as inp:
+            if meanwhile is not None:
+                try:
+                    meanwhile()
+                except BaseException:
+                    _stop(pid)  # its part is not wanted any more
+                    raise
+            first = _Part(first=True, last=False)
+            try:
+                first.consume(_file_blocks(path, 0, split[0]))
+            except _STREAM_ERRORS:
+                _stop(pid)  # the file is streamed again in one process
+                return None
+            if memfd is not None:  # the file holds the whole part once the child has exited
+                os.waitpid(pid, 0)
+                waited = True
+                inp.seek(0)
             try:
                 second = pickle.load(inp)
             except (EOFError, pickle.UnpicklingError):  # the child died before it answered
                 second = None
-    finally:
-        os.waitpid(pid, 0)
-    if first is None or second is None:
+        finally:
+            if not waited:
+                os.waitpid(pid, 0)
+    if second is None:
         return None
     first.join(second)
     try:
@@ -492,6 +540,12 @@ def _stream_parallel(path: Path, split: tuple[int, int]) -> Trace | None:
     if trace is not None:
         trace.raw_bytes = path.stat().st_size  # with the separator between the halves
     return trace
+
+
+def _stop(pid: int) -> None:
+    import signal
+
+    os.kill(pid, signal.SIGKILL)
 
 
 def _file_blocks(path: Path, start: int, end: int | None) -> Any:
