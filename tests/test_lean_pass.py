@@ -104,12 +104,20 @@ def test_time_shares_come_from_the_lean_trace_and_counts_from_the_rich_one(
         assert row.cpu_time_us_per_forward == pytest.approx(rich.cpu_time_us_per_instance)
         codes = {f.code for f in analyze(Path(row.trace), region=None, top=0).findings}
         assert codes <= set(row.finding_codes) | {"ABOVE_PEAK"}  # compare restates ABOVE_PEAK on clean time
-    # the diffs set the lean op times side by side
+    # the diffs set the lean op times side by side, each side's in clean time: its clean median
+    # split by the lean op's share of the lean trace's time per forward
     assert comp.diffs
     for d in comp.diffs:
-        a, b = ({o.name: o.time_us for o in comp.row(x).ops} for x in (d.a, d.b))
+        assert d.basis == "clean"
+        ra, rb = comp.row(d.a), comp.row(d.b)
+        a, b = (
+            {o.name: o.time_us / r.ops_time_us_per_forward * r.median_ms * 1e3 for o in r.ops}  # type: ignore[operator]
+            for r in (ra, rb)
+        )
         for k in (k for fam in d.families for k in fam.kernels):
-            assert k.time_a_us == a.get(k.name, 0.0) and k.time_b_us == b.get(k.name, 0.0)
+            assert k.time_a_us == pytest.approx(a.get(k.name, 0.0)) and k.time_b_us == pytest.approx(
+                b.get(k.name, 0.0)
+            )
     # every output says which pass the shares come from
     for lang in ("en", "id", "th"):
         t = Translator(lang)

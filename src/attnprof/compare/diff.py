@@ -45,7 +45,14 @@ class FamilyDiff(msgspec.Struct, kw_only=True):
 
 class Diff(msgspec.Struct, kw_only=True):
     """B against A, per forward. lane is "gpu" (kernels, memcpy, memset) or "cpu" (aten ops, used
-    when neither side has GPU ops, as on a CPU run)."""
+    when neither side has GPU ops, as on a CPU run).
+
+    basis says what the times are. "clean": a CPU diff of two rows with clean timing: each side's
+    clean median split by its ops' shares of its traced time, so the times add up to the clean
+    medians and the deltas to the clean gap (the profiler inflates CPU op times, by a different
+    factor per variant: traced deltas of several ms stood beside a clean gap of 0.5 ms).
+    "traced": the trace's own times (GPU kernels, timed by the device; or a side without a clean
+    median)."""
 
     a: str
     b: str
@@ -58,6 +65,7 @@ class Diff(msgspec.Struct, kw_only=True):
     removed: int
     changed: int
     families: list[FamilyDiff]
+    basis: Literal["clean", "traced"] = "traced"
 
 
 # a CPU op whose share of its side's traced time moves by this much is "changed" at equal counts
@@ -83,6 +91,11 @@ def diff_rows(a: Row, b: Row) -> Diff:
     by_b = {o.name: o for o in ops_b}
     total_a = sum(o.time_us for o in ops_a) or 1.0
     total_b = sum(o.time_us for o in ops_b) or 1.0
+    clean_a, clean_b = (_clean_scale(a), _clean_scale(b)) if lane == "cpu" else (None, None)
+    basis: Literal["clean", "traced"] = "traced"
+    scale_a = scale_b = 1.0
+    if clean_a is not None and clean_b is not None:
+        basis, scale_a, scale_b = "clean", clean_a, clean_b
     groups: dict[str, list[KernelChange]] = {}
     cat_of: dict[str, str] = {}
     counts = {"added": 0, "removed": 0, "changed": 0, "same": 0}
@@ -91,7 +104,7 @@ def diff_rows(a: Row, b: Row) -> Diff:
         ref = oa or ob
         assert ref is not None
         ca, cb = (oa.count if oa else 0.0), (ob.count if ob else 0.0)
-        ta, tb = (oa.time_us if oa else 0.0), (ob.time_us if ob else 0.0)
+        ta, tb = (oa.time_us * scale_a if oa else 0.0), (ob.time_us * scale_b if ob else 0.0)
         if oa is None:
             change: Literal["added", "removed", "changed", "same"] = "added"
         elif ob is None:
@@ -132,10 +145,20 @@ def diff_rows(a: Row, b: Row) -> Diff:
         lane=lane,
         ops_a=sum(o.count for o in ops_a),
         ops_b=sum(o.count for o in ops_b),
-        time_a_us=sum(o.time_us for o in ops_a),
-        time_b_us=sum(o.time_us for o in ops_b),
+        time_a_us=sum(o.time_us for o in ops_a) * scale_a,
+        time_b_us=sum(o.time_us for o in ops_b) * scale_b,
         added=counts["added"],
         removed=counts["removed"],
         changed=counts["changed"],
         families=fams,
+        basis=basis,
     )
+
+
+def _clean_scale(row: Row) -> float | None:
+    """Clean µs per traced µs of a row's CPU ops: its clean median over the traced time per
+    forward its ops' times are shares of; None without either."""
+    traced = row.ops_time_us_per_forward
+    if row.median_ms is None or row.median_ms <= 0 or not traced or traced <= 0:
+        return None
+    return row.median_ms * 1e3 / traced

@@ -70,6 +70,9 @@ TERMINAL_WORDS: dict[str, str] = {
     "col.delta": "Δ time",
     "diff.title": "{b} vs {a} ({lane} ops per forward): {ops_a} -> {ops_b} ops; +{added} added, "
     "-{removed} removed, ~{changed} changed (Δ: traced time, inflated by the profiler)",
+    "diff.title_clean": "{b} vs {a} ({lane} ops per forward): {ops_a} -> {ops_b} ops; +{added} added, "
+    "-{removed} removed, ~{changed} changed (Δ: clean time, each side's clean median split by "
+    "its ops' shares of its trace)",
     "col.bucket": "bucket",
     "col.fastest": "fastest",
     "col.margin": "margin",

@@ -310,7 +310,8 @@ def diff_table(
             Column(t("col.delta"), numeric=True),
         ],
         title=t(
-            "diff.title",
+            # CPU diffs of timed runs are in clean time (compare/diff.py, Diff.basis)
+            "diff.title_clean" if d.basis == "clean" else "diff.title",
             a=label(d.a),
             b=label(d.b),
             ops_a=fmt_count(d.ops_a),
