@@ -211,3 +211,19 @@ def test_html_needs_a_folder(tmp_path: Path) -> None:
         timeout=60,
     )
     assert p.returncode == 2 and "give a folder" in p.stderr and not (tmp_path / "x.html").exists()
+
+
+def test_a_run_directory_s_traces_are_not_ranks(cpu_run: tuple[Path, object]) -> None:
+    """`attnprof analyze RUN/traces` (one trace per variant, and its lean twin) is not a rank
+    folder: called ranks, the slowest variant became a "straggler". One line says what to run."""
+    run_dir = cpu_run[0]
+    for folder in (run_dir / "traces", run_dir):
+        with pytest.raises(UserError, match=r"traces of an attnprof run .*attnprof compare"):
+            find_runs(folder)
+    p = subprocess.run(
+        [sys.executable, "-c", "from attnprof.cli import main; main()", "analyze", str(run_dir / "traces")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr

@@ -139,6 +139,16 @@ def find_runs(folder: Path) -> dict[Path, list[Path]]:
     runs: dict[Path, list[Path]] = {}
     for p in chosen:
         runs.setdefault(p.parent, []).append(p)
+    for where in runs:
+        # an attnprof run keeps one trace per variant (and a lean twin of each) in traces/: put
+        # side by side as ranks, a variant would be called a straggler
+        run_dir = where if (where / "run.json").is_file() else where.parent
+        if (run_dir / "run.json").is_file():
+            raise UserError(
+                f"{where}: the traces of an attnprof run (one per variant, not one per rank): compare "
+                f"them with `attnprof compare {run_dir}`, or analyze the files themselves "
+                f"(`attnprof analyze {where}/*.json.gz`)"
+            )
     return runs
 
 
