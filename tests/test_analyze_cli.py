@@ -183,6 +183,28 @@ def test_one_trace_imports_only_what_analyze_needs(as_json: bool) -> None:
     assert "numpy" in tops  # the analysis itself: columns (a check that the probe sees imports at all)
 
 
+def test_the_short_exit_keeps_the_output_exit_code_and_atexit_functions(tmp_path: Path) -> None:
+    # analyze leaves without tearing the interpreter down (os._exit): all it wrote, its exit
+    # code and what atexit was asked to do must survive that
+    code = (
+        "import atexit, sys; atexit.register(lambda: sys.stdout.write('ATEXIT\\n')); "
+        "from attnprof.cli import main; main()"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, "analyze", "--json", str(trace(TRITON))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    body, last = p.stdout.rstrip("\n").rsplit("\n", 1)
+    assert last == "ATEXIT" and json.loads(body)["schema"] == "attnprof.analysis/1"
+    bad = subprocess.run(
+        [sys.executable, "-c", code, "analyze", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert bad.returncode == 2 and bad.stdout == "ATEXIT\n", (bad.returncode, bad.stdout, bad.stderr)
+
+
 def test_every_shared_trace_through_the_cli() -> None:
     paths = sorted(str(p) for p in TRACES.glob("*.json.gz"))
     p = _run("--json", *paths)

@@ -126,8 +126,34 @@ def _internal(exc: BaseException, debug: bool) -> int:
     return 1
 
 
+# Commands whose process is short, so that starting and stopping the interpreter is much of its
+# time (a small trace's analysis: docs/benchmarks.md). In such a process (`attnprof analyze`,
+# not main() called from Python): numpy's OpenBLAS is asked for one thread (it starts one per
+# CPU when numpy is imported, 40-70 ms here, and the analysis does no linear algebra; a user's
+# OPENBLAS_NUM_THREADS wins), and the process exits without tearing the interpreter down
+# (~40 ms for numpy, msgspec and typer here; see _exit_now).
+_SHORT = {"analyze"}
+
+
+def _exit_now(code: int) -> None:
+    """os._exit once what an exit must do is done: the streams flushed and the atexit functions
+    run. Not where another non-daemon thread is still running (an exit would wait for it)."""
+    import atexit
+
+    if any(t is not threading.main_thread() and not t.daemon for t in threading.enumerate()):
+        return
+    sys.stderr.flush()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    short = argv is None and next((a for a in args if not a.startswith("-")), None) in _SHORT
+    if short:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     _register(args)
     # --debug is a root option, but people type it after the subcommand too (and the internal
     # error hint below says "rerun with --debug"): take it from anywhere before a "--".
@@ -197,5 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
     if argv is None:
         sys.stdout.flush()
+        if short:
+            _exit_now(code)
         raise SystemExit(code)
     return code
