@@ -245,6 +245,8 @@ def test_html_report_is_self_contained(
     assert f'<html lang="{lang}">' in html and f"<h2>{heading}</h2>" in html
     # offline: no script, no external stylesheet, image or font; the only URL is Perfetto's link
     assert "<script" not in html and '<link rel="stylesheet"' not in html and "@import" not in html
+    # finding codes in table cells break between their words, not inside one (issue 9, layout)
+    assert "UNFUSED_<wbr>ATTENTION" in html and "UNFUSED_ATTENTION</td>" not in html
     assert re.findall(r'(?:src|href)="(https?:[^"]*)"', html) == ["https://ui.perfetto.dev"]
     assert "url(http" not in html
     # the plots: time, categories and timeline, inline SVG with their ids made unique

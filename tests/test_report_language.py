@@ -56,7 +56,9 @@ class _Text(HTMLParser):
 
 def page_text(html: str, names: set[str]) -> str:
     p = _Text()
-    p.feed(html)
+    p.feed(
+        html.replace("<wbr>", "")
+    )  # a line-break opportunity, not a space: UNFUSED_<wbr>ATTENTION is one name
     text = " ".join(p.parts)
     text = re.sub(r"\S*(::|/|\.json|_)\S*", " ", text)  # op names, paths, file names, identifiers
     for phrase in CODE_IN["traces.perfetto"]:  # Perfetto's menu item, named as the reader sees it

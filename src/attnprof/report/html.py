@@ -23,12 +23,22 @@ __all__ = ["plots_missing", "render_html"]
 
 
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("attnprof.report", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
+    env.filters["breakable"] = breakable
+    return env
+
+
+def breakable(text: object) -> Markup:
+    """Escaped text with a line-break opportunity (<wbr>) after each underscore and "::": a
+    narrow column breaks UNFUSED_ATTENTION or aten::_softmax between its words, not inside one
+    (copying the text copies no extra character)."""
+    out = str(escape(text))
+    return Markup(out.replace("_", "_<wbr>").replace("::", "::<wbr>"))
 
 
 def plots_missing(t: Translator) -> str | None:
