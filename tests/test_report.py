@@ -405,10 +405,8 @@ def test_finding_evidence_reads_as_a_short_list(cpu_run: tuple[Path, object]) ->
     assert "clones_per_instance: 1" in items[("naive", "OUT_OF_PLACE_COPY")]
 
 
-@pytest.mark.parametrize(("traced_ms", "key"), [(0.5, "summary.inflation_below"), (1.2, "summary.inflation")])
-def test_a_trace_shorter_than_the_clean_time_is_not_called_profiler_overhead(
-    traced_ms: float, key: str
-) -> None:
+@pytest.mark.parametrize("traced_ms", [0.5, 1.2])
+def test_a_trace_shorter_than_the_clean_time_is_not_called_profiler_overhead(traced_ms: float) -> None:
     """The inflation line (trace time / clean median) calls the spread the profiler's overhead
     only where every trace is at least as long as the clean time; a shorter one means the machine
     was busier while timing, and the line says that instead."""
@@ -416,11 +414,5 @@ def test_a_trace_shorter_than_the_clean_time_is_not_called_profiler_overhead(
     slow.cpu_time_us_per_forward, fast.cpu_time_us_per_forward = 2000.0, traced_ms * 1000.0
     lines = summarize(_data([slow, fast]), Translator("en"))
     text = " ".join(lines)
-    assert (
-        Translator("en")(key, low="x", low_variant="x", high="x", high_variant="x")
-        .split(".")[0][:40]
-        .replace("x", "")[:10]
-        in text
-    )
     assert ("not the profiler's doing" in text) is (traced_ms < 1.0)
     assert ("the profiler's overhead differs" in text) is (traced_ms >= 1.0)
