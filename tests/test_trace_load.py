@@ -398,3 +398,19 @@ def test_work_meanwhile_runs_once_while_the_forked_process_decodes(tmp_path: Pat
     children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
     if children.exists():
         assert children.read_text().split() == []  # the forked process was reaped: no zombie left
+
+
+def test_a_forked_decoder_only_where_the_load_average_leaves_a_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from attnprof.trace import load
+
+    for avg, spare in ((0.3, True), (1.9, True), (2.0, False), (3.5, False)):
+        monkeypatch.setattr(os, "getloadavg", lambda a=avg: (a, a, a))
+        assert load._cpu_to_spare(2) is spare, avg
+
+    def unknown() -> tuple[float, float, float]:
+        raise OSError("no load average")
+
+    monkeypatch.setattr(os, "getloadavg", unknown)
+    assert load._cpu_to_spare(2)  # unknown: as before, two CPUs are used
