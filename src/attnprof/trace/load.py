@@ -459,7 +459,7 @@ def _stream(
 def _cpu_to_spare(cpus: int) -> bool:
     """Whether a forked decoder would find a CPU to run on: the 1-minute load average is below
     the CPU count (as `make --load-average` decides). On a busy machine it would not: measured
-    on 2 CPUs at a load of 2.4 it saved no time, at 3.5 it cost 25% more time and 30% more CPU
+    on 2 CPUs at a load of 2.4 it saved no time, at 3.5 it cost 26% more time and 28% more CPU
     than decoding in one process (docs/benchmarks.md)."""
     try:
         return os.getloadavg()[0] < cpus
