@@ -129,9 +129,9 @@ def _internal(exc: BaseException, debug: bool) -> int:
 # Commands whose process is short, so that starting and stopping the interpreter is much of its
 # time (a small trace's analysis: docs/benchmarks.md). In such a process (`attnprof analyze`,
 # not main() called from Python): numpy's OpenBLAS is asked for one thread (it starts one per
-# CPU when numpy is imported, 40-70 ms here, and the analysis does no linear algebra; a user's
+# CPU when numpy is imported, 60-75 ms here, and the analysis does no linear algebra; a user's
 # OPENBLAS_NUM_THREADS wins), and the process exits without tearing the interpreter down
-# (~40 ms for numpy, msgspec and typer here; see _exit_now).
+# (32-52 ms for numpy, msgspec and typer here; see _exit_now).
 _SHORT = {"analyze"}
 
 
