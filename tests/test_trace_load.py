@@ -414,3 +414,16 @@ def test_a_forked_decoder_only_where_the_load_average_leaves_a_cpu(monkeypatch: 
 
     monkeypatch.setattr(os, "getloadavg", unknown)
     assert load._cpu_to_spare(2)  # unknown: as before, two CPUs are used
+
+
+def test_without_a_memfd_the_forked_part_comes_back_through_a_pipe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from attnprof.trace import load
+
+    plain = tmp_path / "t.json"
+    plain.write_bytes(_raw("facebookresearch__HolisticTraceAnalysis__tests__data__ns_resolution"))
+    whole = parse_trace(plain.read_bytes(), source=plain.name)
+    monkeypatch.setattr(load, "_memfd", lambda: None)  # not Linux, or memfd_create refused
+    got = load._stream(plain, parallel=True)
+    assert got is not None and _fields_equal(got, whole) == []

@@ -503,7 +503,7 @@ def _stream_parallel(path: Path, split: tuple[int, int], meanwhile: _Once | None
     # the child's part comes back in an anonymous in-memory file where there is one (Linux): the
     # child writes it whole and exits, where through a pipe it waited on the parent 64 KB at a
     # time (6 MB on the 48 MB benchmark trace: 40-60 ms at a load of 5)
-    memfd = os.memfd_create("attnprof-part") if hasattr(os, "memfd_create") else None
+    memfd = _memfd()
     r, w = (memfd, os.dup(memfd)) if memfd is not None else os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: the second part, from the event after the cut to the end
@@ -556,6 +556,14 @@ def _stream_parallel(path: Path, split: tuple[int, int], meanwhile: _Once | None
     if trace is not None:
         trace.raw_bytes = path.stat().st_size  # with the separator between the halves
     return trace
+
+
+def _memfd() -> int | None:
+    """An anonymous in-memory file, or None where there is none (not Linux, or refused)."""
+    try:
+        return os.memfd_create("attnprof-part") if hasattr(os, "memfd_create") else None
+    except OSError:
+        return None
 
 
 def _stop(pid: int) -> None:
