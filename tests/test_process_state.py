@@ -112,9 +112,12 @@ def test_cold_allocator_state_is_timed_and_flagged(tmp_path: Path) -> None:
     assert scratch.cold.allocator.startswith("cold: glibc M_MMAP_THRESHOLD 128 KiB")
     assert scratch.cold.n >= 8 and len(scratch.cold.samples_ms) == scratch.cold.n
     # warm: the 16 MiB buffer is reused; cold: its 4096 pages come back on every call (fault-around
-    # and huge pages may map several per fault, hence a margin)
-    assert scratch.minor_faults_per_call is not None and scratch.minor_faults_per_call < 64
+    # and huge pages may map several per fault, hence a margin). Warm is a ratio below cold, not a
+    # bound: in the full suite the heap the earlier tests left made the warm state fault 120 pages
+    # a call (against 4,106 cold), where alone it faults none
     assert scratch.cold.minor_faults_per_call is not None and scratch.cold.minor_faults_per_call > 512
+    assert scratch.minor_faults_per_call is not None
+    assert scratch.minor_faults_per_call * 8 < scratch.cold.minor_faults_per_call
     # sdpa's buffers are small: released pages come back only on a sample's first call (fewer
     # calls per sample under load raise the per-call figure, so a ratio, not a bound)
     assert plain.cold.minor_faults_per_call is not None
