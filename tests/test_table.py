@@ -31,7 +31,8 @@ def _html_rows(page: str, start: int = 0) -> list[list[str]]:
     """The cells of the first HTML table at or after `start`, as text."""
     body = page[page.index("<tbody>", start) : page.index("</tbody>", start)]
     return [
-        [unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)]
+        # <wbr> is a line-break opportunity, not text (report/html.py breakable)
+        [unescape(c.replace("<wbr>", "")) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)]
         for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)
     ]
 
