@@ -141,12 +141,14 @@ def test_the_default_that_ran_the_fastest_pinned_backend_is_the_same_kernel() ->
     ]
     (rec,) = recommend(rows)
     assert (rec.best_sdpa, rec.default_backend) == ("flash", "flash")
-    assert (rec.verdict, rec.pin_gain, rec.pin_gain_low) == ("default", 1.0, None)
-    assert build_policy([rec])["rules"][0]["backend"] == "default"
+    assert (rec.verdict, rec.pin_gain, rec.pin_gain_low, rec.same_kernel) == ("default", 1.0, None, True)
+    rule = build_policy([rec])["rules"][0]
+    assert (rule["backend"], rule["same_kernel"]) == ("default", True)
     # the default ran math: then pinned flash 1.5x faster beyond noise is a real pin
     rows[0] = row("sdpa", 512, 1.5, samples=_spread(1.5), backend="math")
     (rec,) = recommend(rows)
-    assert rec.verdict == "pin" and rec.pin_gain == pytest.approx(1.5)
+    assert rec.verdict == "pin" and rec.pin_gain == pytest.approx(1.5) and not rec.same_kernel
+    assert build_policy([rec])["rules"][0]["same_kernel"] is False
 
 
 def test_a_busy_machine_gives_ties_and_no_verdict() -> None:

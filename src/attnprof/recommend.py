@@ -45,7 +45,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -142,6 +142,9 @@ class Recommendation(msgspec.Struct, kw_only=True):
     pin_gain: float | None = None  # time(default) / time(best pinned backend)
     pin_gain_low: float | None = None
     pin_gain_high: float | None = None
+    # the default dispatch ran the fastest pinned backend itself: one kernel, pin_gain 1 by
+    # definition, not measured (two timings of one kernel differ by drift alone)
+    same_kernel: bool = False
     verdict: str | None = None  # "pin", "default", "unknown" (busy machine), or None (nothing to compare)
     # why the timing of the measurements compared cannot be trusted (the load meter's reasons)
     unreliable: list[str] = []
@@ -168,6 +171,14 @@ def _geomean(xs: Sequence[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
+class _Pin(NamedTuple):
+    default: str | None = None  # what stands for the default dispatch: "sdpa" or a pinned twin
+    backend: str | None = None  # the backend the default dispatch ran
+    interval: RatioInterval | None = None  # of time(default) / time(fastest pinned backend)
+    gain: float | None = None  # that ratio; None where there is nothing to compare
+    same_kernel: bool = False  # the default ran the fastest pinned backend itself: gain 1 by definition
+
+
 def _pin_against_default(
     pinned: list[Candidate],
     default_cand: Candidate | None,
@@ -175,11 +186,10 @@ def _pin_against_default(
     samples: dict[str, dict[tuple[int, ...], list[float]]],
     backends: Counter[str],
     configs: set[tuple[int, ...]],
-) -> tuple[str | None, str | None, RatioInterval | None, float | None]:
-    """(what stands for the default dispatch, the backend it ran, the interval of time(default) /
-    time(fastest pinned backend), that ratio). Nones where there is nothing to compare."""
+) -> _Pin:
+    """PyTorch's default dispatch against the fastest pinned backend (_Pin's fields)."""
     if not pinned:
-        return None, None, None, None
+        return _Pin()
     best = pinned[0]
     default = default_cand
     backend = backends.most_common(1)[0][0] if backends else choice
@@ -187,11 +197,12 @@ def _pin_against_default(
         default = next((c for c in pinned if SDPA_BACKENDS[c.variant] == choice), None)
         backend = choice
     if default is None:
-        return None, backend, None, None
+        return _Pin(backend=backend)
     if default is best or (default.variant == DEFAULT_DISPATCH and backend == SDPA_BACKENDS[best.variant]):
-        return default.variant, backend, None, 1.0  # one kernel: nothing to pin (module docstring)
+        # one kernel: nothing to pin, whatever their two timings say (module docstring)
+        return _Pin(default.variant, backend, None, 1.0, same_kernel=True)
     pairs = [(samples[default.variant].get(c, []), samples[best.variant].get(c, [])) for c in sorted(configs)]
-    return default.variant, backend, geomean_ratio_interval(pairs), default.score / best.score
+    return _Pin(default.variant, backend, geomean_ratio_interval(pairs), default.score / best.score)
 
 
 def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendation:
@@ -248,14 +259,13 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
     best_sdpa = SDPA_BACKENDS[pinned[0].variant] if pinned else None
     choice = choices.most_common(1)[0][0] if choices else None
     default_cand = next((c for c in cands if c.variant == DEFAULT_DISPATCH), None)
-    default, default_backend, iv, pin_gain = _pin_against_default(
-        pinned, default_cand, choice, samples, backends, configs
-    )
+    pin = _pin_against_default(pinned, default_cand, choice, samples, backends, configs)
+    default, iv, pin_gain = pin.default, pin.interval, pin.gain
     drift = JOB_DRIFT.get(bucket.device, 0.0)
     compared = [c for c in cands if c.variant in (default, pinned[0].variant if pinned else None)]
     verdict = None
     if pin_gain is not None and default is not None:
-        if default == pinned[0].variant or (iv is None and pin_gain == 1.0):
+        if default == pinned[0].variant or pin.same_kernel:
             verdict = "default"  # PyTorch's pick is the fastest pinned backend, or the same kernel
         elif any(c.unreliable for c in compared):
             verdict = "unknown"  # timed on a busy machine: no verdict either way
@@ -295,8 +305,9 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
         candidates=cands,
         rejected=dict(sorted(rejected.items())),
         default_variant=default,
-        default_backend=default_backend,
+        default_backend=pin.backend,
         pin_gain=pin_gain,
+        same_kernel=pin.same_kernel,
         pin_gain_low=iv.low if iv else None,
         pin_gain_high=iv.high if iv else None,
         verdict=verdict,
@@ -340,6 +351,7 @@ def build_policy(recs: Iterable[Recommendation], *, source: str = "") -> dict[st
                 "pin_gain_interval": [rec.pin_gain_low, rec.pin_gain_high]
                 if rec.pin_gain_low is not None
                 else None,
+                "same_kernel": rec.same_kernel,
                 "pytorch_choice": rec.pytorch_choice,
                 "best_variant": rec.best.variant if rec.best else None,
                 "gain_over_pytorch": rec.gain_over_pytorch,

@@ -132,7 +132,7 @@ def pin_cell(rec: Recommendation, t: Translator) -> Cell:
         return Cell("-")
     if rec.verdict == "unknown":
         return Cell(t("rec.unknown"), rec.pin_gain, "x")
-    if rec.pin_gain == 1.0 and rec.pin_gain_low is None:
+    if rec.same_kernel:
         return Cell(t("rec.same_backend"), rec.pin_gain, "x")
     ci = (
         f" ({fmt_ratio(rec.pin_gain_low)}–{fmt_ratio(rec.pin_gain_high)})"

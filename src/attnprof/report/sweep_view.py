@@ -327,7 +327,7 @@ def print_recommendations(con: Console, recs: list[Recommendation]) -> None:
                 )
             )
             continue
-        if r.pin_gain_low is None and r.pin_gain == 1.0:
+        if r.same_kernel:
             con.print(
                 Text(
                     f"{r.bucket.label()}: PyTorch's default ({r.default_variant}) already runs "
