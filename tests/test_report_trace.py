@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from _paths import trace
 from attnprof.cli import main
 from attnprof.report.data import build_report_data
+from attnprof.report.plots import _tick
 
 H100_FLASH = "AMD-AGI__TraceLens__tests__traces__h100"
 
@@ -45,6 +47,41 @@ def test_html_report_of_a_trace_in_thai_draws_its_plots(tmp_path: Path) -> None:
     assert html.count("<svg") >= 2  # categories and timeline; the time plot needs a clean timing
     assert "มีเพียงเทรซของโปรไฟเลอร์" in html
     assert "ไฟล์เทรซ" in html
+
+
+def _axes_share(svg: str) -> float:
+    """The plot area's width as a share of its SVG's: matplotlib draws the axes' background
+    (the first patch in axes_1) as a rectangle M x0 y L x1 y ..."""
+    width = float(re.search(r'viewBox="0 0 ([\d.]+) ', svg).group(1))  # type: ignore[union-attr]
+    box = re.search(r'axes_1">\s*<g id="[^"]*patch_\d+">\s*<path d="M ([\d.]+) [\d.]+\s*L ([\d.]+) ', svg)
+    assert box is not None, svg[:400]
+    return (float(box.group(2)) - float(box.group(1))) / width
+
+
+@pytest.mark.parametrize("lang", ["en", "th"])
+def test_a_traces_long_file_name_does_not_squeeze_its_plots(tmp_path: Path, lang: str) -> None:
+    """A bare trace's row label is its file name (80 characters here): on one line it took the
+    figure's width and left the category bars and the timeline a sliver (7% of the width in en).
+    Wrapped after its separators, the plot area keeps a good part of the figure."""
+    out = tmp_path / "r.html"
+    assert main(["report", str(trace(H100_FLASH)), "--lang", lang, "-o", str(out)]) == 0
+    svgs = re.findall(r"<svg.*?</svg>", out.read_text(), re.S)
+    assert len(svgs) >= 2
+    for svg in svgs:
+        assert _axes_share(svg) > 0.35  # 0.40-0.55 now (Thai legends are wider); 0.07 before
+        assert "traces__h100" in svg and "1016001" in svg  # the name is wrapped, its ends kept
+
+
+def test_tick_labels_wrap_after_separators_and_elide_only_the_middle() -> None:
+    assert _tick("naive-inplace (n=200)") == "naive-inplace (n=200)"  # short: as it is
+    name = "AMD-AGI__TraceLens__tests__traces__h100__gaunernst_bert-small-uncased__1016001 (61)"
+    lines = _tick(name).split("\n")
+    assert "".join(lines).replace(" ", "") == name.replace(" ", "")  # three lines hold it whole
+    assert all(len(line) <= 34 for line in lines) and len(lines) == 3
+    assert lines[0].endswith("__")  # broken after a separator, not inside a word
+    longer = "facebookresearch__HolisticTraceAnalysis__tests__data__ns_resolution_trace__rank-0.pt.trace"
+    first, _, last = _tick(longer).split("\n")
+    assert first == "facebookresearch__" and last.startswith("…") and longer.endswith(last[1:])
 
 
 def _tiny_trace(path: Path) -> Path:

@@ -150,8 +150,40 @@ def _svg(fig: Figure) -> str:
     return text
 
 
-def _figure(n_rows: int, *, per_row: float = 0.45, min_h: float = 2.0) -> Figure:
-    fig = Figure(figsize=(8.0, max(min_h, 0.9 + per_row * n_rows)))
+# a tick label's longest line, in characters: a run's labels are short variant names, but a
+# bare trace's label is its file name (60-90 characters), which on one line took the whole
+# figure's width and squeezed the axes to a sliver beside it
+_TICK_CHARS = 34
+_TICK_LINES = 3
+
+
+def _tick(label: str) -> str:
+    """A long label wrapped after its own separators (_ - . / space) into lines of at most
+    _TICK_CHARS; beyond _TICK_LINES lines its middle is elided (the tables give it whole)."""
+    if len(label) <= _TICK_CHARS:
+        return label
+    pieces = [p for p in re.split(r"(?<=[_\-./ ])(?=[^_\-./ ])", label) if p]
+    lines: list[str] = []
+    for piece in pieces:
+        while len(piece) > _TICK_CHARS:  # a piece with no separator: cut it
+            lines.append(piece[:_TICK_CHARS])
+            piece = piece[_TICK_CHARS:]
+        if lines and len(lines[-1]) + len(piece) <= _TICK_CHARS:
+            lines[-1] += piece
+        else:
+            lines.append(piece)
+    if len(lines) > _TICK_LINES:
+        head = lines[: _TICK_LINES - 1]
+        rest = label[sum(map(len, head)) :]  # the label's own tail, not the last wrapped piece
+        lines = [*head, rest if len(rest) <= _TICK_CHARS else "…" + rest[-(_TICK_CHARS - 1) :]]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _figure(ticks: Sequence[str], *, per_row: float = 0.45, min_h: float = 2.0) -> Figure:
+    """A figure with a row per tick label, each row tall enough for its label's lines."""
+    per_line = 0.17  # inches a 10 pt tick line takes
+    height = sum(max(per_row, per_line * (tick.count("\n") + 1) + 0.1) for tick in ticks)
+    fig = Figure(figsize=(8.0, max(min_h, 0.9 + height)))
     fig.set_layout_engine("constrained")
     return fig
 
@@ -166,13 +198,14 @@ def time_plot(rows: Sequence[Row], t: Label | None = None) -> str | None:
     timed = sorted(timed, key=lambda r: r.median_ms or 0.0, reverse=True)
     # one unit for the axis, from the slowest median
     scale, unit = _unit(max(r.median_ms or 0.0 for r in timed))
-    fig = _figure(len(timed))
+    ticks = [_tick(f"{r.label} (n={len(r.samples_ms) or 1})") for r in timed]
+    fig = _figure(ticks)
     ax = fig.add_subplot()
     data = [[x * scale for x in (r.samples_ms or [r.median_ms or 0.0])] for r in timed]
     ax.boxplot(
         data,
         orientation="horizontal",
-        tick_labels=[f"{r.label} (n={len(r.samples_ms) or 1})" for r in timed],
+        tick_labels=ticks,
         widths=0.6,
         showfliers=False,
         medianprops={"color": "#d62728", "linewidth": 2},
@@ -212,16 +245,24 @@ def category_plot(rows: Sequence[Row], lane: str, t: Label | None = None) -> str
 
         xlabel = _label(t, "axis.per_forward", unit=unit)
     cats = _order(c for r in have for c in getattr(r, attr))
-    fig = _figure(len(have))
+    ticks = [_tick(r.label) for r in have]
+    fig = _figure(ticks)
     ax = fig.add_subplot()
-    labels = [r.label for r in have]
+    rows_at = range(len(have))  # by position: two long labels may shorten to the same tick
     left = [0.0] * len(have)
     for cat in cats:
         widths = [values(r).get(cat, 0.0) for r in have]
         ax.barh(
-            labels, widths, left=left, color=_color(cat), label=_cat(t, cat), edgecolor="white", linewidth=0.5
+            rows_at,
+            widths,
+            left=left,
+            color=_color(cat),
+            label=_cat(t, cat),
+            edgecolor="white",
+            linewidth=0.5,
         )
         left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.set_yticks(rows_at, ticks)
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
@@ -235,7 +276,13 @@ def timeline_plot(rows: Sequence[Row], t: Label | None = None) -> str | None:
     have = [r for r in rows if r.timeline]
     if not have:
         return None
-    fig = _figure(len(have), per_row=0.5)
+
+    def ops(r: Row) -> str:
+        n = r.gpu_ops_per_forward if r.timeline_lane == "gpu" else r.cpu_ops_per_forward
+        return f"{r.label} ({n:.0f})" if n is not None else r.label
+
+    ticks = [_tick(ops(r)) for r in have]
+    fig = _figure(ticks, per_row=0.5)
     ax = fig.add_subplot()
     seen: dict[str, str] = {}
     for i, r in enumerate(have):
@@ -254,11 +301,7 @@ def timeline_plot(rows: Sequence[Row], t: Label | None = None) -> str | None:
             )
             seen.setdefault(op.category, _color(op.category))
 
-    def ops(r: Row) -> str:
-        n = r.gpu_ops_per_forward if r.timeline_lane == "gpu" else r.cpu_ops_per_forward
-        return f"{r.label} ({n:.0f})" if n is not None else r.label
-
-    ax.set_yticks(range(len(have)), [ops(r) for r in have])
+    ax.set_yticks(range(len(have)), ticks)
     ax.set_ylim(len(have) - 0.5, -0.5)
     ax.set_xlabel(_label(t, "axis.share_of_forward"))
     ax.set_xlim(0, 100)
