@@ -416,3 +416,20 @@ def test_a_trace_shorter_than_the_clean_time_is_not_called_profiler_overhead(tra
     text = " ".join(lines)
     assert ("not the profiler's doing" in text) is (traced_ms < 1.0)
     assert ("the profiler's overhead differs" in text) is (traced_ms >= 1.0)
+
+
+def test_the_inflation_range_holds_both_passes_figures() -> None:
+    """The table shows each variant's rich and lean trace/clean figures; the summary's range must
+    hold all of them: a run here had naive's lean pass at 2.2x while the line said "to 1.7x"."""
+    a, b = _row("naive", 1.0, [], 45), _row("sdpa", 1.0, [], 20)
+    a.cpu_time_us_per_forward, a.lean_time_us_per_forward = 1600.0, 2200.0
+    b.cpu_time_us_per_forward, b.lean_time_us_per_forward = 1100.0, 1050.0
+    line = next(
+        x for x in summarize(_data([a, b]), Translator("en")) if x.startswith("Per forward, the traces")
+    )
+    assert "took 1.05x (sdpa) to 2.2x (naive)" in line, line
+    a.lean_time_us_per_forward = b.lean_time_us_per_forward = None  # an old run: the rich pass alone
+    line = next(
+        x for x in summarize(_data([a, b]), Translator("en")) if x.startswith("Per forward, the traces")
+    )
+    assert "took 1.10x (sdpa) to 1.6x (naive)" in line, line
