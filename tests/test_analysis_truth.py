@@ -501,4 +501,4 @@ def test_idle_before_the_first_launch_of_a_step_is_named(tmp_path: Path) -> None
     idle = a.regions[0].idle
     assert idle.before_first_launch_us_per_instance == 1600.0
     f = a.finding("GPU_IDLE_HOST_COMPUTE")
-    assert f is not None and "1600.0 us per instance of the idle time is before the first launch" in f.message
+    assert f is not None and "1.6 ms per instance of the idle time is before the first launch" in f.message

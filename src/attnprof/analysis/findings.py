@@ -26,7 +26,7 @@ from attnprof.analysis.cpu_ops import OUT_OF_PLACE_CLONERS
 from attnprof.analysis.idle import HostActivity
 from attnprof.analysis.result import Finding, KernelStat, Occupancy
 from attnprof.trace.model import Kind, unique
-from attnprof.units import short_name
+from attnprof.units import fmt_us, short_name
 
 __all__ = ["CODES", "RULES", "evaluate"]
 
@@ -84,12 +84,14 @@ def fused_attention(ctx: Context) -> list[Finding]:
             f["by_direction"][k.direction or "fwd"] += k.time_us
         for fam, f in fams.items():
             dirs = {d: _r(v) for d, v in sorted(f["by_direction"].items())}
-            split = ", ".join(f"{d} {v:g} us" for d, v in dirs.items()) if len(dirs) > 1 else next(iter(dirs))
+            split = (
+                ", ".join(f"{d} {fmt_us(v)}" for d, v in dirs.items()) if len(dirs) > 1 else next(iter(dirs))
+            )
             out.append(
                 Finding(
                     "FUSED_ATTENTION",
                     "info",
-                    f"Fused attention: {fam}, {f['count']} kernel(s), {_r(f['time_us'])} us in total ({split})",
+                    f"Fused attention: {fam}, {f['count']} kernel(s), {fmt_us(f['time_us'])} in total ({split})",
                     {
                         "family": fam,
                         "count": f["count"],
@@ -241,7 +243,7 @@ def cuda_core_gemm(ctx: Context) -> list[Finding]:
         Finding(
             "CUDA_CORE_GEMM",
             "warning",
-            f"{n} GEMM kernel(s) run on CUDA cores, not tensor cores: {_r(t)} us, "
+            f"{n} GEMM kernel(s) run on CUDA cores, not tensor cores: {fmt_us(t)}, "
             f"{100 * t / gemm_time:.0f}% of GEMM time ({', '.join(precisions)}). {hint}",
             {
                 "count": n,
@@ -465,7 +467,7 @@ def occupancy_findings(ctx: Context) -> list[Finding]:
             Finding(
                 "OCCUPANCY_NOT_MEASURED",
                 "info",
-                f"{len(gaps)} kernel(s) ({n} launches, {_r(t)} us) show 0% achieved occupancy because the "
+                f"{len(gaps)} kernel(s) ({n} launches, {fmt_us(t)}) show 0% achieved occupancy because the "
                 f"profiler reports 0 for kernels with more than 48 KB of shared memory, whatever the launch "
                 f"API: not measured, not an idle GPU ({', '.join(names)}). Their theoretical occupancy is "
                 "given where the launch resources are recorded",
@@ -525,7 +527,7 @@ def gpu_idle(ctx: Context) -> list[Finding]:
         return []
     name = ctx.region_stat.name
     head = (
-        f"{name}: the device idles {idle.idle_pct:.0f}% of the time ({_r(idle_us)} of {_r(window)} us per "
+        f"{name}: the device idles {idle.idle_pct:.0f}% of the time ({fmt_us(idle_us)} of {fmt_us(window)} per "
         f"instance, busy = union of device ops)"
     )
     windows = [
@@ -538,7 +540,7 @@ def gpu_idle(ctx: Context) -> list[Finding]:
     # the part of the idle time before the instance's first launch (a step's data loading and
     # set-up), said where the cause is host work or nothing recorded
     pre = (
-        f" ({_r(before)} us per instance of the idle time is before the first launch)"
+        f" ({fmt_us(before)} per instance of the idle time is before the first launch)"
         if before and before >= 0.1 * idle_us
         else ""
     )
@@ -546,7 +548,7 @@ def gpu_idle(ctx: Context) -> list[Finding]:
     for cause, us in sorted(idle.host_during_idle_us_per_instance.items(), key=lambda kv: -kv[1]):
         if us < _CAUSE_OF_IDLE * idle_us or us < _CAUSE_OF_WINDOW * window:
             continue
-        share = f"{100 * us / idle_us:.0f}% of the idle time ({_r(us)} us per instance)"
+        share = f"{100 * us / idle_us:.0f}% of the idle time ({fmt_us(us)} per instance)"
         code, severity, what, facts = _idle_cause(ctx, cause, us, windows, pre)
         out.append(
             Finding(
@@ -605,7 +607,7 @@ def _idle_cause(
             return (
                 "GPU_IDLE_SLOW_LAUNCH",
                 "warning",
-                f"the host is inside launch calls, {_r(slow_us)} us of it in "
+                f"the host is inside launch calls, {fmt_us(slow_us)} of it in "
                 f"{slow.size} call(s) of {_SLOW_LAUNCH_US / 1000:g} ms or more ({', '.join(calls)}). "
                 "A launch that slow is not launch overhead: it is the first launch of a kernel "
                 "loading its module (lazy module loading), JIT compilation or a launch blocked on a "
