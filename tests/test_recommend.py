@@ -14,6 +14,8 @@ from attnprof.cli import main
 from attnprof.policy import Policy
 from attnprof.recommend import build_policy, recommend, seq_bucket
 from attnprof.records import MachineLoad
+from attnprof.report.i18n import Translator
+from attnprof.report.store_report import StoreReportData, store_summary
 from attnprof.store import StoredResult
 from attnprof.sweep import GridSpec, RunSettings, SweepConfig, SweepSettings, run_sweep
 
@@ -149,6 +151,32 @@ def test_the_default_that_ran_the_fastest_pinned_backend_is_the_same_kernel() ->
     (rec,) = recommend(rows)
     assert rec.verdict == "pin" and rec.pin_gain == pytest.approx(1.5) and not rec.same_kernel
     assert build_policy([rec])["rules"][0]["same_kernel"] is False
+
+
+def test_a_winner_and_runner_up_that_are_one_kernel_tie() -> None:
+    """A sweep here: sdpa (which ran flash) 1.25x faster than sdpa-flash, beyond the 10% CPU
+    drift, was shown as a margin. They are one kernel: a tie, said so in the store's summary.
+    Where sdpa ran math, the same figures are a real margin over sdpa-flash."""
+    rows = [
+        row("sdpa", 256, 1.0, samples=_spread(1.0, 0.01), backend="flash"),
+        row("sdpa-flash", 256, 1.25, samples=_spread(1.25, 0.01), backend="flash"),
+        row("sdpa-math", 256, 3.0, samples=_spread(3.0, 0.01), backend="math"),
+    ]
+    (rec,) = recommend(rows)
+    assert (rec.best.variant, rec.runner_up.variant) == ("sdpa", "sdpa-flash")  # type: ignore[union-attr]
+    assert rec.margin == pytest.approx(1.25) and rec.within_noise and rec.margin_same_kernel
+    data = StoreReportData(store="s.db", results=rows, recommendations=[rec])
+    for lang, words in (
+        ("en", "run the same kernel (flash)"),
+        ("id", "kernel yang sama (flash)"),
+        ("th", "เคอร์เนลตัวเดียวกัน (flash)"),
+    ):
+        assert any(words in b for b in store_summary(data, Translator(lang))), lang
+    rows[0] = row("sdpa", 256, 1.0, samples=_spread(1.0, 0.01), backend="math")
+    (rec,) = recommend(rows)
+    assert not rec.within_noise and not rec.margin_same_kernel
+    assert not any("same kernel" in b for b in store_summary(
+        StoreReportData(store="s.db", results=rows, recommendations=[rec]), Translator("en")))  # fmt: skip
 
 
 def test_a_busy_machine_gives_ties_and_no_verdict() -> None:

@@ -106,6 +106,29 @@ def test_store_default_output_beside_the_store(
     assert out == tmp_path / "mine.report.id.html" and out.is_file()
 
 
+def test_a_store_given_as_the_path_is_reported_as_a_store_and_refused_by_compare(
+    cpu_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`attnprof report s.db` said "neither a run directory nor a trace file": a store is
+    recognised by its SQLite header (whatever its name) and reported; `compare` of one names the
+    commands that read stores, in one line, and writes nothing."""
+    import shutil
+
+    store = tmp_path / "sweep.sqlite"
+    shutil.copy(cpu_store, store)
+    assert main(["report", str(store), "--lang", "th"]) == 0
+    assert Path(capsys.readouterr().out.strip()) == tmp_path / "sweep.report.th.html"
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["compare", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a sweep's results store" in err and f"results --store {store}" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    notes = tmp_path / "notes.db"  # a .db that is no SQLite file is still refused as before
+    notes.write_text("hello")
+    assert main(["report", str(notes)]) == 2
+    assert "neither a run directory nor a trace file" in capsys.readouterr().err
+
+
 def test_run_dir_and_store_are_mutually_exclusive(
     cpu_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -33,6 +33,9 @@ How the choice is made, per bucket:
   timed twice in a row on a quiet machine differed by up to 10% (benchmarks/bench_timing.py,
   docs/benchmarks.md), so on CPU a margin or a pinning gain is called a finding only beyond
   JOB_DRIFT as well as beyond the noise. On a GPU no such figure was measured, so none is applied.
+- The winner and the runner-up can be one kernel too (`sdpa` that ran flash, and `sdpa-flash`):
+  their margin is then drift between two jobs, not a difference between implementations, and is
+  a tie (margin_same_kernel) whatever its size.
 - Busy machine: a job whose timing the load meter flagged unreliable (other processes, steal,
   load average, spread; harness/load.py) cannot carry a verdict: where one of the measurements
   compared is such, the margin is a tie and the verdict "unknown" (the policy keeps PyTorch's
@@ -128,7 +131,9 @@ class Recommendation(msgspec.Struct, kw_only=True):
     best: Candidate | None
     runner_up: Candidate | None
     margin: float | None  # runner_up.score / best.score
-    within_noise: bool  # the margin is smaller than the timing noise of the two: call it a tie
+    within_noise: bool  # the margin is smaller than the timing noise of the two (or one kernel): a tie
+    # the winner and the runner-up are one kernel (`sdpa` that ran the pinned one's backend)
+    margin_same_kernel: bool = False
     best_sdpa: str | None  # fastest correct pinned SDPA backend: math, flash, efficient, cudnn
     pytorch_choice: str | None  # what PyTorch's dispatch picks (majority over configurations)
     differs: bool  # best_sdpa is known and is not pytorch_choice
@@ -177,6 +182,16 @@ class _Pin(NamedTuple):
     interval: RatioInterval | None = None  # of time(default) / time(fastest pinned backend)
     gain: float | None = None  # that ratio; None where there is nothing to compare
     same_kernel: bool = False  # the default ran the fastest pinned backend itself: gain 1 by definition
+
+
+def _one_kernel(a: Candidate, b: Candidate, backends: Counter[str]) -> bool:
+    """Whether a and b ran the same kernel: the default dispatch, which ran one backend on every
+    configuration of the bucket, and the variant pinned to that backend."""
+    pair = {a.variant, b.variant}
+    if DEFAULT_DISPATCH not in pair or len(backends) != 1:
+        return False
+    (pinned,) = pair - {DEFAULT_DISPATCH}
+    return SDPA_BACKENDS.get(pinned) == next(iter(backends))
 
 
 def _pin_against_default(
@@ -285,6 +300,7 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
                 picked.unreliable or sdpa[0].unreliable
             )
     margin = (runner.score / best.score) if best and runner else None
+    same_kernel = bool(best and runner and _one_kernel(best, runner, backends))
     return Recommendation(
         bucket=bucket,
         configurations=len(configs),
@@ -295,8 +311,14 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
             best
             and runner
             and margin is not None
-            and (margin - 1.0 <= max(best.noise, runner.noise, drift) or best.unreliable or runner.unreliable)
+            and (
+                margin - 1.0 <= max(best.noise, runner.noise, drift)
+                or best.unreliable
+                or runner.unreliable
+                or same_kernel
+            )
         ),
+        margin_same_kernel=same_kernel,
         best_sdpa=best_sdpa,
         pytorch_choice=choice,
         differs=bool(best_sdpa and choice and best_sdpa != choice),

@@ -50,7 +50,15 @@ def compare_cmd(
 
     from attnprof.compare.compare import compare
     from attnprof.compare.expect import check_comparison, enforce, load_expectations
+    from attnprof.errors import UserError
+    from attnprof.store import is_store_file
 
+    for p in paths:
+        if is_store_file(p):
+            raise UserError(
+                f"{p} is a sweep's results store, not a run or a trace: see it with "
+                f"`attnprof results --store {p}`, `attnprof recommend --store {p}` or `attnprof report {p}`"
+            )
     spec = load_expectations(expect) if expect else None  # a bad file fails before any work
     comp = compare(paths, baseline=baseline, diff=diff, mixed_workloads=mixed_workloads)
     results = check_comparison(comp, spec) if spec is not None else []
@@ -108,7 +116,10 @@ def report_cmd(
     in en, id or th."""
     from attnprof.errors import UserError
     from attnprof.report.i18n import Translator
+    from attnprof.store import is_store_file
 
+    if store is None and run_dir is not None and is_store_file(run_dir):
+        run_dir, store = None, run_dir  # a sweep's store given as the path: report it as one
     if (run_dir is None) == (store is None):
         raise UserError(
             "give either a run directory or --store FILE, not both"

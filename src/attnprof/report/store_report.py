@@ -227,11 +227,16 @@ def _store_summary(data: StoreReportData, t: Translator) -> list[str]:
         else:
             out.append(
                 t(
-                    "store.summary.tie" if rec.within_noise else "store.summary.best",
+                    "store.summary.same_kernel"
+                    if rec.margin_same_kernel
+                    else "store.summary.tie"
+                    if rec.within_noise
+                    else "store.summary.best",
                     bucket=bucket,
                     variant=rec.best.variant,
                     runner_up=rec.runner_up.variant,
                     ratio=fmt_ratio(rec.margin),
+                    backend=rec.default_backend or "",
                 )
             )
         if rec.verdict == "unknown":

@@ -377,7 +377,8 @@ def print_recommendations(con: Console, recs: list[Recommendation]) -> None:
             "backend PyTorch's own dispatch ran ((sdpa): measured as the sdpa variant); pin?: "
             "whether pinning the best SDPA backend beats that, by this factor (its 95% interval "
             "must exclude 1, on CPU also 1.1: separate jobs drift that much); ~: within the "
-            "timing noise (on CPU also within 10%), a tie; busy: timed while the machine was busy, "
+            "timing noise (on CPU also within 10%), or the same kernel (sdpa and the backend it "
+            "ran pinned), a tie; busy: timed while the machine was busy, "
             "no verdict.",
             style="dim",
         )

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from attnprof.store.schema import SCHEMA_VERSION, STATUSES, check_statuses
-from attnprof.store.sqlite import DEFAULT_STORE, Filters, ResultRow, Store, StoredResult, now_iso
+from attnprof.store.sqlite import (
+    DEFAULT_STORE,
+    Filters,
+    ResultRow,
+    Store,
+    StoredResult,
+    is_store_file,
+    now_iso,
+)
 
 __all__ = [
     "DEFAULT_STORE",
@@ -14,5 +22,6 @@ __all__ = [
     "Store",
     "StoredResult",
     "check_statuses",
+    "is_store_file",
     "now_iso",
 ]

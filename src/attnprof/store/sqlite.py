@@ -41,7 +41,7 @@ from attnprof.store.schema import (
     stored_as,
 )
 
-__all__ = ["DEFAULT_STORE", "Filters", "ResultRow", "Store", "StoredResult", "now_iso"]
+__all__ = ["DEFAULT_STORE", "Filters", "ResultRow", "Store", "StoredResult", "is_store_file", "now_iso"]
 
 DEFAULT_STORE = Path("attnprof-results.db")
 
@@ -49,6 +49,16 @@ BUSY_TIMEOUT_MS = 60_000
 
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def is_store_file(path: Path) -> bool:
+    """Whether path is an SQLite file (by its header; a store's name may be anything): what
+    `report` and `compare` take for a sweep's store rather than a run or a trace."""
+    try:
+        with path.open("rb") as fh:
+            return fh.read(16) == _SQLITE_MAGIC
+    except OSError:
+        return False
 
 
 def _is_damaged(exc: sqlite3.Error) -> bool:
