@@ -86,3 +86,124 @@ def test_profile_splits_forward_from_backward_and_memory_includes_saved(tmp_path
         data = json.loads(p.stdout)
         assert data["roofline"]["region"] == region
         assert data["roofline"]["flops_useful"] == pytest.approx(factor * w.flops_useful())
+
+
+WRONG_GRAD = '''
+import torch
+import torch.nn.functional as F
+
+
+def wrong_grad(q, k, v, is_causal=False, scale=None):
+    """The right output with the wrong gradients: dq = dL/dO, dk = dv = 0."""
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)
+    return out.detach() + (q - q.detach()) + 0.0 * (k + v)
+'''
+
+
+@pytest.fixture(scope="module")
+def backward_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real --backward run with a sliding mask."""
+    out = tmp_path_factory.mktemp("bwd") / "run"
+    w = Workload(batch=1, heads=2, seq=64, head_dim=16, backward=True, mask="sliding=16")
+    run(w, ["naive-inplace", "sdpa"], out=out, options=RunOptions(time_budget_s=0.05, min_samples=5))
+    return out
+
+
+@pytest.fixture(scope="module")
+def wrong_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real --backward run (causal: a user variant takes is_causal, not masks): two correct
+    variants and one whose output is right but whose gradients are not."""
+    tmp = tmp_path_factory.mktemp("wrong")
+    src = tmp / "wrong.py"
+    src.write_text(WRONG_GRAD)
+    out = tmp / "run"
+    w = Workload(batch=1, heads=2, seq=64, head_dim=16, backward=True)
+    variants = ["naive-inplace", "sdpa", f"{src}:wrong_grad"]
+    run(w, variants, out=out, options=RunOptions(time_budget_s=0.05, min_samples=5))
+    return out
+
+
+def test_a_right_output_with_wrong_gradients_is_incorrect_everywhere(wrong_run: Path) -> None:
+    """Its forward passes the check, so it was ranked, could be the baseline and win; with
+    --backward a wrong gradient is a wrong answer: incorrect, INCORRECT_GRADIENT, never fastest."""
+    from attnprof.compare.compare import INCORRECT, compare
+    from attnprof.records import RunRecord
+    from attnprof.report.data import build_report_data
+    from attnprof.report.i18n import Translator
+    from attnprof.report.summary import summarize
+
+    rec = msgspec_load(wrong_run)
+    wrong = next(r for r in rec.results if r.variant.endswith("wrong_grad"))
+    assert wrong.accuracy is not None and wrong.accuracy.ok  # the output is right
+    assert wrong.incorrect and set(wrong.failed_gradients()) >= {"dk", "dv"}
+    assert not any(r.incorrect for r in rec.results if r is not wrong)  # must not fire on correct ones
+    comp = compare([wrong_run])
+    row = comp.row(wrong.label)
+    assert row.status == INCORRECT and row.finding_codes[0] == "INCORRECT_GRADIENT"
+    assert "incorrect gradient" in (row.reason or "")
+    assert all(c != "INCORRECT_GRADIENT" for r in comp.rows if r is not row for c in r.finding_codes)
+    bullets = summarize(build_report_data(wrong_run), Translator("en"))
+    assert not any(b.startswith(f"Fastest here: {wrong.label}") for b in bullets)
+    assert any(
+        b.startswith(f"{wrong.label} gives the right output but incorrect gradients (") for b in bullets
+    )
+    assert isinstance(rec, RunRecord)
+
+
+def msgspec_load(run_dir: Path):  # type: ignore[no-untyped-def]
+    from attnprof.run_context import RunContext
+
+    return RunContext.load(run_dir).record
+
+
+def test_the_report_of_a_backward_run_says_what_was_measured(backward_run: Path) -> None:
+    """The report of a --backward --mask sliding=16 run said "Causal mask: no", showed forward
+    times only and never said the ratios were of the forward. Now: the mask and "forward and
+    backward" in the environment, backward and forward + backward columns, and a bullet that
+    says the speeds are the forward's and lists forward + backward per step."""
+    from attnprof.report.data import build_report_data
+    from attnprof.report.i18n import Translator
+    from attnprof.report.markdown import render_markdown
+
+    data = build_report_data(backward_run)
+    md = render_markdown(data, Translator("en"))
+    assert "- **Mask**: sliding=16" in md and "Causal mask" not in md
+    assert "- **Measured**: forward and backward (--backward)" in md
+    header = next(line for line in md.splitlines() if line.startswith("| Variant |"))
+    assert "| Backward |" in header and "| Forward + backward |" in header
+    line = next(b for b in md.splitlines() if "the speeds above are of the forward alone" in b)
+    listed = line.split("(clean medians): ")[1].rstrip(".").split(", ")
+    rows = {r.label: r for r in data.comparison.rows if r.total_median_ms is not None}
+    order = [x.split(" ")[0] for x in listed]
+    assert order == sorted(order, key=lambda v: rows[v].total_median_ms or 0.0)
+    for lang in ("id", "th"):
+        text = render_markdown(data, Translator(lang))
+        assert "sliding=16" in text and "--backward" in text
+
+
+def test_a_forward_only_report_keeps_its_causal_row_and_no_backward_columns(tmp_path: Path) -> None:
+    from attnprof.report.data import build_report_data
+    from attnprof.report.i18n import Translator
+    from attnprof.report.markdown import render_markdown
+
+    out = tmp_path / "fwd"
+    run(Workload(batch=1, heads=2, seq=32, head_dim=16), ["naive-inplace"], out=out,
+        options=RunOptions(time_budget_s=0.02, min_samples=3))  # fmt: skip
+    md = render_markdown(build_report_data(out), Translator("en"))
+    assert "- **Causal mask**: yes" in md and "Measured" not in md
+    assert "| Backward |" not in md and "forward alone" not in md
+
+
+def test_compare_of_a_backward_run_says_its_table_is_the_forward(
+    backward_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from attnprof.cli import main
+
+    assert main(["compare", str(backward_run), "--no-color"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--backward: the table is of the forward; forward + backward per step: " in out
+    fwd = tmp_path / "fwd"
+    run(Workload(batch=1, heads=2, seq=32, head_dim=16), ["naive-inplace"], out=fwd,
+        options=RunOptions(time_budget_s=0.02, min_samples=3))  # fmt: skip
+    assert main(["compare", str(fwd), "--no-color"]) == 0
+    assert "--backward" not in capsys.readouterr().out

@@ -121,6 +121,7 @@ CODE_NAMES = {
     "matplotlib", "inductor", "C++",
     # variant, op and trace-event names
     "sdpa", "flex", "aten", "softmax", "Memcpy",
+    "dq", "dk", "dv",  # the gradients' names, as run.json and the tables give them
     "loadavg",  # /proc/loadavg, the file the figure is read from
 }  # fmt: skip
 # words that are code only in one message: the message id, then the words or phrases

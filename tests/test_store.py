@@ -331,3 +331,20 @@ def test_export_formats(tmp_path: Path) -> None:
     frame = pd.read_parquet(out)
     assert list(frame["job_key"]) == ["a", "b"]
     assert frame.loc[0, "median_ms"] == 1.0
+
+
+def test_a_wrong_gradient_is_stored_as_not_accurate(tmp_path: Path) -> None:
+    """recommend reads accuracy_ok: a --backward job whose output is right but whose dk is not
+    must be stored as not accurate, or it could be recommended; one whose gradients are right
+    stays accurate."""
+    good, bad = make_row("good"), make_row("bad")
+    ok_acc = good.result.accuracy
+    assert ok_acc is not None
+    wrong = msgspec.structs.replace(ok_acc, max_abs_err=0.5, ok=False)
+    good.result.grad_accuracy = {"dq": ok_acc, "dk": ok_acc, "dv": ok_acc}
+    bad.result.grad_accuracy = {"dq": ok_acc, "dk": wrong, "dv": ok_acc}
+    with Store(tmp_path / "r.db") as st:
+        st.record(good)
+        st.record(bad)
+        stored = {r.job_key: r.accuracy_ok for r in st.query()}
+    assert stored == {"good": True, "bad": False}

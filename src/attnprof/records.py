@@ -155,12 +155,13 @@ class Accuracy(msgspec.Struct, kw_only=True):
     rtol: float = 0.0
     worst_over_tolerance: float | None = None  # max of |out - ref| / (atol + rtol |ref|); > 1 fails
 
-    def failure(self, dtype: str) -> str:
-        """Why the result is incorrect, in one English line (reports translate it by its parts)."""
+    def failure(self, dtype: str, *, what: str = "output") -> str:
+        """Why the result is incorrect, in one English line (reports translate it by its parts).
+        `what`: the output, or "gradient dq" with --backward."""
         if self.nan_count or self.inf_count:
-            return f"incorrect output: {self.nan_count} NaN and {self.inf_count} inf values"
+            return f"incorrect {what}: {self.nan_count} NaN and {self.inf_count} inf values"
         return (
-            f"incorrect output: max abs error {self.max_abs_err:.2g} exceeds the {dtype} tolerance "
+            f"incorrect {what}: max abs error {self.max_abs_err:.2g} exceeds the {dtype} tolerance "
             f"(atol {self.tolerance:g} + rtol {self.rtol:g} x |reference|)"
         )
 
@@ -286,6 +287,16 @@ class RunResult(msgspec.Struct, kw_only=True):
     def __post_init__(self) -> None:
         if not self.label:
             self.label = variant_label(self.variant, self.mode)
+
+    def failed_gradients(self) -> list[str]:
+        """The gradients (dq, dk, dv) whose check failed, with --backward; [] otherwise."""
+        return [name for name, acc in self.grad_accuracy.items() if is_incorrect(acc)]
+
+    @property
+    def incorrect(self) -> bool:
+        """Checked and failed: the output or, with --backward, any gradient. A wrong gradient is a
+        wrong answer for training as surely as a wrong output is for inference."""
+        return is_incorrect(self.accuracy) or bool(self.failed_gradients())
 
 
 class PeakProvenance(msgspec.Struct, kw_only=True, omit_defaults=True):

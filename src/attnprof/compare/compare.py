@@ -119,9 +119,12 @@ class Row(msgspec.Struct, kw_only=True):
     gqa: bool | None = None  # kv heads differ from query heads
     direction: str | None = None  # fwd, or fwd+bwd with --backward
     phase: str | None = None  # prefill or decode
-    median_ms: float | None = None
+    median_ms: float | None = None  # the forward's clean median (with --backward too)
     iqr_ms: float | None = None
     samples_ms: list[float] = []
+    # --backward: the backward's clean median, and forward + backward timed as one call
+    bwd_median_ms: float | None = None
+    total_median_ms: float | None = None
     noisy: bool | None = None
     threads: int | None = None
     speedup: float | None = None
@@ -148,7 +151,10 @@ class Row(msgspec.Struct, kw_only=True):
     peak_method: str | None = None
     max_abs_err: float | None = None
     max_rel_err: float | None = None
-    accuracy_ok: bool | None = None
+    accuracy_ok: bool | None = None  # the output's check (the forward)
+    # --backward: each gradient's max abs error against the fp64 reference, and those that failed
+    grad_max_abs_err: dict[str, float] = {}
+    failed_gradients: list[str] = []
     nan_count: int | None = None
     inf_count: int | None = None
     atol: float | None = None  # the accuracy tolerance it was held to: atol + rtol * |reference|
@@ -559,6 +565,10 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         max_abs_err=res.accuracy.max_abs_err if res.accuracy else None,
         max_rel_err=res.accuracy.max_rel_err if res.accuracy else None,
         accuracy_ok=res.accuracy.ok if res.accuracy else None,
+        grad_max_abs_err={name: a.max_abs_err for name, a in res.grad_accuracy.items()},
+        failed_gradients=res.failed_gradients(),
+        bwd_median_ms=res.timing_bwd.median_ms if res.timing_bwd else None,
+        total_median_ms=res.timing_total.median_ms if res.timing_total else None,
         nan_count=res.accuracy.nan_count if res.accuracy else None,
         inf_count=res.accuracy.inf_count if res.accuracy else None,
         atol=res.accuracy.tolerance if res.accuracy else None,
@@ -677,17 +687,24 @@ def _cold_check(row: Row, t: TimingSummary | None) -> None:
 def _gate(row: Row, res: RunResult, dtype: str) -> None:
     """The correctness gate: a result whose output failed the accuracy check is `incorrect`, loses
     every figure that would rank it (TFLOP/s, % of peak) and carries an INCORRECT_OUTPUT finding."""
-    if res.status != "ok" or not is_incorrect(res.accuracy):
+    if res.status != "ok" or not res.incorrect:
         return
-    assert res.accuracy is not None
-    acc = res.accuracy
+    grads = res.failed_gradients()
+    code = "INCORRECT_OUTPUT"
+    if is_incorrect(res.accuracy) or not grads:
+        assert res.accuracy is not None
+        acc = res.accuracy
+        row.reason = acc.failure(dtype)
+    else:  # the output is right, a gradient is not
+        code = "INCORRECT_GRADIENT"
+        acc = max((res.grad_accuracy[g] for g in grads), key=lambda a: a.max_abs_err)
+        row.reason = acc.failure(dtype, what=f"gradient {', '.join(grads)}")
     row.status = INCORRECT
-    row.reason = acc.failure(dtype)
     row.tflops_useful = row.pct_of_peak = None
     row.findings.insert(
         0,
         Finding(
-            code="INCORRECT_OUTPUT",
+            code=code,
             severity="error",
             message=row.reason[0].upper()
             + row.reason[1:]
@@ -698,6 +715,7 @@ def _gate(row: Row, res: RunResult, dtype: str) -> None:
                 "inf_count": acc.inf_count,
                 "atol": acc.tolerance,
                 "rtol": acc.rtol,
+                **({"gradients": ", ".join(grads)} if code == "INCORRECT_GRADIENT" else {}),
             },
         ),
     )

@@ -21,7 +21,7 @@ from attnprof.compare.expect import (
     load_expectations,
 )
 from attnprof.errors import UserError
-from attnprof.records import RunRecord, is_incorrect
+from attnprof.records import RunRecord
 
 __all__ = ["REPORT_SCHEMA", "ReportData", "ScalingPoint", "build_report_data", "find_run_dirs"]
 
@@ -86,7 +86,7 @@ def _scaling(records: list[RunRecord]) -> tuple[list[ScalingPoint], str | None]:
         )
         for rec in records
         for res in rec.results
-        if res.status == "ok" and res.timing is not None and not is_incorrect(res.accuracy)
+        if res.status == "ok" and res.timing is not None and not res.incorrect
     ]
     return points, axis
 

@@ -24,7 +24,7 @@ from attnprof.report.console import make_console, print_table
 from attnprof.units import fmt_bytes, fmt_ms
 
 if TYPE_CHECKING:
-    from attnprof.records import RunRecord
+    from attnprof.records import RunRecord, RunResult, TimingSummary
     from attnprof.variants.registry import Decision, Variant
     from attnprof.workload import Workload
 
@@ -72,22 +72,28 @@ class ProgressReporter:
             self.progress.update(self.task, description=f"{label}: {stage}")
 
 
+def _paced(r: RunResult, backward: bool) -> TimingSummary | None:
+    """The timing a run's variants are paced by: forward + backward with --backward, else the forward."""
+    return r.timing_total if backward else r.timing
+
+
 def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
     console = _console(no_color)
     # only correct results set the pace: an incorrect one is shown, in red, against nothing
-    ok = [r for r in record.results if r.status == "ok" and r.timing and not is_incorrect(r.accuracy)]
-    fastest = min((r.timing.median_ms for r in ok if r.timing), default=None)
-    wide = console.width >= 130
+    ok = [r for r in record.results if r.status == "ok" and r.timing and not r.incorrect]
     backward = record.workload.backward
+    # with --backward the step a trainer pays is forward + backward: "vs fastest" is of that
+    fastest = min((t.median_ms for r in ok if (t := _paced(r, backward))), default=None)
+    wide = console.width >= 130
     table = Table(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
     columns = [
         ("variant", "left"),
         ("backend", "left"),
         ("fwd median ± IQR" if backward else "median ± IQR", "right"),
-        ("vs fastest", "right"),
     ]
     if backward:
         columns += [("bwd median", "right"), ("fwd+bwd", "right"), ("grad err", "right")]
+    columns.insert(5 if backward else 3, ("fwd+bwd vs fastest" if backward else "vs fastest", "right"))
     columns += [("peak mem", "right"), ("max err", "right")] + ([("trace", "left")] if wide else [])
     for col, justify in columns:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
@@ -95,10 +101,11 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
     for r in record.results:
         if r.status != "ok" or r.timing is None:
             continue
-        ratio = r.timing.median_ms / fastest if fastest else 1.0
-        colour = "green" if ratio < 1.05 else ("yellow" if ratio < 2 else "red")
-        versus = f"[{colour}]{ratio:.2f}x[/]"
-        if is_incorrect(r.accuracy):
+        paced = _paced(r, backward)
+        ratio = paced.median_ms / fastest if fastest and paced else None
+        colour = "green" if (ratio or 0) < 1.05 else ("yellow" if (ratio or 0) < 2 else "red")
+        versus = f"[{colour}]{ratio:.2f}x[/]" if ratio is not None else "-"
+        if r.incorrect:
             versus = "[bold red]incorrect[/]"
         err = "-"
         if r.accuracy:
@@ -108,8 +115,9 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
             r.label + (" [yellow]~[/]" if r.timing.noisy else ""),
             r.backend or "-",
             f"{fmt_ms(r.timing.median_ms)} ± {fmt_ms(r.timing.iqr_ms)}",
-            versus,
         ]
+        if not backward:
+            row.append(versus)
         if backward:
             grads = list(r.grad_accuracy.values())
             grad_err = "-"
@@ -121,6 +129,7 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
                 fmt_ms(r.timing_total.median_ms) if r.timing_total else "-",
                 grad_err,
             ]
+            row.insert(5, versus)
         row += [mem, err]
         if wide:
             row.append(Path(r.trace).name if r.trace else "-")

@@ -309,7 +309,15 @@ def _fastest_line(ran: Sequence[Row], t: Translator) -> str:
 
 
 def incorrect_line(r: Row, t: Translator) -> str:
-    """Why a row is out of every ranking: its non-finite values, else its error and tolerance."""
+    """Why a row is out of every ranking: its non-finite values, else its error and tolerance;
+    with --backward, the gradients that failed where the output did not."""
+    if r.accuracy_ok is not False and r.failed_gradients:
+        return t(
+            "summary.incorrect_grad",
+            variant=r.label,
+            grads=", ".join(r.failed_gradients),
+            err=fmt_err(max(r.grad_max_abs_err.get(g, 0.0) for g in r.failed_gradients)),
+        )
     if r.nan_count or r.inf_count:
         return t("summary.incorrect_nan", variant=r.label, nan=r.nan_count or 0, inf=r.inf_count or 0)
     return t(
@@ -409,6 +417,12 @@ def _summarize(data: ReportData, t: Translator) -> list[str]:
             if base is not None and base.median_ms is not None and r.label != base.label and base.ok:
                 out.append(tag(_speed_line(r, base, t)))
         out.extend(tag(line) for line in _ops_line(group, t))
+        steps = sorted(
+            (r for r in group if r.total_median_ms is not None), key=lambda r: r.total_median_ms or 0.0
+        )
+        if steps:  # --backward: the ratios above are the forward's; what a training step costs is this
+            listed = ", ".join(f"{r.label} {fmt_ms(r.total_median_ms)}" for r in steps)
+            out.append(tag(t("summary.backward", list=listed)))
     # over both passes: the tables show each variant's rich and lean figure, and the range the
     # sentence gives must hold every number they show (a lean pass can take longer than the rich
     # one when the machine was busier while it ran)

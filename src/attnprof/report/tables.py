@@ -130,7 +130,16 @@ def comparison_table(data: ReportData, t: Translator) -> Table:
             Column(speed),
             *(
                 Column(t(f"col.{key}"), numeric=True)
-                for key in ("gpu_time", "inflation", "gpu_ops", "cpu_ops", "memcpy", "tensor_cores")
+                for key in (
+                    "bwd_median",
+                    "total_median",
+                    "gpu_time",
+                    "inflation",
+                    "gpu_ops",
+                    "cpu_ops",
+                    "memcpy",
+                    "tensor_cores",
+                )
             ),
             Column(t("col.fused")),
             Column(t("col.occupancy")),
@@ -150,6 +159,8 @@ def comparison_table(data: ReportData, t: Translator) -> Table:
                 Cell(fmt_ms(r.median_ms), r.median_ms, "ms"),
                 Cell(fmt_ms(r.iqr_ms), r.iqr_ms, "ms"),
                 sp,
+                Cell(fmt_ms(r.bwd_median_ms), r.bwd_median_ms, "ms"),
+                Cell(fmt_ms(r.total_median_ms), r.total_median_ms, "ms"),
                 Cell(fmt_us(r.gpu_time_us_per_forward), r.gpu_time_us_per_forward, "µs"),
                 inflation_cell(r),
                 Cell(fmt_count(r.gpu_ops_per_forward), r.gpu_ops_per_forward),
@@ -397,7 +408,11 @@ def env_items(data: ReportData, t: Translator) -> list[tuple[str, str]]:
         (t("env.software"), soft),
         (t("env.shape"), shape),
         (t("env.dtype"), w.dtype),
-        (t("env.causal"), t("env.yes") if w.causal else t("env.no")),
+        # a mask other than plain causal or none is named as given (sliding=64 is no "causal: no")
+        (t("env.causal"), t("env.yes") if w.causal else t("env.no"))
+        if w.mask in ("", "causal", "none")
+        else (t("env.mask"), w.mask),
+        *([(t("env.direction"), t("env.fwd_bwd"))] if w.backward else []),
         (t("env.steps"), ", ".join(str(s) for s in data.record.steps)),
         (t("env.created"), data.record.created),
     ]

@@ -180,6 +180,18 @@ def _footer(console: Console, comp: Comparison) -> None:
         )
     if any(r.noisy for r in comp.rows):
         console.print(Text("  * noisy timing: IQR above 10% of the median", style="dim"))
+    steps = sorted(
+        (r for r in comp.rows if r.ok and r.total_median_ms is not None),
+        key=lambda r: r.total_median_ms or 0.0,
+    )
+    if steps:  # --backward: the table's times and speeds are the forward's
+        listed = ", ".join(f"{r.label} {fmt_ms(r.total_median_ms)}" for r in steps)
+        console.print(
+            Text(
+                f"  --backward: the table is of the forward; forward + backward per step: {listed}",
+                style="yellow",
+            )
+        )
     source = time_source_line(comp.rows, terminal_words())
     if source is not None:
         console.print(Text(f"  {source}", style="dim"))

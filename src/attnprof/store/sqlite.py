@@ -536,7 +536,8 @@ class Store:
             if mem
             else (r.estimate_bytes if r.status == "refused" else None),
             "max_abs_err": acc.max_abs_err if acc else None,
-            "accuracy_ok": (int(acc.ok) if acc else None),
+            # the gradients count too (--backward): recommend must never pick a wrong backward
+            "accuracy_ok": (int(not r.incorrect) if acc else None),
             "tflops": r.tflops_useful,
             "trace_path": r.trace,
             "result": msgspec.json.encode(r).decode(),
