@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import torch
 
@@ -288,3 +289,37 @@ def test_recommend_on_an_empty_store_is_a_user_error(tmp_path: Path) -> None:
 
     Store(tmp_path / "e.db").close()
     assert main(["recommend", "--store", str(tmp_path / "e.db")]) == 2
+
+
+def _with_backward(r: StoredResult, total_ms: float) -> StoredResult:
+    """A --backward job: the forward's median stays in median_ms, forward + backward in timing_total."""
+    from attnprof.records import TimingSummary
+
+    total = TimingSummary(median_ms=total_ms, iqr_ms=0.01 * total_ms, mean_ms=total_ms, min_ms=total_ms,
+                          n=9, threads=2, method="perf_counter", noisy=False, samples_ms=_spread(total_ms, 0.01))  # fmt: skip
+    return msgspec.structs.replace(r, backward=True, timing_total=total, job_key=r.job_key + "-bwd")
+
+
+def test_backward_and_masked_jobs_are_buckets_of_their_own_ranked_by_what_they_ran() -> None:
+    """A sweep with --backward both and two masks stored, per variant and shape, a forward-only
+    job and a fwd+bwd one: one bucket held both and each variant's time was whichever came last.
+    Now each (mask, backward, phase) is its own bucket; a backward bucket ranks by forward +
+    backward (here sdpa-math has the faster forward but the slower step); the policy gets rules
+    only for what attnprof.policy can match (plain forwards) and names the rest."""
+    fwd = [
+        row("sdpa-flash", 256, 2.0, samples=_spread(2.0, 0.01), backend="flash"),
+        row("sdpa-math", 256, 1.0, samples=_spread(1.0, 0.01), backend="math"),
+    ]
+    bwd = [_with_backward(fwd[0], 4.0), _with_backward(fwd[1], 9.0)]
+    sliding = [msgspec.structs.replace(r, mask="sliding=64", job_key=r.job_key + "-sw") for r in fwd]
+    recs = recommend(fwd + bwd + sliding)
+    by = {(rec.bucket.mask, rec.bucket.backward): rec for rec in recs}
+    assert set(by) == {("causal", False), ("causal", True), ("sliding=64", False)}
+    assert by["causal", False].best.variant == "sdpa-math"  # type: ignore[union-attr]
+    assert by["causal", True].best.variant == "sdpa-flash"  # type: ignore[union-attr]
+    assert by["causal", True].margin == pytest.approx(9.0 / 4.0)
+    assert by["causal", True].bucket.label().endswith(" fwd+bwd")
+    assert "sliding=64" in by["sliding=64", False].bucket.label()
+    policy = build_policy(recs)
+    assert [r["backend"] for r in policy["rules"]] == ["math"]
+    assert len(policy["left_out"]) == 2

@@ -348,3 +348,22 @@ def test_a_wrong_gradient_is_stored_as_not_accurate(tmp_path: Path) -> None:
         st.record(bad)
         stored = {r.job_key: r.accuracy_ok for r in st.query()}
     assert stored == {"good": True, "bad": False}
+
+
+def test_a_backward_jobs_forward_plus_backward_timing_is_read_back(tmp_path: Path) -> None:
+    """recommend ranks a backward bucket by forward + backward: the store hands the result's
+    timing_total back (samples only where asked), and exports carry its median as one column."""
+    row = make_row("bwd")
+    t = row.result.timing
+    assert t is not None
+    row.result.timing_total = msgspec.structs.replace(t, median_ms=3.5, samples_ms=[3.4, 3.5, 3.6])
+    with Store(tmp_path / "r.db") as st:
+        st.record(row)
+        st.record(make_row("fwd"))
+        plain = {r.job_key: r for r in st.query()}
+        sampled = {r.job_key: r for r in st.query(samples=True)}
+    assert plain["bwd"].timing_total is not None and plain["bwd"].timing_total.median_ms == 3.5
+    assert plain["bwd"].timing_total.samples_ms == [] and plain["fwd"].timing_total is None
+    assert sampled["bwd"].timing_total.samples_ms == [3.4, 3.5, 3.6]  # type: ignore[union-attr]
+    flat = plain["bwd"].flat()
+    assert flat["total_median_ms"] == 3.5 and "timing_total" not in flat

@@ -98,6 +98,17 @@ class Bucket(msgspec.Struct, frozen=True, kw_only=True, order=True):
     gqa: bool
     seq_max: int
     kv_seq_max: int
+    # what was run: jobs with another mask, with the backward or in decode are other workloads,
+    # never ranked together (a variant's forward-only and fwd+bwd jobs of one shape would
+    # otherwise stand for each other). With backward, candidates are ranked by forward + backward.
+    mask: str = "causal"
+    backward: bool = False
+    phase: str = "prefill"
+
+    @property
+    def plain(self) -> bool:
+        """What attnprof.policy can match at run time: a forward with a causal mask or none."""
+        return self.mask in ("causal", "none") and not self.backward
 
     @property
     def seq_min(self) -> int:
@@ -114,6 +125,9 @@ class Bucket(msgspec.Struct, frozen=True, kw_only=True, order=True):
         it in a title)."""
         seq = f"S≤{self.seq_max}" + (f" kv≤{self.kv_seq_max}" if self.kv_seq_max != self.seq_max else "")
         text = f"{self.dtype} D={self.head_dim} {seq}{' gqa' if self.gqa else ''}{'' if self.causal else ' full'}"
+        if self.mask not in ("causal", "none"):
+            text += f" {self.mask}"
+        text += (" fwd+bwd" if self.backward else "") + (" decode" if self.phase == "decode" else "")
         return text + (f" [{self.device}]" if device else "")
 
 
@@ -165,7 +179,19 @@ def _bucket(r: StoredResult) -> Bucket:
         gqa=r.kv_heads != r.heads,
         seq_max=seq_bucket(r.seq),
         kv_seq_max=seq_bucket(r.kv_seq),
+        mask=r.mask or ("causal" if r.causal else "none"),
+        backward=r.backward,
+        phase=r.phase,
     )
+
+
+def _paced(r: StoredResult, bucket: Bucket) -> tuple[float | None, float | None, list[float]]:
+    """(median, IQR, samples) a job is ranked by: forward + backward in a backward bucket (what a
+    training step pays), else the forward."""
+    if bucket.backward:
+        t = r.timing_total
+        return (t.median_ms, t.iqr_ms, list(t.samples_ms)) if t else (None, None, [])
+    return r.median_ms, r.iqr_ms, list(r.samples_ms or [])
 
 
 def _config(r: StoredResult) -> tuple[int, ...]:
@@ -232,7 +258,8 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
         if r.pytorch_choice:
             choices[r.pytorch_choice] += 1
         label = r.label
-        if r.status != "ok" or r.median_ms is None:
+        median, iqr, sampled = _paced(r, bucket)
+        if r.status != "ok" or median is None:
             rejected.setdefault(
                 label, f"{r.status}: {(r.reason or '').splitlines()[0][:120]}" if r.reason else r.status
             )
@@ -240,12 +267,12 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
             err = f"{r.max_abs_err:.3g}" if r.max_abs_err is not None else "unknown"
             rejected.setdefault(label, f"outside the {r.dtype} tolerance (max abs error {err})")
         else:
-            times[label][_config(r)] = r.median_ms
-            samples[label][_config(r)] = list(r.samples_ms or [])
+            times[label][_config(r)] = median
+            samples[label][_config(r)] = sampled
             if label == DEFAULT_DISPATCH and r.backend:
                 backends[r.backend] += 1
-            if r.iqr_ms is not None and r.median_ms > 0:
-                noise[label] = max(noise[label], r.iqr_ms / r.median_ms)
+            if iqr is not None and median > 0:
+                noise[label] = max(noise[label], iqr / median)
             if r.load is not None and r.load.unreliable:
                 busy[label] += r.load.reasons or ["busy"]
     configs = {c for t in times.values() for c in t}
@@ -348,11 +375,16 @@ def recommend(rows: Iterable[StoredResult]) -> list[Recommendation]:
 
 
 def build_policy(recs: Iterable[Recommendation], *, source: str = "") -> dict[str, Any]:
-    """The policy file's content: one rule per bucket that has a correct SDPA backend."""
+    """The policy file's content: one rule per bucket of plain forwards (causal or no mask, no
+    backward: what attnprof.policy can tell apart at run time) that has a correct SDPA backend;
+    the other buckets are named under `left_out`."""
     rules = []
+    left_out = []
     for rec in recs:
-        if rec.best_sdpa is None:
-            continue
+        if rec.best_sdpa is not None and not rec.bucket.plain:
+            left_out.append(rec.bucket.label(device=True))
+        if rec.best_sdpa is None or not rec.bucket.plain:
+            continue  # attnprof.policy matches plain forwards only: no rule it would misapply
         # pin only what beats PyTorch's own dispatch; otherwise leave the choice to PyTorch
         backend = rec.best_sdpa if rec.verdict in ("pin", None) else "default"
         b = rec.bucket
@@ -385,4 +417,5 @@ def build_policy(recs: Iterable[Recommendation], *, source: str = "") -> dict[st
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "source": source,
         "rules": rules,
+        "left_out": left_out,
     }

@@ -313,9 +313,11 @@ def recommend_command(
     if not rows:
         raise UserError(f"store {store} holds no results: run attnprof sweep --store {store} first")
     recs = recommend(rows)
+    left_out: list[str] = []
     if policy_out is not None:
         policy = build_policy(recs, source=str(store.resolve()))
         policy_out.write_text(json.dumps(policy, indent=2) + "\n")
+        left_out = policy["left_out"]
     if json_out:
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(recs), indent=2).decode() + "\n")
         return
@@ -328,3 +330,8 @@ def recommend_command(
         con.print(
             f"policy written to {policy_out} (apply it with attnprof.policy.scaled_dot_product_attention)"
         )
+        if left_out:
+            con.print(
+                f"no rule for {len(left_out)} bucket(s) with a mask other than causal or none, or with the "
+                f"backward ({'; '.join(left_out)}): attnprof.policy matches plain forwards only"
+            )

@@ -30,7 +30,15 @@ from typing import Any
 import msgspec
 
 from attnprof.errors import UserError
-from attnprof.records import Environment, MachineLoad, ReasonCode, RunResult, WorkloadRecord, variant_label
+from attnprof.records import (
+    Environment,
+    MachineLoad,
+    ReasonCode,
+    RunResult,
+    TimingSummary,
+    WorkloadRecord,
+    variant_label,
+)
 from attnprof.store.schema import (
     LEGACY_STATUSES,
     READ_MIN_VERSION,
@@ -174,6 +182,9 @@ class StoredResult(msgspec.Struct, kw_only=True):
     # how busy the machine was while this job timed (the result's timing.load, no column of its
     # own): None where not recorded (older results, no timing, an SQLite without JSON functions)
     load: MachineLoad | None = None
+    # --backward jobs: forward + backward timed as one call (the result's timing_total, no column
+    # of its own); `median_ms` and `samples_ms` stay the forward's. None for forward-only jobs
+    timing_total: TimingSummary | None = None
 
     def __post_init__(self) -> None:
         self.status = LEGACY_STATUSES.get(self.status, self.status)
@@ -184,7 +195,8 @@ class StoredResult(msgspec.Struct, kw_only=True):
     @staticmethod
     def flat_columns(samples: bool = False) -> list[str]:
         """The keys of flat(), in the struct's order: exports of different stores line up."""
-        cols = ["timing_unreliable" if c == "load" else c for c in StoredResult.__struct_fields__]
+        named = {"load": "timing_unreliable", "timing_total": "total_median_ms"}  # flat: one value each
+        cols = [named.get(c, c) for c in StoredResult.__struct_fields__]
         return cols if samples else [c for c in cols if c != "samples_ms"]
 
     def flat(self, *, samples: bool = False) -> dict[str, Any]:
@@ -193,6 +205,7 @@ class StoredResult(msgspec.Struct, kw_only=True):
         out["reason_code"] = self.reason_code.code if self.reason_code else None  # flat: the code
         # flat: whether the machine was busy while timing (None: not recorded)
         out["timing_unreliable"] = self.load.unreliable if self.load else None
+        out["total_median_ms"] = self.timing_total.median_ms if self.timing_total else None
         return {c: out[c] for c in self.flat_columns(samples)}
 
     @property
@@ -219,9 +232,10 @@ class Filters(msgspec.Struct, kw_only=True):
 _COLUMNS = [
     f
     for f in StoredResult.__struct_fields__
-    if f not in ("device_name", "torch_version", "host", "samples_ms", "reason_code", "load")
+    if f not in ("device_name", "torch_version", "host", "samples_ms", "reason_code", "load", "timing_total")
 ]
 _LOAD = MachineLoad | None
+_TIMING = TimingSummary | None
 _REASON_CODE = ReasonCode | None
 
 
@@ -621,7 +635,17 @@ class Store:
         json_ok = self._json()
         cols.append("json_extract(r.result, '$.reason_code')" if json_ok else "NULL")
         cols.append("json_extract(r.result, '$.timing.load')" if json_ok else "NULL")
-        names = [*_COLUMNS, "device_name", "torch_version", "host", "samples_ms", "reason_code", "load"]
+        cols.append("json_extract(r.result, '$.timing_total')" if json_ok else "NULL")
+        names = [
+            *_COLUMNS,
+            "device_name",
+            "torch_version",
+            "host",
+            "samples_ms",
+            "reason_code",
+            "load",
+            "timing_total",
+        ]
         sql = (
             f"SELECT {', '.join(cols)} FROM results r LEFT JOIN environments e ON e.id = r.environment_id"
             + (f" WHERE {' AND '.join(where)}" if where else "")
@@ -643,6 +667,10 @@ class Store:
             code = d["reason_code"]
             d["reason_code"] = msgspec.json.decode(code, type=_REASON_CODE) if code else None
             d["load"] = msgspec.json.decode(d["load"], type=_LOAD) if d["load"] else None
+            total = d["timing_total"]
+            d["timing_total"] = msgspec.json.decode(total, type=_TIMING) if total else None
+            if d["timing_total"] is not None and not samples:
+                d["timing_total"].samples_ms = []  # as samples_ms: only where asked (they are long)
             out.append(StoredResult(**d))
         return out
 
