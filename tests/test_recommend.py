@@ -311,7 +311,10 @@ def test_backward_and_masked_jobs_are_buckets_of_their_own_ranked_by_what_they_r
         row("sdpa-math", 256, 1.0, samples=_spread(1.0, 0.01), backend="math"),
     ]
     bwd = [_with_backward(fwd[0], 4.0), _with_backward(fwd[1], 9.0)]
-    sliding = [msgspec.structs.replace(r, mask="sliding=64", job_key=r.job_key + "-sw") for r in fwd]
+    # as the sweep stores a sliding-window job: causal False, the mask named
+    sliding = [
+        msgspec.structs.replace(r, mask="sliding=64", causal=False, job_key=r.job_key + "-sw") for r in fwd
+    ]
     recs = recommend(fwd + bwd + sliding)
     by = {(rec.bucket.mask, rec.bucket.backward): rec for rec in recs}
     assert set(by) == {("causal", False), ("causal", True), ("sliding=64", False)}
@@ -319,7 +322,9 @@ def test_backward_and_masked_jobs_are_buckets_of_their_own_ranked_by_what_they_r
     assert by["causal", True].best.variant == "sdpa-flash"  # type: ignore[union-attr]
     assert by["causal", True].margin == pytest.approx(9.0 / 4.0)
     assert by["causal", True].bucket.label().endswith(" fwd+bwd")
-    assert "sliding=64" in by["sliding=64", False].bucket.label()
+    assert by["sliding=64", False].bucket.label() == "fp32 D=16 S≤256 sliding=64"  # not "full"
+    full = msgspec.structs.replace(by["causal", False].bucket, causal=False, mask="none")
+    assert full.label() == "fp32 D=16 S≤256 full"
     policy = build_policy(recs)
     assert [r["backend"] for r in policy["rules"]] == ["math"]
     assert len(policy["left_out"]) == 2

@@ -124,8 +124,10 @@ class Bucket(msgspec.Struct, frozen=True, kw_only=True, order=True):
         causal mask, and with `device` the device type in brackets (for views that do not name
         it in a title)."""
         seq = f"S≤{self.seq_max}" + (f" kv≤{self.kv_seq_max}" if self.kv_seq_max != self.seq_max else "")
-        text = f"{self.dtype} D={self.head_dim} {seq}{' gqa' if self.gqa else ''}{'' if self.causal else ' full'}"
-        if self.mask not in ("causal", "none"):
+        named = self.mask not in ("causal", "none")  # sliding=64, document=4, ...: said as given
+        full = not self.causal and not named  # "full": no mask at all (a named mask is not "full")
+        text = f"{self.dtype} D={self.head_dim} {seq}{' gqa' if self.gqa else ''}{' full' if full else ''}"
+        if named:
             text += f" {self.mask}"
         text += (" fwd+bwd" if self.backward else "") + (" decode" if self.phase == "decode" else "")
         return text + (f" [{self.device}]" if device else "")

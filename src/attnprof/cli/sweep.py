@@ -333,5 +333,6 @@ def recommend_command(
         if left_out:
             con.print(
                 f"no rule for {len(left_out)} bucket(s) with a mask other than causal or none, or with the "
-                f"backward ({'; '.join(left_out)}): attnprof.policy matches plain forwards only"
+                f"backward ({'; '.join(left_out)}): attnprof.policy matches plain forwards only",
+                markup=False,  # the labels' [cpu] is text, not rich markup
             )
