@@ -70,7 +70,9 @@ def test_builtin_cpu_file_on_bf16_names_the_upcast(bf16_run: Path) -> None:
     assert got[("sdpa-math", "cpu_ops_per_forward")].observed == "81"
     assert got[("sdpa-math", "cpu_ops_per_forward")].status == "met"
     assert got[("sdpa-math", "findings")].status == "met"  # FP32_UPCAST, mask rebuilt, _safe_softmax
-    assert got[("sdpa-math", "time_ratio")].observed.endswith("x")
+    # no time bound: the upcast's cost depends on the CPU's bf16 GEMMs (cpu.toml's note), and a
+    # bound that holds on one CPU and fails on the next is not an expectation
+    assert ("sdpa-math", "time_ratio") not in got
     # variants not in this run (sdpa, CUDA-only ones) are skipped, not failed
     assert {r.observed for r in results if r.row is None} == {"not in this run"}
 
