@@ -367,3 +367,22 @@ def test_a_backward_jobs_forward_plus_backward_timing_is_read_back(tmp_path: Pat
     assert sampled["bwd"].timing_total.samples_ms == [3.4, 3.5, 3.6]  # type: ignore[union-attr]
     flat = plain["bwd"].flat()
     assert flat["total_median_ms"] == 3.5 and "timing_total" not in flat
+
+
+def test_a_claim_after_a_concurrent_record_is_refused(tmp_path: Path) -> None:
+    """CI caught two sweeps timing one job twice: sweep B looked up J's result (none yet), sweep A
+    recorded J (dropping its lease), then B's claim found no lease and took J. The claim now reads
+    the stored result in its own write transaction: stored means not claimable, unless its
+    status is one the caller reruns (--retry)."""
+    a, b = Store(tmp_path / "r.db"), Store(tmp_path / "r.db")
+    try:
+        assert b.status_of("J") is None  # B's look-up, before A records
+        assert a.claim("J", ttl_s=60)
+        a.record(make_row("J"))  # A's result, and its lease dropped
+        assert a.leases() == []
+        assert not b.claim("J", ttl_s=60)  # was True: J would have run again
+        assert b.claim("J", ttl_s=60, rerun=("ok",))  # --retry ok: rerun on purpose
+        assert b.claim("K", ttl_s=60)  # nothing stored, no lease: free
+    finally:
+        a.close()
+        b.close()

@@ -21,7 +21,7 @@ import socket
 import sqlite3
 import stat
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -459,11 +459,20 @@ class Store:
     # is held by a live owner, and takes over one whose owner died (same host, pid gone or reused)
     # or whose lease expired (an owner on another host that went away). Recording the result
     # drops the lease in the same transaction.
-    def claim(self, key: str, *, ttl_s: float, sweep_id: int | None = None) -> bool:
-        """Lease job `key` to this process for ttl_s seconds. False when another live owner holds it."""
+    def claim(
+        self, key: str, *, ttl_s: float, sweep_id: int | None = None, rerun: Collection[str] = ()
+    ) -> bool:
+        """Lease job `key` to this process for ttl_s seconds. False when another live owner holds
+        it, or when its result is stored with a status not in `rerun`. The stored result is read
+        in the same write transaction as the lease: a concurrent sweep records a result and drops
+        its lease in one transaction, so a result looked up before this one could be stale (the
+        job was then timed twice)."""
         host, pid, started = _me()
         now = time.time()
         with self._write() as c:
+            stored = c.execute("SELECT status FROM results WHERE job_key = ?", (key,)).fetchone()
+            if stored is not None and LEGACY_STATUSES.get(str(stored[0]), str(stored[0])) not in rerun:
+                return False
             row = c.execute(
                 "SELECT host, pid, proc_started, expires_at FROM leases WHERE job_key = ?", (key,)
             ).fetchone()

@@ -226,8 +226,9 @@ def run_sweep(
                 status = store.status_of(req.key)
                 if status is not None and status not in retry:
                     return False  # stored meanwhile by a concurrent sweep
-                # claimed here, just before it runs: a concurrent sweep then skips it
-                return store.claim(req.key, ttl_s=ttl_s, sweep_id=summary.sweep_id)
+                # claimed here, just before it runs: a concurrent sweep then skips it (the claim
+                # looks at the stored result again, in its own transaction)
+                return store.claim(req.key, ttl_s=ttl_s, sweep_id=summary.sweep_id, rerun=retry)
 
             try:
                 for f in ex.run(plan.todo, timeout_s=cfg.sweep.timeout_s or None, should_run=should_run):
