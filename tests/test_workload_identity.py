@@ -15,11 +15,13 @@ import pytest
 from attnprof.compare.compare import compare
 from attnprof.errors import UserError
 from attnprof.harness.run import RunOptions, run
+from attnprof.records import WorkloadRecord
 from attnprof.report.data import build_report_data
 from attnprof.report.i18n import Translator
 from attnprof.report.summary import summarize
 from attnprof.report.tables import comparison_table
-from attnprof.workload import Workload
+from attnprof.sweep.grid import JobSpec
+from attnprof.workload import Workload, WorkloadId
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +98,78 @@ def test_report_of_a_folder_compares_within_each_workload(two_shapes: Path) -> N
     table = comparison_table(data, Translator("id"))
     assert table.header[4].startswith("Kecepatan terhadap acuan beban kerjanya")
     assert any(row[0].endswith("(bf16 1x2x128x16 [cpu])") for row in table.rows)
+
+
+@pytest.fixture(scope="module")
+def two_masks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("masks")
+    opts = RunOptions(profile=False, time_budget_s=0.05, min_samples=5)
+    for name, mask in (("none", "none"), ("sliding", "sliding=16")):
+        run(
+            Workload(batch=1, heads=2, seq=64, head_dim=16, mask=mask),
+            ["naive-inplace", "sdpa"],
+            out=root / name,
+            options=opts,
+        )
+    return root
+
+
+def test_compare_of_two_masks_is_two_workloads(two_masks: Path) -> None:
+    """One shape with no mask and with a sliding window is two workloads: compare refuses them
+    (it once printed 0.0028x between them), and with --mixed-workloads says which two."""
+    a, b = two_masks / "none", two_masks / "sliding"
+    with pytest.raises(
+        UserError, match=r"fp32 1x2x64x16 full \[cpu\] in none; fp32 1x2x64x16 sliding=16 \[cpu\]"
+    ):
+        compare([a, b], analyse=False)
+    comp = compare([a, b], analyse=False, mixed_workloads=True)
+    assert comp.workloads == ["fp32 1x2x64x16 full [cpu]", "fp32 1x2x64x16 sliding=16 [cpu]"]
+    assert {r.mask for r in comp.rows} == {"none", "sliding=16"}
+    # one workload with itself: no refusal, one key
+    assert compare([a, a], analyse=False).workloads == ["fp32 1x2x64x16 full [cpu]"]
+
+
+def _record(**changes: object) -> WorkloadRecord:
+    fields: dict[str, object] = dict(
+        batch=1,
+        heads=8,
+        kv_heads=8,
+        seq=512,
+        kv_seq=512,
+        head_dim=64,
+        dtype="fp32",
+        device="cpu",
+        causal=True,
+    )
+    fields.update(changes)
+    return WorkloadRecord(**fields)  # type: ignore[arg-type]
+
+
+def test_identity_holds_every_field_that_changes_the_work() -> None:
+    base = WorkloadId.of(_record())
+    assert base.label == "fp32 1x8x512x64 [cpu]"
+    # an old record (no mask text, kv 0 for 'same', a long dtype name) reads as the new one
+    assert WorkloadId.of(_record(mask="", kv_heads=0, kv_seq=0, dtype="float32")) == base
+    assert WorkloadId.of(_record(mask="causal", seed=7)) == base  # the seed changes no work
+    others = [
+        _record(causal=False),
+        _record(causal=False, mask="sliding=16"),
+        _record(backward=True),
+        _record(phase="decode", seq=1),
+        _record(kv_heads=2),
+        _record(kv_seq=1024),
+        _record(dtype="bf16"),
+        _record(device="cuda"),
+    ]
+    labels = [WorkloadId.of(r).label for r in others]
+    assert len(set(labels)) == len(labels) and base.label not in labels
+    assert labels[:4] == [
+        "fp32 1x8x512x64 full [cpu]",
+        "fp32 1x8x512x64 sliding=16 [cpu]",
+        "fp32 1x8x512x64 fwd+bwd [cpu]",
+        "fp32 1x8x1/512x64 decode [cpu]",
+    ]
+    # a sweep job's folder, a recommend bucket and the workload say the mask the same way
+    spec = JobSpec(workload=_record(causal=False, mask="sliding=16", backward=True), variant="sdpa")
+    assert spec.slug() == "1_8x8_512x512_64_fp32_sliding-16_bwd_cpu"
+    assert Workload.from_record(spec.workload).describe() == WorkloadId.of(spec.workload).describe()

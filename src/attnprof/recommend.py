@@ -54,6 +54,7 @@ import msgspec
 
 from attnprof.analysis.stats import RatioInterval, geomean_ratio_interval
 from attnprof.store import StoredResult
+from attnprof.workload import WorkloadId, kind_words
 
 __all__ = [
     "POLICY_SCHEMA",
@@ -124,12 +125,8 @@ class Bucket(msgspec.Struct, frozen=True, kw_only=True, order=True):
         causal mask, and with `device` the device type in brackets (for views that do not name
         it in a title)."""
         seq = f"S≤{self.seq_max}" + (f" kv≤{self.kv_seq_max}" if self.kv_seq_max != self.seq_max else "")
-        named = self.mask not in ("causal", "none")  # sliding=64, document=4, ...: said as given
-        full = not self.causal and not named  # "full": no mask at all (a named mask is not "full")
-        text = f"{self.dtype} D={self.head_dim} {seq}{' gqa' if self.gqa else ''}{' full' if full else ''}"
-        if named:
-            text += f" {self.mask}"
-        text += (" fwd+bwd" if self.backward else "") + (" decode" if self.phase == "decode" else "")
+        kind = kind_words(self.mask, self.backward, self.phase)
+        text = f"{self.dtype} D={self.head_dim} {seq}{' gqa' if self.gqa else ''}{kind}"
         return text + (f" [{self.device}]" if device else "")
 
 
@@ -172,18 +169,21 @@ class Recommendation(msgspec.Struct, kw_only=True):
 
 
 def _bucket(r: StoredResult) -> Bucket:
+    """The job's workload identity (workload.py WorkloadId) with its lengths rounded up to
+    their bucket and the device by type: every other field that changes the work stays."""
+    w = WorkloadId.of(r)
     return Bucket(
-        device=r.device.split(":", 1)[0],
+        device=w.device.split(":", 1)[0],
         device_name=r.device_name or "",
-        dtype=r.dtype,
-        causal=r.causal,
-        head_dim=r.head_dim,
-        gqa=r.kv_heads != r.heads,
-        seq_max=seq_bucket(r.seq),
-        kv_seq_max=seq_bucket(r.kv_seq),
-        mask=r.mask or ("causal" if r.causal else "none"),
-        backward=r.backward,
-        phase=r.phase,
+        dtype=w.dtype,
+        causal=w.causal,
+        head_dim=w.head_dim,
+        gqa=w.gqa,
+        seq_max=seq_bucket(w.seq),
+        kv_seq_max=seq_bucket(w.kv_seq),
+        mask=w.mask,
+        backward=w.backward,
+        phase=w.phase,
     )
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+import msgspec
 
 from attnprof.errors import UserError
 from attnprof.masks import MaskSpec, alibi_slopes, parse_mask
@@ -31,6 +33,9 @@ __all__ = [
     "REFERENCE_BLOCK_BYTES",
     "Inputs",
     "Workload",
+    "WorkloadId",
+    "canonical_mask",
+    "kind_words",
     "parse_shape",
 ]
 
@@ -61,6 +66,146 @@ def parse_shape(text: str) -> tuple[int, int, int, int]:
         raise UserError(f"--shape {text!r} is not B,H,S,D: give four integers, e.g. --shape 8,16,1024,64")
     b, h, s, d = (int(p) for p in parts)
     return b, h, s, d
+
+
+class _WorkloadFields(Protocol):
+    """What WorkloadId.of reads: a WorkloadRecord, a Workload or a stored result alike."""
+
+    @property
+    def batch(self) -> int: ...
+    @property
+    def heads(self) -> int: ...
+    @property
+    def kv_heads(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def kv_seq(self) -> int: ...
+    @property
+    def head_dim(self) -> int: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def causal(self) -> bool: ...
+    @property
+    def mask(self) -> str: ...
+    @property
+    def backward(self) -> bool: ...
+    @property
+    def phase(self) -> str: ...
+
+
+def canonical_mask(mask: str, causal: bool) -> str:
+    """A record's mask in its one spelling: records written before --mask hold "" and say causal
+    or not in `causal`; a text parse_mask cannot read is kept as written (never guessed)."""
+    if not mask:
+        return "causal" if causal else "none"
+    try:
+        return parse_mask(mask).text
+    except UserError:
+        return mask
+
+
+def kind_words(mask: str, backward: bool, phase: str) -> str:
+    """What the work is beyond its shape and dtype, in the words every view shares (workload
+    labels, recommend's buckets, the results table): "" for a causal forward in prefill (the
+    default), else " full" (no mask), " sliding=16" (a named mask, as given), " fwd+bwd",
+    " decode". `mask` is canonical (canonical_mask)."""
+    words = "" if mask == "causal" else " full" if mask == "none" else f" {mask}"
+    return words + (" fwd+bwd" if backward else "") + (" decode" if phase == "decode" else "")
+
+
+class WorkloadId(msgspec.Struct, frozen=True, kw_only=True, order=True):
+    """The one identity of a workload: every field that changes the work done (shape, GQA, KV
+    length, dtype, device, mask, backward, phase) and nothing that does not (the seed). Two
+    measurements may be set against each other only when their WorkloadIds are equal. Built by
+    `of` from any record, old ones normalised there (an empty mask, kv 0 = same, dtype spellings),
+    so no reader normalises again. `label` is its one spelling (also the key in JSON)."""
+
+    dtype: str
+    device: str
+    batch: int
+    heads: int
+    kv_heads: int
+    seq: int
+    kv_seq: int
+    head_dim: int
+    mask: str = "causal"
+    backward: bool = False
+    phase: str = "prefill"
+
+    @classmethod
+    def of(cls, w: _WorkloadFields) -> WorkloadId:
+        dtype = _SHORT.get(DTYPES.get(str(w.dtype).lower(), ""), str(w.dtype))
+        return cls(
+            dtype=dtype,
+            device=w.device,
+            batch=w.batch,
+            heads=w.heads,
+            kv_heads=w.kv_heads or w.heads,
+            seq=w.seq,
+            kv_seq=w.kv_seq or w.seq,
+            head_dim=w.head_dim,
+            mask=canonical_mask(w.mask, w.causal),
+            backward=bool(w.backward),
+            phase=w.phase or "prefill",
+        )
+
+    @property
+    def causal(self) -> bool:
+        return self.mask == "causal"
+
+    @property
+    def gqa(self) -> bool:
+        return self.kv_heads != self.heads
+
+    @property
+    def direction(self) -> str:
+        return "fwd+bwd" if self.backward else "fwd"
+
+    @property
+    def shape(self) -> str:
+        """B x H x S x D, with /kv heads and /kv length where K and V differ: 1x8/2x512x64."""
+        h = f"{self.heads}/{self.kv_heads}" if self.gqa else str(self.heads)
+        s = f"{self.seq}/{self.kv_seq}" if self.kv_seq != self.seq else str(self.seq)
+        return f"{self.batch}x{h}x{s}x{self.head_dim}"
+
+    @property
+    def kind(self) -> str:
+        return kind_words(self.mask, self.backward, self.phase)
+
+    @property
+    def label(self) -> str:
+        """The workload in a few characters, "fp32 1x8x512x64 [cpu]", "bf16 1x8x512x64 sliding=16
+        fwd+bwd [cpu]": every field of the identity, so it is also its key."""
+        return f"{self.dtype} {self.shape}{self.kind} [{self.device}]"
+
+    @property
+    def key(self) -> str:
+        return self.label
+
+    @property
+    def slug(self) -> str:
+        """The label as a file-system name (--keep-traces folders)."""
+        h = f"{self.heads}x{self.kv_heads}"
+        s = f"{self.seq}x{self.kv_seq}"
+        mask = "full" if self.mask == "none" else self.mask
+        extra = ("_bwd" if self.backward else "") + ("_decode" if self.phase == "decode" else "")
+        name = f"{self.batch}_{h}_{s}_{self.head_dim}_{self.dtype}_{mask}{extra}_{self.device}"
+        return name.replace(":", "").replace("=", "-").replace(",", "-")
+
+    def describe(self) -> str:
+        """The long form, for a run's header: B=1 H=8 S=512 D=64 fp32 cpu causal."""
+        gqa = f" kv_heads={self.kv_heads}" if self.gqa else ""
+        kv = f" kv_seq={self.kv_seq}" if self.kv_seq != self.seq else ""
+        mask = {"causal": "causal", "none": "no mask"}.get(self.mask, f"mask {self.mask}")
+        extra = (" decode" if self.phase == "decode" else "") + (" fwd+bwd" if self.backward else "")
+        return (
+            f"B={self.batch} H={self.heads} S={self.seq} D={self.head_dim}{gqa}{kv} "
+            f"{self.dtype} {self.device} {mask}{extra}"
+        )
 
 
 @dataclass(frozen=True)
@@ -154,18 +299,16 @@ class Workload:
 
     @property
     def tag(self) -> str:
-        """The blog's file-name stem: B_H_S_D."""
+        """The blog's file-name stem of a run's traces and tables: B_H_S_D (a file name inside one
+        run directory, whose variants share one workload: not an identity, WorkloadId is)."""
         return f"{self.batch}_{self.heads}_{self.seq}_{self.head_dim}"
 
+    @property
+    def identity(self) -> WorkloadId:
+        return WorkloadId.of(self)
+
     def describe(self) -> str:
-        gqa = f" kv_heads={self.kv_heads}" if self.kv_heads != self.heads else ""
-        kv = f" kv_seq={self.kv_seq}" if self.kv_seq != self.seq else ""
-        mask = {"causal": "causal", "none": "no mask"}.get(self.mask, f"mask {self.mask}")
-        extra = (" decode" if self.phase == "decode" else "") + (" fwd+bwd" if self.backward else "")
-        return (
-            f"B={self.batch} H={self.heads} S={self.seq} D={self.head_dim}{gqa}{kv} "
-            f"{self.dtype} {self.device} {mask}{extra}"
-        )
+        return self.identity.describe()
 
     def to_record(self) -> WorkloadRecord:
         return WorkloadRecord(**dataclasses.asdict(self))

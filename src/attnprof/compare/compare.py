@@ -44,10 +44,10 @@ from attnprof.records import (
     RunRecord,
     RunResult,
     TimingSummary,
-    WorkloadRecord,
     is_incorrect,
 )
 from attnprof.run_context import RunContext
+from attnprof.workload import WorkloadId
 
 __all__ = [
     "COMPARE_SCHEMA",
@@ -62,7 +62,6 @@ __all__ = [
     "diffs_for",
     "interval",
     "load_sources",
-    "workload_key",
 ]
 
 COMPARE_SCHEMA = "attnprof.compare/1"
@@ -98,7 +97,8 @@ class Row(msgspec.Struct, kw_only=True):
     kind: Literal["run", "trace"]
     source: str
     input: int = 0  # position of its run directory or trace among the inputs
-    workload: str | None = None  # workload_key of its run; None for a bare trace
+    # its run's workload identity, WorkloadId.label (workload.py); None for a bare trace
+    workload: str | None = None
     minor_faults_per_call: float | None = None  # page faults per call while timing (getrusage)
     lean_time_us_per_forward: float | None = None  # the lean profiler pass's (no shapes/memory)
     allocator: str | None = None  # the allocator state it was timed in
@@ -243,7 +243,7 @@ class Comparison(msgspec.Struct, kw_only=True):
     sources: list[str]
     notes: list[str] = []
     diffs: list[Diff] = []
-    # the distinct workloads of the run rows, in input order (workload_key)
+    # the distinct workloads of the run rows, in input order (WorkloadId.label)
     workloads: list[str] = []
     # workload -> its baseline's label, when rows of several workloads are compared in groups
     baselines: dict[str, str] = {}
@@ -518,16 +518,9 @@ def _apply_times(row: Row, a: TraceAnalysis) -> None:
         row.timeline, row.timeline_lane = _self_segments(region.cpu_ops), "cpu"
 
 
-def workload_key(w: WorkloadRecord) -> str:
-    """A workload in a few characters: "fp32 1x8x512x64 [cpu]", with kv heads/length where they
-    differ and "full" without a causal mask. Rows compare only within one key (unless asked)."""
-    h = f"{w.heads}/{w.kv_heads}" if w.kv_heads != w.heads else str(w.heads)
-    seq = f"{w.seq}/{w.kv_seq}" if w.kv_seq != w.seq else str(w.seq)
-    return f"{w.dtype} {w.batch}x{h}x{seq}x{w.head_dim}{'' if w.causal else ' full'} [{w.device}]"
-
-
 def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
     w = record.workload
+    ident = WorkloadId.of(w)  # old records normalised here, once (an empty mask, kv 0)
     run_dir = Path(src.path)
     t = res.timing
     row = Row(
@@ -544,10 +537,10 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         device_name=record.environment.device_name,
         dtype=w.dtype,
         shape=f"{w.batch}_{w.heads}_{w.seq}_{w.head_dim}",
-        mask=w.mask or ("causal" if w.causal else "none"),
-        gqa=w.kv_heads != w.heads,
-        direction="fwd+bwd" if w.backward else "fwd",
-        phase=w.phase,
+        mask=ident.mask,
+        gqa=ident.gqa,
+        direction=ident.direction,
+        phase=ident.phase,
         median_ms=t.median_ms if t else None,
         iqr_ms=t.iqr_ms if t else None,
         samples_ms=list(t.samples_ms) if t else [],
@@ -578,7 +571,7 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         pct_of_peak=res.pct_of_peak / 100 if res.pct_of_peak is not None else None,
         trace=str(run_dir / res.trace) if res.trace else None,
         lean_trace=str(run_dir / res.lean_trace) if res.lean_trace else None,
-        workload=workload_key(w),
+        workload=ident.label,
     )
     if res.profile is not None:  # the harness's own per-forward counts; the analysis refines them
         row.gpu_ops_per_forward = res.profile.gpu_ops_per_forward
@@ -846,7 +839,8 @@ def compare(
     """Build one Row per variant (run directories) or per trace file, then speedups against the
     baseline; with diff=True also the kernel-level diffs (see diffs_for).
 
-    Runs of different workloads (shape, dtype, device, mask) are not compared by default: that is
+    Runs of different workloads (WorkloadId: shape, GQA, KV length, dtype, device, mask, backward,
+    phase) are not compared by default: that is
     a UserError. group_workloads=True compares each workload's rows against that workload's own
     baseline (reports of a folder of several shapes); mixed_workloads=True sets them all against
     one baseline, and the comparison says so (mixed_workloads, a note)."""

@@ -22,6 +22,7 @@ from rich.table import Table
 from attnprof.records import is_incorrect
 from attnprof.report.console import make_console, print_table
 from attnprof.units import fmt_bytes, fmt_ms
+from attnprof.workload import WorkloadId
 
 if TYPE_CHECKING:
     from attnprof.records import RunRecord, RunResult, TimingSummary
@@ -152,12 +153,9 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
         )
     env = record.environment
     threads = ok[0].timing.threads if ok and ok[0].timing else env.threads
-    w = record.workload
-    # GQA and a KV length of its own change the work done: the footer names them when they differ
-    kv = [f"kv heads {w.kv_heads}"] * (w.kv_heads != w.heads) + [f"kv len {w.kv_seq}"] * (w.kv_seq != w.seq)
-    kv += [f"mask {w.mask}"] * (w.mask not in ("", "causal")) + ["decode"] * (w.phase == "decode")
-    kv += ["forward + backward"] * w.backward
-    shape = f"{w.batch}x{w.heads}x{w.seq}x{w.head_dim}" + (f" ({', '.join(kv)})" if kv else "")
+    # every field that changes the work, as compare and the reports write it (WorkloadId.label)
+    ident = WorkloadId.of(record.workload)
+    shape = f"{ident.shape}{ident.kind}"
     console.print(
         f"[dim]{shape} "
         f"{record.workload.dtype} on {env.device_name} ({env.device}, {threads} threads), torch {env.torch_version}; "

@@ -21,6 +21,7 @@ from attnprof.report.reasons import translate_reason
 from attnprof.report.table import Cell, Column, Table, fit, to_markdown
 from attnprof.store import StoredResult
 from attnprof.units import NOTABLE_SPEEDUP, fmt_err, fmt_ms, fmt_ratio, number_locale
+from attnprof.workload import WorkloadId, kind_words
 
 __all__ = [
     "StoreReportData",
@@ -53,18 +54,19 @@ def build_store_report_data(store: str | Path) -> StoreReportData:
     )
 
 
-# a panel: every field of the shape but the query length, which is the x axis
-GroupKey = tuple[str, str, int, int, int, int, bool]
+# a panel: the workload identity (workload.py WorkloadId) but the lengths, the x axis
+GroupKey = WorkloadId
 
 
 def _group_key(r: StoredResult) -> GroupKey:
-    return (r.device, r.dtype, r.head_dim, r.batch, r.heads, r.kv_heads, r.causal)
+    return msgspec.structs.replace(WorkloadId.of(r), seq=0, kv_seq=0)
 
 
 def group_title(key: GroupKey, t: Translator) -> str:
-    device, dtype, head_dim, batch, heads, kv_heads, causal = key
-    h = f"H={heads}" + (f"/{kv_heads}" if kv_heads != heads else "")
-    return f"{dtype} D={head_dim} B={batch} {h} {t('group.causal' if causal else 'group.full')} [{device}]"
+    h = f"H={key.heads}" + (f"/{key.kv_heads}" if key.gqa else "")
+    mask = t("group.causal") if key.causal else t("group.full") if key.mask == "none" else key.mask
+    extra = kind_words("causal", key.backward, key.phase)  # the mask is said above, in words
+    return f"{key.dtype} D={key.head_dim} B={key.batch} {h} {mask}{extra} [{key.device}]"
 
 
 def scaling_groups(rows: list[StoredResult]) -> dict[GroupKey, list[StoredResult]]:
@@ -214,7 +216,7 @@ def _store_summary(data: StoreReportData, t: Translator) -> list[str]:
         t(
             "store.summary.counts",
             n=len(data.results),
-            shapes=len({(_group_key(r), r.seq, r.kv_seq) for r in data.results}),
+            shapes=len({WorkloadId.of(r) for r in data.results}),
             statuses=", ".join(f"{n} {t.maybe(f'status.{s}', s)}" for s, n in counts.most_common()),
         )
     ]

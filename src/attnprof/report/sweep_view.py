@@ -21,6 +21,7 @@ from attnprof.report.console import make_console, print_table, terminal_words
 from attnprof.report.store_report import recommendation_table, short_variant
 from attnprof.report.table import Cell, Column, Table, fit, to_rich
 from attnprof.units import NOTABLE_SPEEDUP, fmt_bytes, fmt_count, fmt_err, fmt_ms, fmt_ratio
+from attnprof.workload import WorkloadId
 
 if TYPE_CHECKING:
     from attnprof.recommend import Recommendation
@@ -160,16 +161,10 @@ def _label(r: StoredResult) -> str:
 
 
 def _shape(r: StoredResult) -> str:
-    """A configuration in a few characters: B,H,S,D (with /Hkv and /Skv only where K/V differ),
-    the dtype, and "full" where there is no causal mask."""
-    kvh = f"/{r.kv_heads}" if r.kv_heads != r.heads else ""
-    kvs = f"/{r.kv_seq}" if r.kv_seq != r.seq else ""
-    shape = f"{r.batch},{r.heads}{kvh},{r.seq}{kvs},{r.head_dim} {r.dtype}"
-    if r.mask not in ("", "causal", "none"):
-        shape += f" {r.mask}"
-    elif not r.causal:
-        shape += " full"
-    return shape + (" bwd" if r.backward else "") + (" decode" if r.phase == "decode" else "")
+    """A configuration in a few characters: its workload's label without the device, which the
+    row beside it names (workload.py WorkloadId.label)."""
+    w = WorkloadId.of(r)
+    return f"{w.shape} {w.dtype}{w.kind}"
 
 
 def _device(r: StoredResult) -> str:
@@ -177,8 +172,9 @@ def _device(r: StoredResult) -> str:
 
 
 def _config_key(r: StoredResult) -> tuple[Any, ...]:
-    return (r.device, r.device_name, r.dtype, r.batch, r.heads, r.kv_heads, r.seq, r.kv_seq,
-            r.head_dim, r.causal, r.mask, r.backward, r.phase)  # fmt: skip
+    """One configuration: the workload's identity on one device (by its name too: two hosts'
+    cuda:0 are two devices)."""
+    return (WorkloadId.of(r), r.device_name)
 
 
 def _speed_emphasis(ratio: float) -> str:

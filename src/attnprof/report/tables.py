@@ -37,6 +37,7 @@ from attnprof.units import (
     number_locale,
     short_name,
 )
+from attnprof.workload import WorkloadId
 
 __all__ = [
     "PERFETTO",
@@ -526,10 +527,10 @@ def report_content(data: ReportData, t: Translator, out_dir: Path | None) -> Rep
 def _title(data: ReportData, t: Translator) -> str:
     if data.record is None:
         return t("report.title_trace", trace=", ".join(Path(p).name for p in data.trace_files))
-    w = data.record.workload
+    w = WorkloadId.of(data.record.workload)
     return t(
         "report.title",
-        shape=f"{w.batch}x{w.heads}x{w.seq}x{w.head_dim}",
+        shape=f"{w.shape}{w.kind}",
         dtype=w.dtype,
         device=data.record.environment.device_name,
     )

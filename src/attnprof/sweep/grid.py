@@ -60,7 +60,7 @@ from attnprof.device import resolve_device
 from attnprof.errors import UserError
 from attnprof.harness.options import RunOptions
 from attnprof.records import Mode, WorkloadRecord, mode_of, variant_label
-from attnprof.workload import Workload
+from attnprof.workload import Workload, WorkloadId
 
 __all__ = [
     "GridSpec",
@@ -165,21 +165,11 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
         return variant_label(self.variant, self.mode)
 
     def describe(self) -> str:
-        return f"{self.label} {Workload.from_record(self.workload).describe()}"
+        return f"{self.label} {WorkloadId.of(self.workload).describe()}"
 
     def slug(self) -> str:
         """A file-system name for this job's configuration (for --keep-traces folders)."""
-        w = self.workload
-        mask = w.mask if w.mask not in ("", "causal", "none") else ("causal" if w.causal else "full")
-        extra = ("_bwd" if w.backward else "") + ("_decode" if w.phase == "decode" else "")
-        return (
-            (
-                f"{w.batch}_{w.heads}x{w.kv_heads}_{w.seq}x{w.kv_seq}_{w.head_dim}_{w.dtype}_{mask}{extra}_{w.device}"
-            )
-            .replace(":", "")
-            .replace("=", "-")
-            .replace(",", "-")
-        )
+        return WorkloadId.of(self.workload).slug
 
 
 def job_key(spec: JobSpec, device_identity: str) -> str:
