@@ -191,6 +191,8 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_units() -> None:
     assert (fmt_ms(0.0453), fmt_ms(7.239), fmt_ms(1955.0)) == ("45.3 µs", "7.24 ms", "1.96 s")
+    # a value that rounds up to the next unit is written in it, not as 1e+03 of the smaller one
+    assert (fmt_ms(999.99), fmt_ms(0.99999), fmt_ms(999.4)) == ("1 s", "1 ms", "999 ms")
     assert (fmt_bytes(512), fmt_bytes(288 * 1024), fmt_bytes(3 * 1024**3)) == ("512 B", "288 KiB", "3 GiB")
     assert (fmt_ratio(1.04), fmt_ratio(3.7), fmt_count(5.0), fmt_count(None)) == ("1.04", "3.7", "5", "-")
     name = (

@@ -82,6 +82,8 @@ def fmt_ms(ms: float | None) -> str:
     """A time given in milliseconds, in s, ms or µs with three significant digits."""
     if ms is None:
         return "-"
+    # round to three significant digits before the unit is chosen: 999.99 ms is "1 s", not "1e+03 ms"
+    ms = float(format(ms, ".3g"))
     if ms >= 1000:
         return f"{_n(format(ms / 1000, '.3g'))} s"
     if ms >= 1:

@@ -145,10 +145,15 @@ class IdleBreakdown:
         )
 
 
-def host_activity(trace: Trace, links: Links, busy_mask: np.ndarray) -> HostActivity:
-    """busy_mask: per GPU op (Links.gpu_rows), whether it counts as device busy time."""
+def host_activity(
+    trace: Trace, links: Links, busy_mask: np.ndarray, busy_end: np.ndarray | None = None
+) -> HostActivity:
+    """busy_mask: per GPU op (Links.gpu_rows), whether it counts as device busy time; busy_end:
+    per GPU op, the end busy time uses (attnprof.analysis.sanitize clips overruns), else the
+    recorded end."""
     g = links.gpu_rows[busy_mask]
-    busy = union(trace.ts[g], trace.ts[g] + trace.dur[g])
+    ends = busy_end[busy_mask] if busy_end is not None else trace.ts[g] + trace.dur[g]
+    busy = union(trace.ts[g], ends)
     rt = trace.rows(Kind.RUNTIME, Kind.DRIVER)
     names = trace.names
     rt_name = trace.name[rt]

@@ -42,6 +42,7 @@ from attnprof.analysis.result import (
     TraceInfo,
 )
 from attnprof.analysis.roofline import roofline
+from attnprof.analysis.sanitize import sanitize
 from attnprof.trace.model import Kind, Trace, unique
 from attnprof.units import short_name
 from attnprof.workload import Workload
@@ -97,7 +98,8 @@ def analyze_trace(
     is_set = g_kind == Kind.MEMSET
     kernel_time = float(g_dur[is_k].sum())
     busy_mask = gpu_cat != _CAT_INDEX["sync"]
-    host = host_activity(trace, links, busy_mask)
+    clean = sanitize(trace, links, busy_mask)
+    host = host_activity(trace, links, busy_mask, clean.busy_end)
     totals = Totals(
         kernels=int(is_k.sum()),
         kernel_time_us=round(kernel_time, 3),
@@ -140,8 +142,8 @@ def analyze_trace(
     launch_apis = _launch_table(links, is_k)
 
     reg = find_region(trace, links, region, threads=threads)
-    idle = _idle(trace, links, reg, host)
-    region_stat = _region_stat(trace, links, reg, gpu_cat, unique_names, inv, classes, idle)
+    idle = _idle(trace, links, reg, host, clean.busy_end)
+    region_stat = _region_stat(trace, links, reg, gpu_cat, unique_names, inv, classes, idle, clean.busy_end)
     evidence = cpu_evidence(trace, reg)
     unfused = unfused_chains(trace, reg)
     # the share is the whole trace's: its unfused chains are looked for on every thread
@@ -203,8 +205,9 @@ def analyze_trace(
         has_device_properties=bool(trace.metadata.get("deviceProperties_present")),
         raw_json_bytes=trace.raw_bytes,
         gaps=gap_facts,
+        sanitation=clean.record,
     )
-    warnings = list(trace.warnings) + gaps
+    warnings = list(trace.warnings) + gaps + clean.warnings
     n_dev = int(dev.sum())
     if n_dev:
         cats = sorted({trace.categories[int(c)] for c in unique(trace.cat[g[dev]])})
@@ -385,9 +388,11 @@ def _launch_table(links: Links, is_k: np.ndarray) -> list[LaunchApi]:
     ]
 
 
-def _idle(trace: Trace, links: Links, reg: Region, host: HostActivity) -> list[IdleBreakdown]:
-    """Per instance, the device's idle time in its window and what the host did meanwhile."""
-    g_end = trace.ts[links.gpu_rows] + trace.dur[links.gpu_rows]
+def _idle(
+    trace: Trace, links: Links, reg: Region, host: HostActivity, g_end: np.ndarray
+) -> list[IdleBreakdown]:
+    """Per instance, the device's idle time in its window and what the host did meanwhile
+    (g_end: each GPU op's end with overruns clipped, attnprof.analysis.sanitize)."""
     out = []
     for inst in reg.instances:
         if inst.row < 0:  # whole trace: from the first device op to the last
@@ -521,12 +526,13 @@ def _region_stat(
     inv: np.ndarray,
     classes: list[Classification],
     idle: list[IdleBreakdown],
+    busy_end: np.ndarray,
 ) -> RegionStat:
     insts = reg.instances
     n = max(len(insts), 1)
     g_rows = links.gpu_rows
     g_ts = trace.ts[g_rows]
-    g_end = g_ts + trace.dur[g_rows]
+    g_end = busy_end  # overruns clipped (attnprof.analysis.sanitize)
     per: list[InstanceStat] = []
     cat_counts = np.zeros(len(CATEGORIES), np.int64)
     rule_counts = np.zeros(len(RULE_NAMES), np.int64)

@@ -21,7 +21,10 @@ Top-level keys:
     trace        {events, kept_events, dropped {category/phase: count}, schema_version, rank,
                   has_flows, has_device_properties, raw_json_bytes, gaps {kernel_launches,
                   launches_without_device_op, device_ops_before_launch, dropped_categories}
-                  (each key only where the trace lets it be worked out)}
+                  (each key only where the trace lets it be worked out), sanitation
+                  {overlap_tolerance_us, overlaps, overlap_us, overlap_lanes, overruns,
+                  overrun_clipped_us, overrun_examples [{name, lane, start_us, recorded_us,
+                  clipped_us}], bad_durations} (attnprof.analysis.sanitize)}
     totals       {kernels, kernel_time_us, memcpy, memcpy_time_us, memset, memset_time_us,
                   cpu_ops, gpu_ops, unique_kernels, unlaunched_gpu_ops, graph_kernels,
                   other_device_ops, other_device_time_us (other accelerators' device events),
@@ -91,10 +94,12 @@ __all__ = [
     "LaunchApi",
     "MemoryOp",
     "Occupancy",
+    "Overrun",
     "RegionGpuOp",
     "RegionIdle",
     "RegionStat",
     "Roofline",
+    "Sanitation",
     "Share",
     "ThreadOps",
     "TimeShare",
@@ -163,6 +168,30 @@ class Gaps(msgspec.Struct, kw_only=True, omit_defaults=True):
     dropped_categories: dict[str, int] | None = None
 
 
+class Overrun(msgspec.Struct, kw_only=True):
+    """One device op that ends after the next op on its stream has ended
+    (attnprof.analysis.sanitize): its recorded duration and the one busy time uses."""
+
+    name: str  # shortened kernel name
+    lane: str  # "pid/tid": the device and stream
+    start_us: float  # the trace's own timestamp
+    recorded_us: float
+    clipped_us: float  # to the next op's start: what busy and idle time count
+
+
+class Sanitation(msgspec.Struct, kw_only=True):
+    """What attnprof.analysis.sanitize found on the device streams and how it was repaired."""
+
+    overlap_tolerance_us: float = 0.0
+    overlaps: int = 0  # ops starting before the op before them on their stream ended
+    overlap_us: float = 0.0  # the time overlapped (busy time counts it once)
+    overlap_lanes: int = 0
+    overruns: int = 0  # ops ending after the next op on their stream ended: clipped for busy
+    overrun_clipped_us: float = 0.0  # recorded minus clipped, summed
+    overrun_examples: list[Overrun] = []  # the largest, at most 10
+    bad_durations: int = 0  # negative or over a day: set to 0 us by the loader
+
+
 class TraceInfo(msgspec.Struct, kw_only=True):
     events: int
     kept_events: int
@@ -173,6 +202,7 @@ class TraceInfo(msgspec.Struct, kw_only=True):
     has_device_properties: bool
     raw_json_bytes: int
     gaps: Gaps
+    sanitation: Sanitation = msgspec.field(default_factory=Sanitation)
 
 
 class Totals(msgspec.Struct, kw_only=True):

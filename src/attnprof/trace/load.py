@@ -1193,6 +1193,7 @@ class _Builder:
                 meta[key] = v
         meta["deviceProperties_present"] = doc.deviceProperties is not None
         meta["events_total"] = self.n_seen
+        meta["bad_durations"] = self.bad_durs  # the sanitation record repeats the count
         warnings = []
         if self.unknown:
             listed = ", ".join(sorted(repr(c) for c in self.unknown)[:8])
