@@ -7,6 +7,7 @@ The library raises; only main() prints errors and maps them to exit codes:
 
 from __future__ import annotations
 
+import codecs
 import errno
 import os
 import signal
@@ -95,16 +96,66 @@ def _err(message: str) -> None:
     sys.stderr.write(f"attnprof: error: {message}\n")
 
 
-# errors on a path the user named (-o, --out, --store, --policy-out): one line, exit 2
-_PATH_ERRNOS = {
-    errno.EACCES,
-    errno.EPERM,
-    errno.EROFS,
-    errno.ENOTDIR,
-    errno.EISDIR,
-    errno.ENOSPC,
-    errno.EDQUOT,
-}
+# Output in a locale that cannot write µ, ±, × or arrows (LC_ALL=C with PYTHONUTF8=0: an ASCII
+# stdout) gets these ASCII spellings instead of a UnicodeEncodeError; any other character that
+# does not fit (Thai, say) becomes "?".
+_ASCII = {
+    "µ": "u", "±": "+/-", "×": "x", "→": "->", "←": "<-", "↔": "<->", "…": "...", "Δ": "d",
+    "≤": "<=", "≥": ">=", "≈": "~", "—": "-", "–": "-", "·": ".", "✓": "ok", "✗": "x", "°": "deg",
+    "‘": "'", "’": "'", "“": '"', "”": '"', "•": "*", "≠": "!=", "²": "^2", "³": "^3",
+}  # fmt: skip
+
+
+def _to_ascii(err: UnicodeError) -> tuple[str, int]:
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    text = err.object[err.start : err.end]
+    return "".join(_ASCII.get(c, "?") for c in text), err.end
+
+
+codecs.register_error("attnprof-ascii", _to_ascii)
+
+
+def _fit_streams_to_locale() -> None:
+    """Let stdout and stderr write what attnprof prints in whatever encoding they have."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or "ascii"
+        try:
+            "µ±×→…".encode(encoding)
+        except (UnicodeEncodeError, LookupError):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(errors="attnprof-ascii")
+
+
+# a write with no file name that failed for want of space: the output stream (`> /dev/full`);
+# attnprof's own files name their path (attnprof.outputs)
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def _stdout_broken() -> bool:
+    """Whether stdout is what failed: what it still buffers cannot be written either."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        return True
+    except ValueError:  # closed
+        return False
+    return False
+
+
+def _stdout_failed(exc: OSError) -> int:
+    """stdout itself cannot be written (`> /dev/full`): one line, exit 2. What is still buffered
+    goes to /dev/null, so that the interpreter's own flush at exit does not fail again."""
+    said = (exc.strerror or str(exc)).lower()
+    _err(f"cannot write the output ({said}): free some space, or send the output to another file or disk")
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 2
 
 
 _invoked: list[str] = []
@@ -162,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     args = [a for a in args[:end] if a != "--debug"] + args[end:]
     _state["debug"] = debug
     _invoked[:] = args
+    _fit_streams_to_locale()
     # SIGTERM (kill, a scheduler's timeout) stops a run or sweep like Ctrl-C: what finished is
     # saved and the resume command printed. Only the main thread can set handlers.
     previous = None
@@ -170,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = app(args=args, prog_name="attnprof", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
+        if argv is None:
+            sys.stdout.flush()  # here, so that a full or closed stdout is answered like any error
     except typer.Exit as exc:
         code = exc.exit_code
     except typer.Abort:
@@ -196,12 +250,14 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         code = 0
     except OSError as exc:
-        if exc.errno in _PATH_ERRNOS and exc.filename:
+        from attnprof.outputs import PATH_ERRNOS, os_error_line
+
+        if exc.errno in PATH_ERRNOS and exc.filename:
             # a path the user chose cannot be written (or read): their input, not our bug
-            _err(
-                f"{exc.filename}: {(exc.strerror or str(exc)).lower()}; choose another path or fix its permissions"
-            )
+            _err(os_error_line(exc))
             code = 2
+        elif exc.filename is None and (exc.errno in _FULL or _stdout_broken()):
+            code = _stdout_failed(exc)
         else:
             code = _internal(exc, debug)
     except ModuleNotFoundError as exc:

@@ -92,6 +92,9 @@ def analyze_command(
         if not folders:
             raise UserError("--html writes the cross-rank view of a folder of traces: give a folder")
         translator = Translator(lang)  # an unknown language fails before any work
+        from attnprof.outputs import refuse_inputs
+
+        refuse_inputs(html, traces, option="--html")
     files: list[str | os.PathLike[str]] = [p for p in traces if not p.is_dir()]
     results = dict(
         zip(
@@ -114,12 +117,9 @@ def analyze_command(
         page = render_ranks_html(
             [r for d in folders for r in runs[d]], translator, folder=", ".join(str(d) for d in folders)
         )
-        tmp = html.with_name(html.name + ".tmp")
-        try:
-            tmp.write_text(page, encoding="utf-8")
-            tmp.replace(html)
-        except OSError as exc:
-            raise UserError(f"--html {html}: cannot write it ({exc.strerror or exc})") from None
+        from attnprof.outputs import write_atomic
+
+        write_atomic(html, page, option="--html")
     if as_json:
         import sys
 

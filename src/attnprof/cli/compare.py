@@ -132,6 +132,9 @@ def report_cmd(
     if fmt not in ("html", "md"):
         raise UserError(f"--format {fmt!r}: use html or md")
     t = Translator(lang)  # an unknown language fails before any work
+    from attnprof.outputs import refuse_inputs
+
+    refuse_inputs(output, [p for p in (run_dir, store) if p is not None], option="-o/--output")
     if store is not None:
         if expect not in ("auto", "none"):
             raise UserError("--expect applies to a run directory, not to --store")
@@ -165,7 +168,7 @@ def report_cmd(
         else Path(run_dir).with_name(f"{_stem(Path(run_dir))}.report.{t.lang}.html")
     )
     target = output or default
-    target.parent.mkdir(parents=True, exist_ok=True)
+    _mkdir(target.parent)
     _write(render_html(data, t, out_dir=target.parent), target)
 
 
@@ -175,12 +178,23 @@ def _stem(trace: Path) -> str:
 
 
 def _write(text: str, target: Path | None) -> None:
-    """To the file (printing its path), or to stdout when there is none."""
+    """To the file, whole or not at all (printing its path), or to stdout when there is none."""
+    from attnprof.outputs import write_atomic
+
     if target is None:
         sys.stdout.write(text)
     else:
-        target.write_text(text, encoding="utf-8")
+        write_atomic(target, text, option="-o/--output")
         sys.stdout.write(f"{target}\n")
+
+
+def _mkdir(folder: Path) -> None:
+    from attnprof.outputs import path_error
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise path_error(folder, exc, option="-o/--output") from None
 
 
 def _report_store(
@@ -211,5 +225,5 @@ def _report_store(
         sys.stdout.write(html)
         return
     target = output or store.with_name(f"{store.stem}.report.{t.lang}.html")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    _mkdir(target.parent)
     _write(html, target)

@@ -267,6 +267,9 @@ def results_command(
         values = _parse_list("causal", causal)
         if len(values) == 1:
             f.causal = values[0]
+    from attnprof.outputs import refuse_inputs, write_atomic
+
+    refuse_inputs(output, [store], option="-o/--output")
     with Store(store, readonly=True) as st:
         rows = st.query(f, samples=samples)
     if fmt == "table":
@@ -277,8 +280,11 @@ def results_command(
             print_results(make_console(no_color=no_color), rows, store)
             return
         # on screen the table fits 100 columns; written to a file, the notes below it keep to one line
-        with output.open("w") as fh:
-            print_results(make_console(file=fh, width=MAX_TTY_WIDTH), rows, store)
+        import io
+
+        buf = io.StringIO()
+        print_results(make_console(file=buf, width=MAX_TTY_WIDTH), rows, store)
+        write_atomic(output, buf.getvalue(), option="-o/--output")
         return
     text = export_rows(rows, fmt, path=output, samples=samples)
     if text is not None:
@@ -305,9 +311,11 @@ def recommend_command(
     and the backend PyTorch's own dispatch picks, flagged where they differ."""
     import msgspec
 
+    from attnprof.outputs import refuse_inputs, write_atomic
     from attnprof.recommend import build_policy, recommend
     from attnprof.store import Store
 
+    refuse_inputs(policy_out, [store], option="--policy-out")
     with Store(store, readonly=True) as st:
         rows = st.query(samples=True)  # the samples give pinning's gain its interval
     if not rows:
@@ -316,7 +324,7 @@ def recommend_command(
     left_out: list[str] = []
     if policy_out is not None:
         policy = build_policy(recs, source=str(store.resolve()))
-        policy_out.write_text(json.dumps(policy, indent=2) + "\n")
+        write_atomic(policy_out, json.dumps(policy, indent=2) + "\n", option="--policy-out")
         left_out = policy["left_out"]
     if json_out:
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(recs), indent=2).decode() + "\n")

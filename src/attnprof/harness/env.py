@@ -13,7 +13,9 @@ from typing import Any
 import msgspec
 
 from attnprof.device import SPEC_SOURCE, peak_for, spec_device
+from attnprof.errors import UserError
 from attnprof.harness.load import LoadMeter
+from attnprof.outputs import write_atomic
 from attnprof.records import Environment, PeakProvenance
 
 __all__ = ["cache_path", "cpu_model", "environment", "measured_peak", "peak_text", "run_peak"]
@@ -160,10 +162,9 @@ def _load_cache(path: Path) -> dict[str, Any]:
 def _save_cache(path: Path, peaks: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"schema": _CACHE_SCHEMA, "peaks": peaks}, indent=2))
-        tmp.replace(path)  # atomic: two runs writing at once leave one whole file
-    except OSError:
+        # atomic: two runs writing at once leave one whole file
+        write_atomic(path, json.dumps({"schema": _CACHE_SCHEMA, "peaks": peaks}, indent=2))
+    except (OSError, UserError):
         pass  # a read-only home: measure again next time
 
 

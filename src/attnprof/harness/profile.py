@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from attnprof.harness.memory import peak_rise
+from attnprof.outputs import write_atomic
 from attnprof.records import ProfileSummary
 
 __all__ = [
@@ -286,7 +287,7 @@ def profile_call(
                 prof.export_chrome_trace(str(path))
             if table_path is not None:
                 table_path.parent.mkdir(parents=True, exist_ok=True)
-                table_path.write_text(_table(prof, cuda) + "\n")
+                write_atomic(table_path, _table(prof, cuda) + "\n")
             if not cuda:
                 captured["memory"] = _cpu_memory(prof, annotation, backward is not None)
 

@@ -26,6 +26,7 @@ from attnprof.errors import Interrupted, UserError
 from attnprof.extras import require
 from attnprof.harness.memory import available_bytes
 from attnprof.harness.options import RunOptions
+from attnprof.outputs import write_atomic
 from attnprof.reasons import english, reason
 from attnprof.records import (
     RUN_SCHEMA,
@@ -666,7 +667,7 @@ def run(
         record = _record(workload, partial.env, opts, finished)
         record.interrupted = True
         record.resume = ResumeState(pending=pending, options=msgspec.structs.asdict(opts))
-        (out / "run.json").write_bytes(encode_json(record))
+        write_atomic(out / "run.json", encode_json(record))
         raise Interrupted(
             f"interrupted: {len(finished)} of {len(finished) + len(pending)} variant(s) finished and are "
             f"in {out / 'run.json'}; finish the other {len(pending)} with: attnprof run --resume {out}"
@@ -756,5 +757,5 @@ def _run_suite(
                 progress(r.label, "done")
     record = _record(workload, env, opts, partial.prior + [r for r, _ in prepared])
     if out is not None:
-        (out / "run.json").write_bytes(encode_json(record))
+        write_atomic(out / "run.json", encode_json(record))
     return record

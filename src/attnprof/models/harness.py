@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnprof.errors import UserError
 from attnprof.harness.run import reject, safe_name
+from attnprof.outputs import write_atomic
 from attnprof.reasons import reason
 from attnprof.records import (
     RUN_SCHEMA,
@@ -457,7 +458,7 @@ def run_model(
         model=info,
     )
     if out is not None:
-        (out / "run.json").write_bytes(encode_json(record))
+        write_atomic(out / "run.json", encode_json(record))
     return record
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 
 from attnprof.errors import UserError
+from attnprof.outputs import atomic_path, path_error, refuse_inputs
 
 __all__ = ["BundleInfo", "write_bundle"]
 
@@ -46,6 +47,7 @@ def write_bundle(
         raise UserError(f"{run}: no run.json, so not a run directory (give the folder `attnprof run` wrote)")
     t = Translator(lang)
     target = Path(out) if out is not None else run.resolve().with_suffix(".zip")
+    refuse_inputs(target, [run], option="-o/--output")
     if target.exists() and not force:
         raise UserError(f"{target}: already exists; give another path with -o, or --force to replace it")
     html = render_html(build_report_data(run, expect="auto", baseline=None), t, out_dir=run)
@@ -54,21 +56,18 @@ def write_bundle(
     for part in _PARTS:
         if (run / part).is_dir():
             members += sorted(p for p in (run / part).rglob("*") if p.is_file())
-    tmp = target.with_name(target.name + ".tmp")
     names = []
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(tmp, "w") as zf:
-            for p in members:
-                name = f"{top}/{p.relative_to(run).as_posix()}"
-                packed = p.name.endswith(".gz")
-                zf.write(p, name, compress_type=zipfile.ZIP_STORED if packed else zipfile.ZIP_DEFLATED)
-                names.append(name)
-            name = f"{top}/report.{t.lang}.html"
-            zf.writestr(name, html, compress_type=zipfile.ZIP_DEFLATED)
-            names.append(name)
-        tmp.replace(target)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"{target}: cannot write the archive ({exc.strerror or exc})") from None
+        raise path_error(target, exc, option="-o/--output") from None
+    with atomic_path(target, option="-o/--output") as tmp, zipfile.ZipFile(tmp, "w") as zf:
+        for p in members:
+            name = f"{top}/{p.relative_to(run).as_posix()}"
+            packed = p.name.endswith(".gz")
+            zf.write(p, name, compress_type=zipfile.ZIP_STORED if packed else zipfile.ZIP_DEFLATED)
+            names.append(name)
+        name = f"{top}/report.{t.lang}.html"
+        zf.writestr(name, html, compress_type=zipfile.ZIP_DEFLATED)
+        names.append(name)
     return BundleInfo(path=str(target), files=names, bytes=target.stat().st_size)

@@ -45,7 +45,9 @@ def make_console(
     return Console(
         file=out,
         force_terminal=force_terminal,
-        no_color=no_color,
+        # NO_COLOR (https://no-color.org): any non-empty value turns colour off, as --no-color
+        # does; rich reads it only when no_color is left unset, and it is always set here
+        no_color=no_color or bool(os.environ.get("NO_COLOR")),
         highlight=False,
         width=chosen,
         emoji=False,

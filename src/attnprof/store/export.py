@@ -15,6 +15,7 @@ from pathlib import Path
 
 from attnprof.errors import UserError
 from attnprof.extras import load, require
+from attnprof.outputs import atomic_path, write_atomic
 from attnprof.store.sqlite import StoredResult
 
 __all__ = ["FORMATS", "export_rows"]
@@ -35,7 +36,8 @@ def export_rows(
         frame = pd.DataFrame(
             [r.flat(samples=samples) for r in rows], columns=StoredResult.flat_columns(samples)
         )
-        frame.to_parquet(path, index=False)
+        with atomic_path(path, option="-o/--output") as tmp:
+            frame.to_parquet(tmp, index=False)
         return None
     if fmt == "csv":
         buf = io.StringIO()
@@ -49,6 +51,6 @@ def export_rows(
     else:
         raise UserError(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
     if path is not None:
-        path.write_text(text)
+        write_atomic(path, text, option="-o/--output")
         return None
     return text

@@ -436,10 +436,26 @@ class Store:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
+            self.conn.execute("COMMIT")
+        except BaseException as exc:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            # a store that opened but cannot be written (a read-only or immutable file, a full
+            # disk): the user's store, not our bug
+            if isinstance(exc, sqlite3.OperationalError) and getattr(exc, "sqlite_errorname", "") in (
+                "SQLITE_READONLY",
+                "SQLITE_FULL",
+                "SQLITE_IOERR",
+                "SQLITE_CANTOPEN",
+                "SQLITE_PERM",
+            ):
+                fix = (
+                    "free some space or pass another --store"
+                    if exc.sqlite_errorname == "SQLITE_FULL"
+                    else "check the permissions of the file and its folder, or pass another --store"
+                )
+                raise UserError(f"cannot write store {self.path} ({exc}): {fix}") from None
             raise
-        self.conn.execute("COMMIT")
 
     # -- sweeps ------------------------------------------------------------------------------
     def begin_sweep(self, *, executor: str, total_jobs: int, config: dict[str, Any]) -> int:
