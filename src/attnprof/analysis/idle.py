@@ -33,6 +33,11 @@ import numpy as np
 import numpy.typing as npt
 
 from attnprof.analysis.devices import is_launch
+from attnprof.analysis.intervals import Intervals, union
+from attnprof.analysis.intervals import clip as _clip
+from attnprof.analysis.intervals import intersect as _intersect
+from attnprof.analysis.intervals import measure as _measure
+from attnprof.analysis.intervals import subtract as _subtract
 from attnprof.analysis.links import Links
 from attnprof.analysis.result import InstanceIdle
 from attnprof.trace.model import Kind, Trace, unique
@@ -47,9 +52,6 @@ __all__ = [
     "union",
 ]
 
-F64 = npt.NDArray[np.float64]
-Intervals = tuple[F64, F64]
-
 CAUSES = ("sync", "host_compute", "launching", "nothing_recorded")
 HOST_COMPUTE_MIN_US = 20.0
 MAX_CALLS_PER_LAUNCHING_OP = 4
@@ -57,55 +59,6 @@ _SYNC = re.compile(
     r"(?i)synchronize|^cudaMemcpy$|^cudaMemcpy2D$|^cuMemcpy(DtoH|HtoD)?(_v2)?$|^hipMemcpy$|"
     r"^cudaStreamWaitEvent_blocking|^hipMemcpyWithStream$"
 )
-
-
-def union(start: np.ndarray, end: np.ndarray) -> Intervals:
-    """Sorted disjoint intervals covering the given ones."""
-    if start.size == 0:
-        return np.zeros(0), np.zeros(0)
-    o = np.argsort(start, kind="stable")
-    s, e = start[o].astype(np.float64), end[o].astype(np.float64)
-    reach = np.maximum.accumulate(e)
-    new = np.ones(s.size, bool)
-    new[1:] = s[1:] > reach[:-1]
-    idx = np.flatnonzero(new)
-    ends = np.append(reach[idx[1:] - 1], reach[-1])
-    return s[idx], ends
-
-
-def _clip(iv: Intervals, lo: float, hi: float) -> Intervals:
-    s, e = iv
-    s2, e2 = np.maximum(s, lo), np.minimum(e, hi)
-    keep = e2 > s2
-    return s2[keep], e2[keep]
-
-
-def _measure(iv: Intervals) -> float:
-    return float((iv[1] - iv[0]).sum())
-
-
-def _intersect(a: Intervals, b: Intervals) -> Intervals:
-    """Intersection of two sorted disjoint interval sets."""
-    if a[0].size == 0 or b[0].size == 0:
-        return np.zeros(0), np.zeros(0)
-    pts = np.concatenate([a[0], a[1], b[0], b[1]])
-    da = np.concatenate([np.ones(a[0].size), -np.ones(a[0].size), np.zeros(2 * b[0].size)])
-    db = np.concatenate([np.zeros(2 * a[0].size), np.ones(b[0].size), -np.ones(b[0].size)])
-    o = np.lexsort((da + db, pts))  # at one point, ends before starts
-    pts, ca, cb = pts[o], np.cumsum(da[o]), np.cumsum(db[o])
-    both = (ca > 0) & (cb > 0)
-    s, e = pts[:-1][both[:-1]], pts[1:][both[:-1]]
-    keep = e > s
-    return union(s[keep], e[keep])
-
-
-def _subtract(a: Intervals, b: Intervals, lo: float, hi: float) -> Intervals:
-    """a minus b, within [lo, hi]."""
-    bs, be = _clip(b, lo, hi)
-    gaps_s = np.concatenate([[lo], be])
-    gaps_e = np.concatenate([bs, [hi]])
-    keep = gaps_e > gaps_s
-    return _intersect(a, (gaps_s[keep], gaps_e[keep]))
 
 
 @dataclass

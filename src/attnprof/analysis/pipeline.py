@@ -14,15 +14,18 @@ from attnprof.analysis.classify import CATEGORIES, Classification, classify, dev
 from attnprof.analysis.context import Context
 from attnprof.analysis.cpu_ops import cpu_evidence
 from attnprof.analysis.devices import device_info, gap_warnings
-from attnprof.analysis.idle import HostActivity, IdleBreakdown, host_activity, idle_breakdown, union
+from attnprof.analysis.idle import HostActivity, IdleBreakdown, host_activity, idle_breakdown
+from attnprof.analysis.intervals import Intervals, union
 from attnprof.analysis.links import Links, link
 from attnprof.analysis.occupancy import DeviceLimits, theoretical_occupancy
+from attnprof.analysis.overlap import CommOverlap, comm_overlap, compute_union
 from attnprof.analysis.regions import RULE_NAMES, Instance, Region, backward_links, cpu_nesting, find_region
 from attnprof.analysis.result import (
     AttentionShare,
     Attribution,
     Backward,
     CategoryStat,
+    CommShare,
     CpuOp,
     CpuOpByName,
     InstanceStat,
@@ -30,6 +33,7 @@ from attnprof.analysis.result import (
     LaunchApi,
     MemoryOp,
     Occupancy,
+    RegionComm,
     RegionGpuOp,
     RegionIdle,
     RegionStat,
@@ -100,6 +104,9 @@ def analyze_trace(
     busy_mask = gpu_cat != _CAT_INDEX["sync"]
     clean = sanitize(trace, links, busy_mask)
     host = host_activity(trace, links, busy_mask, clean.busy_end)
+    g_ts = trace.ts[g]
+    # for the exposed communication: compute ops with the ends busy time uses (sanitize)
+    compute = compute_union(g_ts, clean.busy_end, gpu_cat)
     totals = Totals(
         kernels=int(is_k.sum()),
         kernel_time_us=round(kernel_time, 3),
@@ -144,6 +151,7 @@ def analyze_trace(
     reg = find_region(trace, links, region, threads=threads)
     idle = _idle(trace, links, reg, host, clean.busy_end)
     region_stat = _region_stat(trace, links, reg, gpu_cat, unique_names, inv, classes, idle, clean.busy_end)
+    region_stat.communication = _region_comm(trace, links, reg, gpu_cat, compute, clean.busy_end)
     evidence = cpu_evidence(trace, reg)
     unfused = unfused_chains(trace, reg)
     # the share is the whole trace's: its unfused chains are looked for on every thread
@@ -154,7 +162,10 @@ def analyze_trace(
         chain_ops = unfused_chains(trace, whole).ops
     chain_fwd = _chain_gpu_ops(trace, links, chain_ops)
     chain_bwd = _chain_gpu_ops(trace, links, _linked_backward_ops(trace, cpu_all, chain_ops))
-    share = _share(trace, links, gpu_cat, inv, classes, chain_fwd, chain_bwd)
+    # every communication op, attention's or not, for what compute hides of it
+    is_comm = gpu_cat == _CAT_INDEX["communication"]
+    comm_ov = comm_overlap(g_ts[is_comm], clean.busy_end[is_comm], compute)
+    share = _share(trace, links, gpu_cat, inv, classes, chain_fwd, chain_bwd, comm_ov)
 
     roof = None
     if workload is not None:
@@ -456,6 +467,7 @@ def _share(
     classes: list[Classification],
     unfused_gpu: np.ndarray,
     unfused_bwd_gpu: np.ndarray,
+    ov: CommOverlap,
 ) -> Share:
     """Where the device time went, attention first: fused + unfused attention (forward /
     backward), GEMMs, convolutions, communication, memory (memcpy, memset, copy kernels), other.
@@ -495,6 +507,12 @@ def _share(
     }
     parts["other"] = max(total - fused - unfused - sum(parts.values()), 0.0)
     of = {k: TimeShare(time_us=round(v, 3), pct=pct(v)) for k, v in parts.items()}
+    comm = CommShare(
+        time_us=of["communication"].time_us,
+        pct=of["communication"].pct,
+        exposed_us=round(ov.exposed_us, 3) if ov.hidden_pct is not None else None,
+        hidden_pct=ov.hidden_pct,
+    )
     return Share(
         device_time_us=round(total, 3),
         attention=AttentionShare(
@@ -508,7 +526,7 @@ def _share(
         ),
         gemm=of["gemm"],
         conv=of["conv"],
-        communication=of["communication"],
+        communication=comm,
         memory=of["memory"],
         other=of["other"],
         basis="sum of device-op durations (streams that overlap are counted each); unfused "
@@ -619,6 +637,28 @@ def _region_stat(
         per_instance=per[:100],
         cpu_ops=cpu_ops,
         cpu_ops_by_name=cpu_ops_by_name,
+    )
+
+
+def _region_comm(
+    trace: Trace, links: Links, reg: Region, gpu_cat: np.ndarray, compute: Intervals, g_end: np.ndarray
+) -> RegionComm | None:
+    """The region's communication ops per instance, and the part of them no compute hides."""
+    is_comm = gpu_cat == _CAT_INDEX["communication"]
+    g = links.gpu_rows
+    total = exposed = 0.0
+    for inst in reg.instances:
+        gi = inst.gpu[is_comm[inst.gpu]]
+        ov = comm_overlap(trace.ts[g[gi]], g_end[gi], compute)
+        total += ov.comm_us
+        exposed += ov.exposed_us
+    if total <= 0:
+        return None
+    n = max(len(reg.instances), 1)
+    return RegionComm(
+        time_us_per_instance=round(total / n, 3),
+        exposed_us_per_instance=round(exposed / n, 3),
+        hidden_pct=round(100.0 * (total - exposed) / total, 2),
     )
 
 

@@ -9,7 +9,8 @@ ranks of each run side by side:
 - per rank: profiler steps and the mean step time (ProfilerStep#N annotations, CPU side), the
   device's active window (first GPU op start to last GPU op end), busy time (the union of GPU op
   intervals, so that overlapping streams count once) and idle time (window - busy), and the
-  communication and attention shares of GPU op time (sum of kernel, memcpy and memset durations);
+  communication and attention shares of GPU op time (sum of kernel, memcpy and memset durations),
+  and the exposed communication (the communication no compute kernel hides, a union);
 - the slowest rank and by how much: by mean step time when every rank has steps, else by the
   device's active window (the basis is named);
 - per kernel family (attnprof.analysis.classify), the time on each rank and its spread
@@ -71,6 +72,10 @@ class RankStats(msgspec.Struct, kw_only=True):
     comm_time_us: float = 0.0
     attention_time_us: float = 0.0
     comm_pct: float | None = None  # of gpu_time_us; None without GPU ops
+    # the union of communication kernels, and of it the time no compute kernel runs beside
+    # (attnprof.analysis.overlap); 0 without communication
+    comm_union_us: float = 0.0
+    comm_exposed_us: float = 0.0
     attention_pct: float | None = None
     families: dict[str, float] = msgspec.field(default_factory=dict)  # kernel family -> time_us
 
@@ -193,6 +198,8 @@ def rank_stats(trace: Trace, path: Path) -> RankStats:
     import numpy as np
 
     from attnprof.analysis.classify import classify
+    from attnprof.analysis.intervals import union
+    from attnprof.analysis.overlap import NOT_COMPUTE, comm_overlap
     from attnprof.trace.model import GPU_KINDS, Kind
 
     gpu = np.flatnonzero(np.isin(trace.kind, [int(k) for k in GPU_KINDS]))
@@ -215,6 +222,15 @@ def rank_stats(trace: Trace, path: Path) -> RankStats:
         elif c.category == "attention":
             attention += t
 
+    # what compute hides of the communication (attnprof.analysis.overlap): per kernel name, its
+    # category; memcpy and memset are neither
+    cat_of = {int(n): classify(trace.names[int(n)]).category for n in uniq.tolist()}
+    k_cat = np.array([cat_of[int(n)] for n in trace.name[kern].tolist()], dtype=object)
+    k_ts, k_end = trace.ts[kern], trace.ts[kern] + trace.dur[kern]
+    is_comm = k_cat == "communication"
+    work = ~np.isin(k_cat, NOT_COMPUTE)
+    ov = comm_overlap(k_ts[is_comm], k_end[is_comm], union(k_ts[work], k_end[work]))
+
     steps_ids = [i for i, n in enumerate(trace.names) if _STEP.fullmatch(n)]
     step_rows = np.flatnonzero(
         np.isin(trace.name, steps_ids) & np.isin(trace.kind, [int(Kind.ANNOTATION), int(Kind.CPU_OP)])
@@ -231,6 +247,8 @@ def rank_stats(trace: Trace, path: Path) -> RankStats:
         gpu_time_us=gpu_time,
         comm_time_us=comm,
         attention_time_us=attention,
+        comm_union_us=ov.comm_us,
+        comm_exposed_us=ov.exposed_us,
         families=families,
     )
 
@@ -258,6 +276,8 @@ def _merge(parts: list[RankStats]) -> RankStats:
         comm_time_us=round(comm, 3),
         attention_time_us=round(attention, 3),
         comm_pct=round(100.0 * comm / gpu_time, 2) if gpu_time > 0 else None,
+        comm_union_us=round(sum(p.comm_union_us for p in parts), 3),
+        comm_exposed_us=round(sum(p.comm_exposed_us for p in parts), 3),
         attention_pct=round(100.0 * attention / gpu_time, 2) if gpu_time > 0 else None,
         families={k: round(v, 3) for k, v in fam.items()},
     )

@@ -13,7 +13,9 @@ Top-level keys:
     source       the trace file name; path: the path given
     share        where the device time went, attention first: {device_time_us, attention
                   {time_us, pct, fused_us, unfused_us, fwd_us, bwd_us, unfused_bwd_us}, gemm, conv, communication,
-                  memory, other (each {time_us, pct}), basis}; pct null without device time
+                  memory, other (each {time_us, pct}; communication also {exposed_us, hidden_pct}:
+                  the communication time no compute hides, and the share it hides, null without
+                  communication), basis}; pct null without device time
     device       {kind: "gpu"|"cpu"|"unknown", accelerator: "cuda"|"rocm"|"xpu"|"mtia"|"other"|
                   null, name, compute_capability ("9.0", as deviceProperties says; on ROCm the gfx
                   version) or null, num_sms, total_memory_bytes, count, id, arch_limits_source
@@ -57,7 +59,8 @@ Top-level keys:
                   most 500: [{name, start_us (from the instance's start), dur_us, self_us, depth
                   (0 = not inside another op of the instance)}]),
                   cpu_ops_by_name (every instance, by self time: [{name, per_instance (count),
-                  self_us_per_instance}])}]
+                  self_us_per_instance}]), communication (null without communication ops:
+                  {time_us_per_instance, exposed_us_per_instance, hidden_pct})}]
                  self time (self_us): an op's duration less that of the ops directly inside it
     roofline     null, or {basis, region, workload, flops_useful, flops_executed, bytes_min, time_us,
                   achieved_tflops, achieved_tbps, peak_tflops, peak_tbps, peak_source,
@@ -83,6 +86,7 @@ __all__ = [
     "Attribution",
     "Backward",
     "CategoryStat",
+    "CommShare",
     "CpuOp",
     "CpuOpByName",
     "Device",
@@ -95,6 +99,7 @@ __all__ = [
     "MemoryOp",
     "Occupancy",
     "Overrun",
+    "RegionComm",
     "RegionGpuOp",
     "RegionIdle",
     "RegionStat",
@@ -122,6 +127,13 @@ class TimeShare(msgspec.Struct, kw_only=True):
     pct: float | None  # of Share.device_time_us; None without device time
 
 
+class CommShare(TimeShare, kw_only=True):
+    """Communication's share, and how much of it compute hides (attnprof.analysis.overlap)."""
+
+    exposed_us: float | None  # communication time with no compute on any stream; None without
+    hidden_pct: float | None  # of the communication union that compute overlaps; None without
+
+
 class AttentionShare(msgspec.Struct, kw_only=True):
     time_us: float  # fused + unfused
     pct: float | None
@@ -139,7 +151,7 @@ class Share(msgspec.Struct, kw_only=True):
     attention: AttentionShare
     gemm: TimeShare
     conv: TimeShare
-    communication: TimeShare
+    communication: CommShare
     memory: TimeShare
     other: TimeShare
     basis: str
@@ -349,6 +361,14 @@ class CpuOpByName(msgspec.Struct, kw_only=True):
     self_us_per_instance: float
 
 
+class RegionComm(msgspec.Struct, kw_only=True):
+    """The communication ops a region owns, per instance, and how much of them is exposed."""
+
+    time_us_per_instance: float  # union of the region's communication ops
+    exposed_us_per_instance: float  # of which no compute (any stream, any region) runs beside
+    hidden_pct: float | None
+
+
 class RegionStat(msgspec.Struct, kw_only=True):
     name: str
     selector: str  # "default", "exact", "regex", "ProfilerStep", "whole trace"
@@ -370,6 +390,7 @@ class RegionStat(msgspec.Struct, kw_only=True):
     per_instance: list[InstanceStat]  # the first 100
     cpu_ops: list[CpuOp]  # the first instance's, in order of start, at most 500
     cpu_ops_by_name: list[CpuOpByName]  # every instance, by self time
+    communication: RegionComm | None = None  # None when the region owns no communication op
 
 
 class Roofline(msgspec.Struct, kw_only=True):

@@ -74,6 +74,7 @@ def _share_line(sh: Share) -> str | None:
         f"attention {p(att.time_us)} (fused {p(att.fused_us)}, unfused {p(att.unfused_us)}; "
         f"fwd {p(att.fwd_us)}, bwd {p(att.bwd_us)})"
     ]
+    comm = sh.communication
     for part, label in (
         (sh.gemm, "GEMM"),
         (sh.conv, "conv"),
@@ -81,6 +82,9 @@ def _share_line(sh: Share) -> str | None:
         (sh.memory, "memory"),
     ):
         parts.append(f"{label} {p(part.time_us)}")
+        if part is comm and comm.exposed_us is not None and comm.hidden_pct is not None:
+            # the share sums durations; exposed is the time no compute hides (a union)
+            parts[-1] += f" ({fmt_us(comm.exposed_us)} exposed, {comm.hidden_pct:.0f}% hidden)"
     parts.append(f"other {p(sh.other.time_us)}")
     return f"device time {fmt_us(total)}: " + " | ".join(parts)
 

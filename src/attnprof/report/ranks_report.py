@@ -32,7 +32,7 @@ def ranks_table(run: FolderRun, t: Translator) -> Table:
     HTML page draw this one table."""
     view = run.cross_rank
     slow = view.slowest.rank if view.slowest else None
-    keys = ("files", "steps", "step", "window", "busy", "idle", "comm", "attn")
+    keys = ("files", "steps", "step", "window", "busy", "idle", "comm", "comm_exposed", "attn")
     table = Table(
         columns=[Column(t("ranks.col.rank"), no_wrap=True)]
         + [Column(t(f"ranks.col.{c}"), numeric=True, no_wrap=True) for c in keys],
@@ -50,6 +50,7 @@ def ranks_table(run: FolderRun, t: Translator) -> Table:
                 _us(r.busy_us, window),
                 _pct(100.0 * r.idle_us / r.window_us if window else None),
                 _pct(r.comm_pct),
+                _us(r.comm_exposed_us, r.comm_union_us > 0),
                 _pct(r.attention_pct),
             ],
             cls="slower" if r.rank == slow else "",
