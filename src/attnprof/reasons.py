@@ -53,6 +53,9 @@ ENGLISH: dict[str, str] = {
     "memory.fused": "fused, no score tensor",
     "memory.mask": "{size_bytes} of mask tensors",
     "memory.pending": "{size_bytes} of inputs and fp64 reference",
+    "memory.accuracy": "{size_bytes} of fp64 temporaries for the accuracy check",
+    "memory.retained": "{size_bytes} for a variant prepared before it, timed in turn while this one's tensors stay allocated",
+    "memory.flush": "{size_bytes} of L2 flush buffer for CUDA timing",
     # attnprof model
     "cpu_slow": "{name} compiles its kernels with inductor on first use, about a minute on a "
     "2-core CPU; ask for it with --attn {name}",

@@ -343,6 +343,12 @@ class Environment(msgspec.Struct, kw_only=True):
     # what the machine makes of this run's dtype, where it matters (harness/env.cpu_dtype_note)
     notes: list[str] = msgspec.field(default_factory=list)
     peak_provenance: PeakProvenance | None = None  # None: a run.json from before it was recorded
+    # fp32 matmul precision, which fp32 results on a GPU depend on (TF32 tensor cores or not):
+    # torch.get_float32_matmul_precision() ("highest", "high", "medium"), and on CUDA
+    # torch.backends.cuda.matmul.allow_tf32 / torch.backends.cudnn.allow_tf32; None: not recorded
+    float32_matmul_precision: str | None = None
+    cuda_matmul_allow_tf32: bool | None = None
+    cudnn_allow_tf32: bool | None = None
 
 
 class ResumeState(msgspec.Struct, kw_only=True):

@@ -60,6 +60,21 @@ def reference(workload: Workload, inputs: Inputs) -> torch.Tensor:
     return exact(workload, inputs).out
 
 
+# fp64 output-sized tensors compare() holds at its peak: the output upcast, the difference, and
+# the temporaries of one expression at a time (abs, where's zeros, the bound, the quotient)
+COMPARE_COPIES = 6
+
+
+def compare_bytes(workload: Workload) -> int:
+    """Memory compare() needs for the largest tensor it checks: the output, or with backward
+    dK and dV when they are larger (decode: Skv > Sq); they are compared one at a time."""
+    w = workload
+    largest = w.batch * w.heads * w.seq * w.head_dim
+    if w.backward:
+        largest = max(largest, w.batch * w.kv_heads * w.kv_seq * w.head_dim)
+    return COMPARE_COPIES * largest * 8
+
+
 def compare(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> Accuracy:
     """`out` against `ref` under tolerance(dtype): errors, non-finite counts and the verdict."""
     import torch

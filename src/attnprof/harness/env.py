@@ -78,8 +78,12 @@ def environment(device: str) -> Environment:
         device_name=cpu_model(),
         cpu_model=cpu_model(),
         threads=torch.get_num_threads(),
+        float32_matmul_precision=str(torch.get_float32_matmul_precision()),
     )
     if device.startswith("cuda"):
+        # fp32 GEMMs (sdpa-math's upcast, fp32 runs) take TF32 tensor cores when these allow it
+        env.cuda_matmul_allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+        env.cudnn_allow_tf32 = bool(torch.backends.cudnn.allow_tf32)
         idx = torch.device(device).index or 0
         props = torch.cuda.get_device_properties(idx)
         env.device_name = props.name

@@ -12,19 +12,35 @@ from typing import Any
 
 from attnprof.units import fmt_bytes as format_bytes
 
-__all__ = ["available_bytes", "cuda_peak_bytes", "format_bytes", "peak_rise"]
+__all__ = ["available_bytes", "cached_free_bytes", "cuda_peak_bytes", "format_bytes", "peak_rise"]
 
 
 def available_bytes(device: str) -> int:
+    """What a variant may allocate on `device`. On CUDA: what the driver reports free plus what
+    PyTorch's caching allocator holds but does not use (memory_reserved - memory_allocated): the
+    allocator reuses those blocks before it asks the driver for more, and mem_get_info counts
+    them as taken, so after one large variant every later one would be refused."""
     if device.startswith("cuda"):
         import torch
 
         idx = torch.device(device).index or 0
         free, _total = torch.cuda.mem_get_info(idx)
-        return int(free)
+        return int(free) + cached_free_bytes(device)
     import psutil
 
     return int(psutil.virtual_memory().available)
+
+
+def cached_free_bytes(device: str) -> int:
+    """Bytes PyTorch's CUDA caching allocator has reserved on `device` but not handed out; 0 on
+    the CPU and before CUDA is initialised (nothing is cached then)."""
+    if not device.startswith("cuda"):
+        return 0
+    import torch
+
+    if not torch.cuda.is_initialized():
+        return 0
+    return max(0, int(torch.cuda.memory_reserved(device)) - int(torch.cuda.memory_allocated(device)))
 
 
 def cuda_peak_bytes(call: Callable[[], Any], device: str) -> int:

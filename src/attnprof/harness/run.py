@@ -24,6 +24,7 @@ import msgspec
 
 from attnprof.errors import Interrupted, UserError
 from attnprof.extras import require
+from attnprof.harness.cuda import on_device, release_memory
 from attnprof.harness.memory import available_bytes
 from attnprof.harness.options import RunOptions
 from attnprof.outputs import write_atomic
@@ -123,6 +124,10 @@ class Shared:
         self.workload = workload
         self._inputs: Inputs | None = None
         self._exact: Exact | None = None
+        # `attnprof run` keeps every prepared variant built until the interleaved timing at the
+        # end: the largest working set (beyond what stays allocated) among them, which runs in
+        # turn while a later variant's tensors are held (memory_gate)
+        self.prepared_transient = 0
 
     def pending_bytes(self, *, accuracy: bool) -> int:
         w = self.workload
@@ -162,18 +167,19 @@ def run_variant(
     variant's own failure: that is recorded in the result's status and reason. `memory_share`:
     the share of the free memory the variant may plan to use (a sweep's workers share one RAM)."""
     opts = options or RunOptions()
-    result, prepared = _prepare(
-        workload, variant, out, opts, shared or Shared(workload), progress, memory_share=memory_share
-    )
-    if prepared is not None:
-        if progress:
-            progress(result.label, "timing")
-        try:
-            summaries = _time(prepared.calls(), workload, opts)
-        except Exception as exc:
-            record_failure(result, "timing", exc, workload.device)
-        else:
-            _apply_timing(result, summaries, peak_tflops)
+    with on_device(workload.device):  # cuda:N current: its events, streams and SDPA checks
+        result, prepared = _prepare(
+            workload, variant, out, opts, shared or Shared(workload), progress, memory_share=memory_share
+        )
+        if prepared is not None:
+            if progress:
+                progress(result.label, "timing")
+            try:
+                summaries = _time(prepared.calls(), workload, opts)
+            except Exception as exc:
+                record_failure(result, "timing", exc, workload.device)
+            else:
+                _apply_timing(result, summaries, peak_tflops)
     return result
 
 
@@ -243,10 +249,13 @@ def record_failure(
     result.status = status or ("oom" if _is_oom(exc) else "error")
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     result.reason = f"{result.label} failed during {stage}: {type(exc).__name__}: {first[:300]}"
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.empty_cache()
+    # after a sticky CUDA error empty_cache raises too; raising here, inside the caller's except,
+    # would lose run.json and keep a poisoned sweep worker (harness/cuda.py)
+    cleanup = release_memory(device)
+    if cleanup is not None:
+        result.warnings.append(
+            f"the CUDA context is unusable after this error (empty_cache: {cleanup[:200]})"
+        )
 
 
 def noisy_warning(summary: TimingSummary, what: str = "") -> str | None:
@@ -301,8 +310,17 @@ def memory_gate(
     which share one RAM). --force (force = true) lets everything through."""
     if opts.force:
         return None
+    from attnprof.harness.accuracy import compare_bytes
+    from attnprof.harness.timing import L2_FLUSH_BYTES
+
     pending = shared.pending_bytes(accuracy=opts.check_accuracy)
-    need = v.estimate_bytes(workload) + pending
+    estimate = v.estimate_bytes(workload)
+    check = compare_bytes(workload) if opts.check_accuracy else 0
+    # while the others are timed in turn, this variant's retained tensors (its mask) stay
+    # allocated: the largest transient working set among those prepared before it comes on top
+    retained = max(0, shared.prepared_transient - (estimate - v.mask_cost(workload)))
+    flush = L2_FLUSH_BYTES if workload.device.startswith("cuda") else 0
+    need = estimate + pending + check + retained + flush
     free = available_bytes(workload.device)
     limit = int(free * share)
     if need <= limit:
@@ -321,6 +339,12 @@ def memory_gate(
         parts.append(reason("memory.mask", size_bytes=mask))
     if pending:
         parts.append(reason("memory.pending", size_bytes=pending))
+    if check:
+        parts.append(reason("memory.accuracy", size_bytes=check))
+    if retained:
+        parts.append(reason("memory.retained", size_bytes=retained))
+    if flush:
+        parts.append(reason("memory.flush", size_bytes=flush))
     if share >= 1.0:
         return reason(
             "memory", *parts, name=v.label, need_bytes=need, free_bytes=free, device=workload.device
@@ -651,7 +675,10 @@ def run(
     opts = options or RunOptions()
     partial = _Partial(prior=list(resume.results) if resume else [])
     try:
-        return _run_suite(workload, variants, out, opts, progress, environment, partial, resume is not None)
+        with on_device(workload.device):  # cuda:N current: its events, streams and SDPA checks
+            return _run_suite(
+                workload, variants, out, opts, progress, environment, partial, resume is not None
+            )
     except KeyboardInterrupt:
         if out is None or partial.env is None:
             raise
@@ -718,7 +745,10 @@ def _run_suite(
     prepared = partial.prepared
     for v in chosen:
         prepared.append(_prepare(workload, v, out, opts, shared, progress))
-        if progress and prepared[-1][1] is None:
+        if prepared[-1][1] is not None:
+            transient = v.estimate_bytes(workload) - v.mask_cost(workload)
+            shared.prepared_transient = max(shared.prepared_transient, transient)
+        elif progress:
             progress(v.label, "done")
 
     # Clean timing last, interleaved: one sample of each variant per round, so that background

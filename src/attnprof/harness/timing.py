@@ -28,6 +28,9 @@ NOISE_THRESHOLD = 0.10
 # interval that decides whether the two states differ beyond noise (compare's COLD_ALLOCATOR)
 COLD_SHARE = 0.25
 COLD_MIN_SAMPLES = 8
+# the buffer zeroed between CUDA samples to flush L2 (larger than any GPU's L2: H100's is 50 MB);
+# the memory gate counts it
+L2_FLUSH_BYTES = 256 * 1024 * 1024
 
 
 def summarize(samples_ms: list[float], *, threads: int, method: str) -> TimingSummary:
@@ -203,7 +206,8 @@ class _Rounds:
         import torch
 
         cuda = self.device.startswith("cuda")
-        flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=self.device) if cuda else None
+        flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=self.device) if cuda else None
+        stream = torch.cuda.current_stream(torch.device(self.device)) if cuda else None
         labels, samples = self.labels, self.samples
         deadline = time.perf_counter() + budget_s
         rnd = 0
@@ -220,9 +224,10 @@ class _Rounds:
                     arg = setup() if setup else None
                     flush.zero_()
                     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
+                    # on the run's device's stream, not the current device's (cuda:0 unless set)
+                    start.record(stream)
                     call(arg)
-                    end.record()
+                    end.record(stream)
                     end.synchronize()
                     samples[label].append(start.elapsed_time(end))
                     continue

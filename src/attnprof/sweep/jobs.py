@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from attnprof.harness.run import Shared
     from attnprof.workload import Workload
 
-__all__ = ["JobReply", "JobRequest", "execute", "probe"]
+__all__ = ["JobReply", "JobRequest", "execute", "poisoned", "probe"]
 
 # Fraction of the free memory a job may plan to use. The rest is headroom for the allocator,
 # the profiler and (on CPU) the other workers of the pool, which share one RAM.
@@ -126,11 +126,18 @@ def execute(req: JobRequest) -> JobReply:
             result.table = str((out / result.table).resolve())
         if result.lean_trace:
             result.lean_trace = str((out / result.lean_trace).resolve())
-    recycle = False
-    if wl.device.startswith("cuda") and result.status == "error":
-        text = (result.reason or "").lower()
-        # after these the CUDA context is unusable for every later job in this process
-        recycle = any(
-            s in text for s in ("cuda error", "illegal memory access", "device-side assert", "cublas")
-        )
-    return JobReply(result=result, environment=env, pytorch_choice=choice, recycle=recycle)
+    return JobReply(
+        result=result, environment=env, pytorch_choice=choice, recycle=poisoned(wl.device, result)
+    )
+
+
+def poisoned(device: str, result: RunResult) -> bool:
+    """Whether this worker process must be replaced after `result`: a CUDA job that failed with
+    a sticky error (the context then fails every later job), said by the error itself or found by
+    a synchronize that raises (harness/cuda.py)."""
+    if not device.startswith("cuda") or result.status not in ("error", "oom"):
+        return False
+    from attnprof.harness.cuda import is_sticky, unusable
+
+    text = " ".join([result.reason or "", *result.warnings])
+    return is_sticky(text) or "cuda context is unusable" in text.lower() or unusable(device)
