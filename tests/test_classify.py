@@ -77,10 +77,58 @@ CASES = [
     ),
     (
         "void quantize_kernel<flashinfer::fp8_e4m3, 128>(float const*, unsigned char*)",
-        "other",
         "quantize",
-        None,
+        "quantize",
+        False,
         "fp8",
+    ),
+    # quantise / dequantise is its own category, never a GEMM, even inside fbgemm_gpu
+    (
+        "void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>(float const*, int)",
+        "quantize",
+        "quantize",
+        False,
+        "fp8",
+    ),
+    # serving and ROCm attention families
+    (
+        "void paged_attention_ll4mi_QKV_mfma16_kernel<__hip_bfloat16, __hip_bfloat16, 16, 128, 256, 1>(...)",
+        "attention",
+        "paged attention",
+        None,
+        "bf16",
+    ),
+    ("kernel_unified_attention_3d", "attention", "unified attention", None, None),
+    ("sage_quant_kernel", "attention", "SageAttention", False, None),
+    (
+        "void ck_tile::kentry<64, 1, ck_tile::FmhaBatchPrefillWithPagedKVCacheKernel<ck_tile::BlockFmha>>(...)",
+        "attention",
+        "CK fmha",
+        None,
+        None,
+    ),
+    (
+        "void flashinfer::BatchDecodeWithPagedKVCacheKernel<2u, 4u, 8u, 16u, __nv_bfloat16>(...)",
+        "attention",
+        "FlashInfer",
+        None,
+        "bf16",
+    ),
+    # a matrix unit's dtype in a conversion's name is not a convolution
+    (
+        "std::enable_if<(vllm::_typeConvert<c10::BFloat16>::exists), void>::type "
+        "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, int)",
+        "norm",
+        "norm",
+        False,
+        "bf16",
+    ),
+    (
+        "igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt128x128x32_wt32x32x8_ws1x1_wr2x2",
+        "conv",
+        "convolution",
+        None,
+        "bf16",
     ),
     # GEMMs
     (

@@ -5,18 +5,25 @@ matches a kernel name (re.search) decides its category and family; the order bel
 definition, and every rule carries real names that it, and no rule before it, must match (one test
 per rule in tests/test_classify.py):
 
-1. look-alikes first, so that they never reach the attention rules (vLLM's
-   reshape_and_cache_flash_kernel writes the KV cache; quantize kernels whose template arguments
-   mention flashinfer quantize);
+1. look-alikes first, so that they never reach the attention or GEMM rules (vLLM's
+   reshape_and_cache_flash_kernel writes the KV cache; quantise / dequantise kernels, category
+   "quantize": FlashInfer's name flashinfer, fbgemm's FP8 ones name fp8 inside fbgemm_gpu);
 2. attention backward pre/post-processing kernels (FlashAttnBwdPreprocess, ConvertdQ,
    flash_bwd_dot_do_o, ...): attention, but no matrix multiply, so never tensor cores;
 3. fused attention, most specific family first (PyTorch flash before the flash-attn package,
    whose bare flash_fwd_kernel is a substring of PyTorch's; the split-KV combine kernel before
-   the split-KV kernel);
+   the split-KV kernel; CK's FmhaBatchPrefillWithPagedKVCacheKernel before FlashInfer's
+   BatchPrefillWithPagedKVCacheKernel; reduce / merge kernels before their family): cuDNN,
+   TensorRT-LLM (fmha, xqa, mmha), FA4 (CuTe DSL), CK and aiter (ROCm), vLLM / ROCm paged
+   attention (paged_attention_v1/v2, paged_attention_ll4mi_*), FlashInfer prefill / decode / MLA,
+   SageAttention, vLLM's Triton unified attention, Triton / flex / inductor attention. A name
+   is the fallback: a kernel launched by an attention op is attention by provenance
+   (attnprof.analysis.provenance) whatever its name;
 4. communication: NCCL / RCCL / MSCCL, NVSHMEM and DeepEP-style expert-parallel dispatch /
    combine, multimem and custom all-reduce kernels;
 5. Triton kernels (tensor-core use unknown from the name: null, never a guess);
-6. convolutions, before the GEMMs (forward convolutions are often "implicit_gemm"): CUDA-core
+6. convolutions, before the GEMMs (forward convolutions are often "implicit_gemm", MIOpen's
+   igemm_*_gtcx*, CK's batched_gemm_xdlops_bwd_weight; "convert" is not conv): CUDA-core
    markers (scudnn, ffma, sgemm, winograd, FFT) first, then tensor-op markers (tensorop, xmma,
    s1688 / h884 ...: a tf32 wgrad kernel is tensor-op), then the rest (null);
 7. GEMMs with the CUDA-core markers (ffma, gemv, sgemm) before the tensor-core markers, because
@@ -54,6 +61,7 @@ CATEGORIES = (
     "attention",
     "gemm",
     "conv",
+    "quantize",
     "softmax",
     "elementwise",
     "reduction",
@@ -98,9 +106,14 @@ def _r(category: str, family: str, regex: str, tensor_cores: bool | None, *examp
 # convolution names: cuDNN / XMMA / CUTLASS forward (fprop), data-gradient (dgrad) and
 # weight-gradient (wgrad) kernels, implicit-GEMM and FFT convolutions
 _CONV = (
-    r"(wgrad|dgrad|fprop|conv|scudnn|\d{3,5}cudnn|cudnn::(cnn|detail::\w*(grad|conv|engine))|winograd|im2col"
-    r"|implicit_?gemm|fft2d|\bfft)"
+    r"(wgrad|dgrad|fprop|conv(?!ert)|scudnn|\d{3,5}cudnn|cudnn::(cnn|detail::\w*(grad|conv|engine))|winograd"
+    r"|im2col|implicit_?gemm|fft2d|\bfft"
+    # MIOpen's implicit-GEMM convolutions (igemm_fwd/bwd/wrw_gtcx*) and CK's convolution
+    # backward-weight GEMM (batched_gemm_xdlops_bwd_weight): convolutions that say gemm
+    r"|igemm_(fwd|bwd|wrw)_|xdlops_bwd_weight)"
 )
+# conv(?!ert): "convert" is not a convolution (vLLM's fused_add_rms_norm_kernel names
+# vllm::_typeConvert in its template arguments)
 # tensor-op markers in a name (MMA instruction shapes, tensorop, xmma, wmma)
 _TC = r"(tensorop|s1688|h1688|s16816|h16816|s884|h884|i8816|i16832|s161616|wmma|hmma|xmma|gmma)"
 
@@ -113,12 +126,23 @@ RULES: tuple[Rule, ...] = (
         False,
         "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16>(...)",
     ),
+    # quantise / dequantise kernels are their own category, never a GEMM (fbgemm's FP8 kernels
+    # name fp8 and live in the fbgemm_gpu namespace, which contains "gemm"), never attention
+    # (FlashInfer's quantize kernels name flashinfer); a name that also says gemm / matmul / mm
+    # (a fused quantised GEMM) or attention is left to the rules below
     _r(
-        "other",
         "quantize",
-        r"(?i)quant\w*.*flashinfer|flashinfer.*quant",
-        None,
+        "quantize / dequantize",
+        r"(?i)^(?!.*(?<!fb)gemm|.*matmul|.*bmm|.*scaled_mm|.*attn|.*attention|.*sage_)"
+        r"(?=.*(quantiz|dequant|qparam|_to_hfp8|hfp8_to_|fp8rowwise_to|float_to_\w*fp8|fp8\w*_to_float"
+        r"|scaled_fp8_quant|per_token\w*quant|quant_\w*kernel|quantize))",
+        False,
         "void quantize_kernel<flashinfer::fp8_e4m3, 128>(float const*, unsigned char*)",
+        "void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>(float const*, ...)",
+        "void fbgemm_gpu::(anonymous namespace)::_FP8rowwise_to_float_cuda_kernel<float>(unsigned char const*, ...)",
+        "void at::native::vectorized_elementwise_kernel<4, fbgemm_gpu::_float_to_hfp8_gpu(at::Tensor const&, "
+        "long, long, double)::{lambda(float)#1}, at::detail::Array<char*, 2> >(...)",
+        "void vllm::scaled_fp8_quant_kernel<c10::BFloat16, c10::Float8_e4m3fn>(...)",
     ),
     # 2. attention backward helpers that do no matrix multiply (before the families, whose
     #    patterns they also match): never tensor cores
@@ -193,28 +217,94 @@ RULES: tuple[Rule, ...] = (
     _r(
         "attention",
         "TensorRT-LLM fmha",
-        r"fmhaSm\d+|fmha_v2|trtllm\w*fmha|\bxqa_?\w*kernel",
+        r"fmhaSm\d+|fmha_v2|trtllm\w*fmha|\bxqa_?\w*kernel|masked_multihead_attention"
+        r"|tensorrt_llm::kernels::\w*(fmha|xqa|mmha)",
         True,
         "fmhaSm100aKernel_QkvE4m3OBfloat16HQk128HV128SeparateQkvCausalP32VarSeqQ128Kv128",
+        "void tensorrt_llm::kernels::mmha::masked_multihead_attention_kernel<unsigned short, 128, 4>(...)",
+    ),
+    _r(
+        "attention",
+        "FA4 (CuTe DSL)",
+        r"(?i)flash_attn\w*cute|FlashAttention(Forward|Backward)Sm\d+|cute\w*flash_(fwd|bwd)",
+        True,
+        "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at__tensor",
+    ),
+    # CK before FlashInfer: CK's FmhaBatchPrefillWithPagedKVCacheKernel ends in FlashInfer's name
+    _r(
+        "attention",
+        "CK fmha (ROCm)",
+        r"ck_tile::Fmha|ck_tile\w*Fmha|Fmha(Fwd|Bwd|BatchPrefill|Prefill|Decode|SplitKV|Paged|Append)\w*Kernel",
+        None,
+        "void ck_tile::kentry<ck_tile::FmhaFwdKernel<...>>(...)",
+        "_ZN7ck_tile6kentryILi64ELi1ENS_37FmhaBatchPrefillWithPagedKVCacheKernelINS_29BlockFmhaBatchPrefill",
+    ),
+    _r(
+        "attention",
+        "aiter attention (ROCm)",
+        r"(?i)\baiter\w*(fmha|mha_|_pa_|pa_fwd|paged|attn)|_ZN5aiter\d+(fmha|mha|pa)_",
+        None,
+        "_ZN5aiter29fmha_fwd_hd128_bf16_causal_rtneE",
+    ),
+    _r(
+        "attention",
+        "paged attention reduce",
+        r"(?i)paged_?attention\w*reduce",
+        False,
+        "void vllm::paged_attention_v2_reduce_kernel<unsigned short, 128, 128, 512>(...)",
+        "void paged_attention_ll4mi_reduce_kernel<__hip_bfloat16, 128, 256, 512, 1>(...)",
+    ),
+    _r(
+        "attention",
+        "paged attention (vLLM / ROCm)",
+        r"(?i)paged_?attention",
+        None,
+        "void vllm::paged_attention_v1_kernel<unsigned short, unsigned short, 128, 16, 128>(...)",
+        "void paged_attention_ll4mi_QKV_mfma16_kernel<__hip_bfloat16, __hip_bfloat16, 16, 128, 256>(...)",
+    ),
+    _r(
+        "attention",
+        "FlashInfer merge states",
+        r"(?i)flashinfer\w*::\w*MergeStates|MergeStates\w*Kernel",
+        False,
+        "void flashinfer::PersistentVariableLengthMergeStatesKernel<8u, 16u, 8u, 4u, __nv_bfloat16>(...)",
     ),
     _r(
         "attention",
         "FlashInfer",
-        r"(?i)flashinfer\w*::(\w*prefill|\w*decode|\w*attention)\w*kernel",
+        r"(?i)flashinfer\w*::(\w*prefill|\w*decode|\w*attention|mla::)\w*kernel"
+        r"|(Batch|Single)(Prefill|Decode)With\w*KVCache\w*Kernel|BatchMLAPagedAttention",
         None,
         "void flashinfer::BatchPrefillWithPagedKVCacheKernel<...>(...)",
+        "void BatchDecodeWithPagedKVCacheKernel<PosEncodingMode::kNone, 2u, 4u>(...)",
     ),
     _r(
         "attention",
-        "CK fmha (ROCm)",
-        r"ck_tile::Fmha|FmhaFwdKernel|FmhaBwd",
+        "SageAttention quantisation",
+        r"(?i)\bsage_?quant\w*|sageattn\w*quant",
+        False,
+        "sage_quant_kernel",
+    ),
+    _r(
+        "attention",
+        "SageAttention",
+        r"(?i)\bsage_?(fwd|bwd|attn)\w*|qk_int\d*_sv_f\d+\w*attn",
+        True,
+        "sage_fwd",
+        "void qk_int_sv_f8_attn_kernel<128u, 64u, 32u>(...)",
+    ),
+    _r(
+        "attention",
+        "vLLM Triton unified attention",
+        r"kernel_unified_attention_\dd|unified_attention_\dd",
         None,
-        "void ck_tile::kentry<ck_tile::FmhaFwdKernel<...>>(...)",
+        "kernel_unified_attention_2d",
+        "kernel_unified_attention_3d",
     ),
     _r(
         "attention",
         "Triton attention",
-        r"(?i)triton\w*(attn|attention|flex)|_attn_fwd|_attn_bwd|flex_attention|\battn_fwd",
+        r"(?i)triton\w*(attn|attention|flex)|_attn_fwd|_attn_bwd|flex_attention|flex_decoding|\battn_fwd",
         None,
         "triton_tem_fused_flex_attention_0",
         "attn_fwd",
@@ -319,7 +409,7 @@ RULES: tuple[Rule, ...] = (
         "FP8 / FP4 GEMM (tensor cores)",
         # lookaheads, not "\w*.*": nested quantifiers backtrack quadratically on 2000-character
         # mangled CK names
-        r"(?i)(bmm|gemm|matmul|grouped|moe|device_kernel)(?=.*(e4m3|e5m2|e2m1|mxfp[468]|nvfp4|fp8|fp4))"
+        r"(?i)(bmm|(?<!fb)gemm|matmul|grouped|moe|device_kernel)(?=.*(e4m3|e5m2|e2m1|mxfp[468]|nvfp4|fp8|fp4))"
         r"|(e4m3|e5m2|e2m1|mxfp[468]|nvfp4)(?=.*(bmm|gemm|matmul))",
         True,
         "bmm_E4m3_E4m3E4m3_Fp32_t128x128x128u2_s6_et64x32_m64x32x32_cga1x1x1_16dp256b_TN_transOut_schedS",
@@ -409,7 +499,7 @@ RULES: tuple[Rule, ...] = (
 
 # direction of attention and softmax kernels, first match wins; no match: forward
 _DIRECTION: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("bwd-aux", RULES[2].pattern),
+    ("bwd-aux", next(r.pattern for r in RULES if r.family == "attention backward pre/post-processing")),
     ("bwd", re.compile(r"(?i)bwd|backward|bprop|fmha_cutlassB|dgrad")),
 )
 
@@ -420,7 +510,8 @@ _PRECISION: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("fp8", re.compile(r"(?i)fp8(?!kv)|e4m3|e5m2|float8|mxfp8")),
     ("bf16", re.compile(r"(?i)bf16|bfloat16")),
     ("fp16", re.compile(r"(?i)(?<![a-z0-9])(f16|fp16)|half|__half|\bh(884|1688|16816)|_f16")),
-    ("int8", re.compile(r"(?i)int8|i8816|i16832|_s8")),
+    # "_s8" in lower case only: "S8_" in a mangled name is a substitution, not int8
+    ("int8", re.compile(r"(?i:int8|i8816|i16832)|_s8")),
     ("tf32", re.compile(r"(?i)tf32|(?<![hb])s1688gemm(?!_(fp16|bf16))")),
     ("fp64", re.compile(r"(?i)dgemm|double|f64")),
     ("fp32", re.compile(r"(?i)f32|fp32|float|sgemm|_scudnn_|sm\d+_xmma_gemm_f32")),

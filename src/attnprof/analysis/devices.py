@@ -27,12 +27,22 @@ from typing import Any
 
 import numpy as np
 
+from attnprof.analysis.classify import Classification
 from attnprof.analysis.links import Links
 from attnprof.analysis.occupancy import DeviceLimits, device_limits
 from attnprof.analysis.result import Device, Gaps
 from attnprof.trace.model import Kind, Trace, unique
 
-__all__ = ["TENSOR_CORE_DTYPES", "accelerator", "device_info", "gap_warnings", "is_launch"]
+__all__ = [
+    "ROCM_LOW_PRECISION",
+    "TENSOR_CORE_DTYPES",
+    "accelerator",
+    "device_info",
+    "gap_warnings",
+    "is_launch",
+    "low_precision_claim",
+    "low_precision_units",
+]
 
 # calls that put work on the device: kernel launches, graph launches, async copies and sets
 _LAUNCH = re.compile(
@@ -118,6 +128,51 @@ def device_info(trace: Trace, links: Links) -> tuple[Device, DeviceLimits | None
         tensor_core_dtypes=tensor_core_dtypes(acc, cc),
     )
     return device, limits
+
+
+# fp8 / fp4 matrix units of AMD Instinct GPUs by the gfx version deviceProperties reports as
+# "compute capability" (ROCm: major.minor of gfxMmN): CDNA3 (gfx94x, MI300) takes fp8 but not
+# fp4, CDNA4 (gfx95x, MI350) both; CDNA1/2 (gfx908/gfx90a report 9.0) neither. An MXFP4
+# weight GEMM on an MI300X dequantises to bf16: its name says fp4, its math does not.
+ROCM_LOW_PRECISION: tuple[tuple[tuple[int, int], frozenset[str]], ...] = (
+    ((9, 5), frozenset({"fp8", "fp4"})),
+    ((9, 4), frozenset({"fp8"})),
+    ((9, 0), frozenset()),
+)
+
+
+def low_precision_units(acc: str | None, cc: str | None) -> frozenset[str] | None:
+    """Which of fp8 / fp4 the device's matrix units take; None when the trace does not say
+    (no compute capability, or an accelerator without a table)."""
+    if cc is None:
+        return None
+    try:
+        major, minor = (int(x) for x in cc.split("."))
+    except ValueError:
+        return None
+    if acc == "cuda":
+        dtypes = tensor_core_dtypes(acc, cc)
+        return None if dtypes is None else frozenset(dtypes) & {"fp8", "fp4"}
+    if acc == "rocm" and major == 9:
+        for (ma, mi), units in ROCM_LOW_PRECISION:
+            if (major, minor) >= (ma, mi):
+                return units
+    return None
+
+
+def low_precision_claim(c: Classification, device: Device) -> tuple[str, bool | None]:
+    """The family and tensor-core use of an fp8 / fp4 GEMM, as far as this device supports the
+    name's claim: a name says what its data are, the device what its matrix units can multiply.
+    Where the device has no such units (an MXFP4 GEMM on an MI300X runs its math in bf16), or
+    the trace does not say which device it ran on, tensor-core use is unknown, not claimed."""
+    if c.category != "gemm" or c.precision not in ("fp8", "fp4") or not c.tensor_cores:
+        return c.family, c.tensor_cores
+    units = low_precision_units(device.accelerator, device.compute_capability)
+    if units is None:
+        return f"{c.precision} GEMM (matrix units unknown: the trace names no device)", None
+    if c.precision not in units:
+        return f"{c.precision} data GEMM (no {c.precision} matrix units on this device: wider math)", None
+    return c.family, c.tensor_cores
 
 
 def tensor_core_dtypes(acc: str | None, cc: str | None) -> list[str] | None:

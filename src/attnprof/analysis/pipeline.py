@@ -13,7 +13,7 @@ import numpy as np
 from attnprof.analysis.classify import CATEGORIES, Classification, classify, device_event_category
 from attnprof.analysis.context import Context
 from attnprof.analysis.cpu_ops import cpu_evidence
-from attnprof.analysis.devices import device_info, gap_warnings
+from attnprof.analysis.devices import device_info, gap_warnings, low_precision_claim
 from attnprof.analysis.idle import HostActivity, IdleBreakdown, host_activity, idle_breakdown
 from attnprof.analysis.intervals import Intervals, union
 from attnprof.analysis.links import Links, link
@@ -28,6 +28,7 @@ from attnprof.analysis.result import (
     CommShare,
     CpuOp,
     CpuOpByName,
+    Device,
     InstanceStat,
     KernelStat,
     LaunchApi,
@@ -144,7 +145,7 @@ def analyze_trace(
     ]
 
     device, limits = device_info(trace, links)
-    kernels = _kernel_table(trace, links, inv, unique_names, classes, limits, kernel_time)
+    kernels = _kernel_table(trace, links, inv, unique_names, classes, limits, kernel_time, device)
     memory_ops = _memory_table(trace, links, inv, unique_names, gpu_cat)
     launch_apis = _launch_table(links, is_k)
 
@@ -260,6 +261,7 @@ def _kernel_table(
     classes: list[Classification],
     limits: DeviceLimits | None,
     kernel_time: float,
+    device: Device,
 ) -> list[KernelStat]:
     g = links.gpu_rows
     is_k = trace.kind[g] == Kind.KERNEL
@@ -286,13 +288,14 @@ def _kernel_table(
         sel = np.flatnonzero(k_inv == i)
         apis = {links.api_names[a]: int(n) for a, n in enumerate(api_pairs[i].tolist()) if n}
         occ = _occupancy(sel, reg, smem, blk, ach, k_dur, limits, apis)
+        family, tensor_cores = low_precision_claim(c, device)
         rows.append(
             KernelStat(
                 name=unique_names[i],
                 short_name=short_name(unique_names[i]),
                 category=c.category,
-                family=c.family,
-                tensor_cores=c.tensor_cores,
+                family=family,
+                tensor_cores=tensor_cores,
                 precision=c.precision,
                 direction=c.direction,
                 count=int(counts[i]),

@@ -40,6 +40,7 @@ CATEGORY_COLORS: dict[str, str] = {
     "attention": "#2ca02c",
     "gemm": "#1f77b4",
     "conv": "#17becf",
+    "quantize": "#dbdb8d",
     "softmax": "#ff7f0e",
     "elementwise": "#9467bd",
     "reduction": "#8c564b",
