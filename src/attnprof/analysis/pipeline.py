@@ -19,6 +19,8 @@ from attnprof.analysis.intervals import Intervals, union
 from attnprof.analysis.links import Links, link
 from attnprof.analysis.occupancy import DeviceLimits, theoretical_occupancy
 from attnprof.analysis.overlap import CommOverlap, comm_overlap, compute_union
+from attnprof.analysis.provenance import NAME_RULE, Provenance, attention_provenance
+from attnprof.analysis.provenance import RULE_NAMES as PROVENANCE_RULES
 from attnprof.analysis.regions import RULE_NAMES, Instance, Region, backward_links, cpu_nesting, find_region
 from attnprof.analysis.result import (
     AttentionShare,
@@ -144,15 +146,7 @@ def analyze_trace(
         if counts[i]
     ]
 
-    device, limits = device_info(trace, links)
-    kernels = _kernel_table(trace, links, inv, unique_names, classes, limits, kernel_time, device)
-    memory_ops = _memory_table(trace, links, inv, unique_names, gpu_cat)
-    launch_apis = _launch_table(links, is_k)
-
     reg = find_region(trace, links, region, threads=threads)
-    idle = _idle(trace, links, reg, host, clean.busy_end)
-    region_stat = _region_stat(trace, links, reg, gpu_cat, unique_names, inv, classes, idle, clean.busy_end)
-    region_stat.communication = _region_comm(trace, links, reg, gpu_cat, compute, clean.busy_end)
     evidence = cpu_evidence(trace, reg)
     unfused = unfused_chains(trace, reg)
     # the share is the whole trace's: its unfused chains are looked for on every thread
@@ -166,7 +160,22 @@ def analyze_trace(
     # every communication op, attention's or not, for what compute hides of it
     is_comm = gpu_cat == _CAT_INDEX["communication"]
     comm_ov = comm_overlap(g_ts[is_comm], clean.busy_end[is_comm], compute)
-    share = _share(trace, links, gpu_cat, inv, classes, chain_fwd, chain_bwd, comm_ov)
+    prov = attention_provenance(
+        trace,
+        links,
+        gpu_cat == _CAT_INDEX["attention"],
+        np.concatenate([chain_fwd, chain_bwd]),
+        np.isin(gpu_cat, [_CAT_INDEX["communication"], _CAT_INDEX["sync"]]),
+    )
+    share = _share(trace, links, gpu_cat, inv, classes, chain_fwd, chain_bwd, comm_ov, prov, unique_names)
+
+    device, limits = device_info(trace, links)
+    kernels = _kernel_table(trace, links, inv, unique_names, classes, limits, kernel_time, device, prov)
+    memory_ops = _memory_table(trace, links, inv, unique_names, gpu_cat)
+    launch_apis = _launch_table(links, is_k)
+    idle = _idle(trace, links, reg, host, clean.busy_end)
+    region_stat = _region_stat(trace, links, reg, gpu_cat, unique_names, inv, classes, idle, clean.busy_end)
+    region_stat.communication = _region_comm(trace, links, reg, gpu_cat, compute, clean.busy_end)
 
     roof = None
     if workload is not None:
@@ -262,6 +271,7 @@ def _kernel_table(
     limits: DeviceLimits | None,
     kernel_time: float,
     device: Device,
+    prov: Provenance,
 ) -> list[KernelStat]:
     g = links.gpu_rows
     is_k = trace.kind[g] == Kind.KERNEL
@@ -279,6 +289,9 @@ def _kernel_table(
     ach = trace.achieved
     n_api = len(links.api_names)
     api_pairs = np.bincount(k_inv * n_api + k_api, minlength=n_names * n_api).reshape(n_names, n_api)
+    n_rules = len(PROVENANCE_RULES) + 1  # the last column: not attention
+    k_rule = np.where(prov.rule[is_k] >= 0, prov.rule[is_k], n_rules - 1).astype(np.int64)
+    rule_pairs = np.bincount(k_inv * n_rules + k_rule, minlength=n_names * n_rules).reshape(n_names, n_rules)
     order = np.argsort(-times, kind="stable")
     rows = []
     for i in order.tolist():
@@ -304,6 +317,10 @@ def _kernel_table(
                 pct_time=round(100.0 * float(times[i]) / kernel_time, 2) if kernel_time > 0 else 0.0,
                 launch_apis=apis,
                 occupancy=occ,
+                attention_rules={
+                    PROVENANCE_RULES[r]: int(c) for r, c in enumerate(rule_pairs[i, :-1].tolist()) if c
+                }
+                or None,
             )
         )
     return rows
@@ -471,6 +488,8 @@ def _share(
     unfused_gpu: np.ndarray,
     unfused_bwd_gpu: np.ndarray,
     ov: CommOverlap,
+    prov: Provenance,
+    unique_names: list[str],
 ) -> Share:
     """Where the device time went, attention first: fused + unfused attention (forward /
     backward), GEMMs, convolutions, communication, memory (memcpy, memset, copy kernels), other.
@@ -497,18 +516,30 @@ def _share(
     unfused_bwd = float(dur[unf_b].sum())
     unfused = unfused_fwd + unfused_bwd
     unf = unf | unf_b
+    # attention by provenance only: an attention op launched or encloses them, their name and
+    # shapes do not say so (a serving stack's own kernel, the copies inside an SDPA call)
+    by_prov = prov.attention & work & ~is_att & ~unf
+    provenance = float(dur[by_prov].sum())
+    att_fwd += float(dur[by_prov & ~prov.backward].sum())
+    att_bwd += float(dur[by_prov & prov.backward].sum())
+    is_att_any = (is_att | unf | by_prov) & work
+    rule_time = np.bincount(
+        prov.rule[is_att_any & (prov.rule >= 0)], weights=dur[is_att_any & (prov.rule >= 0)]
+    )
+    name_only = is_att_any & (prov.rule == NAME_RULE)
+    name_only_names = np.bincount(inv[name_only], weights=dur[name_only], minlength=len(unique_names))
 
     def pct(x: float) -> float | None:
         return round(100.0 * x / total, 2) if total > 0 else None
 
-    rest = work & ~is_att & ~unf
+    rest = work & ~is_att & ~unf & ~by_prov
     parts = {
         "gemm": float(dur[rest & (gpu_cat == _CAT_INDEX["gemm"])].sum()),
         "conv": float(dur[rest & (gpu_cat == _CAT_INDEX["conv"])].sum()),
         "communication": float(dur[rest & (gpu_cat == _CAT_INDEX["communication"])].sum()),
         "memory": float(dur[rest & np.isin(gpu_cat, [_CAT_INDEX[c] for c in _MEMORY])].sum()),
     }
-    parts["other"] = max(total - fused - unfused - sum(parts.values()), 0.0)
+    parts["other"] = max(total - fused - unfused - provenance - sum(parts.values()), 0.0)
     of = {k: TimeShare(time_us=round(v, 3), pct=pct(v)) for k, v in parts.items()}
     comm = CommShare(
         time_us=of["communication"].time_us,
@@ -519,22 +550,33 @@ def _share(
     return Share(
         device_time_us=round(total, 3),
         attention=AttentionShare(
-            time_us=round(fused + unfused, 3),
-            pct=pct(fused + unfused),
+            time_us=round(fused + unfused + provenance, 3),
+            pct=pct(fused + unfused + provenance),
             fused_us=round(fused, 3),
             unfused_us=round(unfused, 3),
             fwd_us=round(att_fwd + unfused_fwd, 3),
             bwd_us=round(att_bwd + unfused_bwd, 3),
             unfused_bwd_us=round(unfused_bwd, 3),
+            provenance_us=round(provenance, 3),
+            rules={
+                PROVENANCE_RULES[r]: round(float(t), 3) for r, t in enumerate(rule_time.tolist()) if t > 0
+            },
+            name_only_us=round(float(dur[name_only].sum()), 3),
+            name_only_kernels=[
+                short_name(unique_names[i])
+                for i in np.argsort(-name_only_names, kind="stable")[:10].tolist()
+                if name_only_names[i] > 0
+            ],
         ),
         gemm=of["gemm"],
         conv=of["conv"],
         communication=comm,
         memory=of["memory"],
         other=of["other"],
-        basis="sum of device-op durations (streams that overlap are counted each); unfused "
-        "attention is the kernels of GEMM -> softmax -> GEMM chains confirmed by their shapes, on "
-        "every thread, and of their backward ops (fwdbwd flows or sequence numbers)",
+        basis="sum of device-op durations (streams that overlap are counted each); attention is "
+        "by provenance first (the launching op, an enclosing op or range is attention), by kernel "
+        "name second; unfused attention is the kernels of GEMM -> softmax -> GEMM chains confirmed "
+        "by their shapes, on every thread, and of their backward ops (fwdbwd flows or sequence numbers)",
     )
 
 

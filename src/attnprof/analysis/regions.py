@@ -48,6 +48,7 @@ __all__ = [
     "backward_ops",
     "cpu_nesting",
     "find_region",
+    "inside",
 ]
 
 DEFAULT_REGION = "attn_fwd"
@@ -133,7 +134,7 @@ def backward_ops(trace: Trace, cpu_rows: I64) -> I64:
     return cpu_rows[np.isin(trace.name[cpu_rows], ids)] if ids else cpu_rows[:0]
 
 
-def _inside(trace: Trace, ops: I64, rows: I64) -> npt.NDArray[np.bool_]:
+def inside(trace: Trace, ops: I64, rows: I64) -> npt.NDArray[np.bool_]:
     """For each row, whether an op of ops on the same lane contains its start time."""
     out = np.zeros(rows.size, bool)
     if ops.size == 0 or rows.size == 0:
@@ -249,7 +250,7 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
     l_pid = l_pid.reshape(-1)
     pid_index = {str(p): i for i, p in enumerate(pids.tolist())}
     # whether each launch sits inside a backward op on its thread (rule 2)
-    in_bwd = _inside(trace, backward_ops(trace, cpu_rows), l_rows)
+    in_bwd = inside(trace, backward_ops(trace, cpu_rows), l_rows)
     by_pid: dict[int, tuple[I64, np.ndarray, np.ndarray, np.ndarray]] = {}
     for p in range(len(pids)):
         sel = np.flatnonzero(l_pid == p)
@@ -272,10 +273,10 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
             if inst < 0:
                 continue
             s, e = trace.ts[ga], trace.ts[ga] + trace.dur[ga]
-            inside = unlaunched[(u_ts >= s) & (u_ts <= e)]
-            if inside.size:
-                placed.setdefault(inst, []).append(inside)
-                n_placed += int(inside.size)
+            held = unlaunched[(u_ts >= s) & (u_ts <= e)]
+            if held.size:
+                placed.setdefault(inst, []).append(held)
+                n_placed += int(held.size)
     out.unplaced_gpu_ops = int(unlaunched.size) - n_placed
 
     # linked backward: forward op -> backward ops -> the device ops launched inside them

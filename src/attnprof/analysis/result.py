@@ -12,7 +12,8 @@ Top-level keys:
     schema       "attnprof.analysis/1"
     source       the trace file name; path: the path given
     share        where the device time went, attention first: {device_time_us, attention
-                  {time_us, pct, fused_us, unfused_us, fwd_us, bwd_us, unfused_bwd_us}, gemm, conv, communication,
+                  {time_us, pct, fused_us, unfused_us, fwd_us, bwd_us, unfused_bwd_us, provenance_us,
+                  rules {rule: us}, name_only_us, name_only_kernels}, gemm, conv, communication,
                   memory, other (each {time_us, pct}; communication also {exposed_us, hidden_pct}:
                   the communication time no compute hides, and the share it hides, null without
                   communication), basis}; pct null without device time
@@ -37,7 +38,8 @@ Top-level keys:
                   count, time_us, mean_us, pct_time, launch_apis {api: count},
                   occupancy {achieved_pct (null when not measured), measured,
                   not_measured_reason, launches_not_measured, theoretical_pct, blocks_per_sm,
-                  warps_per_sm, limiter, registers, threads_per_block, shared_mem_bytes} | null}]
+                  warps_per_sm, limiter, registers, threads_per_block, shared_mem_bytes} | null,
+                  attention_rules {rule: launches} | null}]
                  the top N by time (N = --top; 0 = all)
     memory_ops   [{name, category, count, time_us}]
     launch_apis  [{api, gpu_ops, kernels}]
@@ -135,13 +137,22 @@ class CommShare(TimeShare, kw_only=True):
 
 
 class AttentionShare(msgspec.Struct, kw_only=True):
-    time_us: float  # fused + unfused
+    time_us: float  # fused + unfused + provenance
     pct: float | None
-    fused_us: float
+    fused_us: float  # kernels of the attention category (by name)
     unfused_us: float
     fwd_us: float
     bwd_us: float
     unfused_bwd_us: float
+    # device ops that are attention by where they came from only (an attention op launched or
+    # encloses them) and neither attention kernels by name nor in an unfused chain
+    provenance_us: float = 0.0
+    # device time per rule that made it attention (attnprof.analysis.provenance.RULE_NAMES)
+    rules: dict[str, float] = {}
+    # attention by kernel name only: no launching op, range or chain says so (the caveat), and
+    # the short names of those kernels, by time (at most 10)
+    name_only_us: float = 0.0
+    name_only_kernels: list[str] = []
 
 
 class Share(msgspec.Struct, kw_only=True):
@@ -273,6 +284,9 @@ class KernelStat(msgspec.Struct, kw_only=True):
     pct_time: float
     launch_apis: dict[str, int]
     occupancy: Occupancy | None
+    # launches of this kernel that are attention, per rule that made them so
+    # (attnprof.analysis.provenance.RULE_NAMES); None when none is
+    attention_rules: dict[str, int] | None = None
 
 
 class MemoryOp(msgspec.Struct, kw_only=True):
@@ -468,7 +482,7 @@ class TraceAnalysis(msgspec.Struct, kw_only=True):
             row = {
                 key: v
                 for key, v in msgspec.structs.asdict(k).items()
-                if key not in ("occupancy", "launch_apis")
+                if key not in ("occupancy", "launch_apis", "attention_rules")
             }
             occ = k.occupancy
             row["achieved_occupancy_pct"] = occ.achieved_pct if occ else None

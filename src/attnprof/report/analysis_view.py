@@ -70,8 +70,9 @@ def _share_line(sh: Share) -> str | None:
     def p(us: float) -> str:
         return f"{100.0 * us / total:.0f}%"
 
+    prov = f", by provenance {p(att.provenance_us)}" if att.provenance_us > 0 else ""
     parts = [
-        f"attention {p(att.time_us)} (fused {p(att.fused_us)}, unfused {p(att.unfused_us)}; "
+        f"attention {p(att.time_us)} (fused {p(att.fused_us)}, unfused {p(att.unfused_us)}{prov}; "
         f"fwd {p(att.fwd_us)}, bwd {p(att.bwd_us)})"
     ]
     comm = sh.communication
@@ -89,6 +90,23 @@ def _share_line(sh: Share) -> str | None:
     return f"device time {fmt_us(total)}: " + " | ".join(parts)
 
 
+def _attention_rules_lines(sh: Share) -> list[str]:
+    """Which rule made how much device time attention, and the kernels only their names make
+    attention (the caveat: nothing the trace recorded about their origin says so)."""
+    total = sh.device_time_us or 0.0
+    att = sh.attention
+    if total <= 0 or not att.rules:
+        return []
+    rules = ", ".join(f"{rule} {100.0 * us / total:.1f}%" for rule, us in att.rules.items())
+    out = [f"attention by rule (of device time): {rules}"]
+    if att.name_only_kernels:
+        out.append(
+            f"attention by kernel name only ({100.0 * att.name_only_us / total:.1f}% of device time; no "
+            f"launching op, enclosing op or range says attention): {', '.join(att.name_only_kernels)}"
+        )
+    return out
+
+
 def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
     if console is None:
         console = make_console()
@@ -97,6 +115,8 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
     share = _share_line(d.share)
     if share:
         console.print(Text(share, style="bold"), overflow="fold")
+        for rules_line in _attention_rules_lines(d.share):
+            console.print(Text(rules_line), overflow="fold")
     console.print(f"device: {_device_line(d.device)}")
     rank = f", rank {tr.rank}" if tr.rank is not None else ""
     console.print(
