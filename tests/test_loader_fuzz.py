@@ -1,18 +1,29 @@
 """The loader and the analysis under hypothesis: truncated, mutated and garbage input gives a
-result or the one clear UserError, never another exception."""
+result or the one clear UserError, never another exception.
+
+Each input is loaded both ways: from bytes (parse_trace, the whole-file path) and from a file
+(load_trace, the streaming path the CLI takes, in blocks of 512 bytes here so that even these
+small traces are cut between many events); the two must agree.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
+import tempfile
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _paths import trace
 from attnprof.analysis.pipeline import analyze_trace
 from attnprof.errors import UserError
-from attnprof.trace import parse_trace
+from attnprof.trace import Trace, load_trace, parse_trace
+from attnprof.trace import load as loader
 
 # small real traces: the 71-event Triton trace (driver launch, flows, one kernel), and a GH200
 # one with ProfilerSteps, annotations, GEMM and softmax kernels for field mutations
@@ -26,14 +37,50 @@ RICH_N = len(json.loads(RICH)["traceEvents"])
 _settings = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _check(data: bytes) -> None:
+_DIR = tempfile.TemporaryDirectory(prefix="attnprof-fuzz-")
+_SMALL_BLOCK = 512
+
+
+def _outcome(load: Any) -> Trace | UserError:
     try:
-        t = parse_trace(data, source="fuzz.json")
+        return load()
     except UserError as exc:
         assert str(exc) and "\n" not in str(exc)
+        return exc
+
+
+def _streamed(data: bytes) -> Trace | UserError:
+    """load_trace of data written to a file, streamed in small blocks."""
+    path = Path(_DIR.name) / "fuzz.json"
+    path.write_bytes(data)
+    block, loader.BLOCK = loader.BLOCK, _SMALL_BLOCK
+    try:
+        return _outcome(lambda: load_trace(path, max_memory=0, parallel=False))
+    finally:
+        loader.BLOCK = block
+
+
+def _same(a: Trace, b: Trace) -> None:
+    for f in dataclasses.fields(Trace):
+        if f.name in ("source", "raw_bytes"):  # the label; raw_bytes counts a stripped BOM
+            continue
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f.name
+        else:
+            assert x == y, f.name
+
+
+def _check(data: bytes) -> None:
+    whole = _outcome(lambda: parse_trace(data, source="fuzz.json"))
+    streamed = _streamed(data)
+    # the streaming path gives the whole-file path's trace, or falls back to it
+    assert isinstance(whole, UserError) == isinstance(streamed, UserError), (whole, streamed)
+    if isinstance(whole, UserError) or isinstance(streamed, UserError):
         return
+    _same(whole, streamed)
     # whatever loads must also analyse
-    a = analyze_trace(t, path="fuzz.json")
+    a = analyze_trace(whole, path="fuzz.json")
     a.to_dict()
 
 

@@ -16,6 +16,7 @@ from attnprof.errors import UserError
 __all__ = [
     "MAX_DUR_US",
     "MAX_MEMORY",
+    "MAX_NAME",
     "PEAK_FACTOR",
     "available_memory",
     "check_input",
@@ -27,6 +28,11 @@ __all__ = [
 MAX_MEMORY = 0.8
 # peak memory of a load, in raw (decompressed) JSON bytes: measured 1.3-1.95x (docs/benchmarks.md)
 PEAK_FACTOR = 2.0
+# the most characters of an event name kept: longer ones are cut to this and a warning says how
+# many were. The longest name in the shared traces is 5,123 characters (a templated CUTLASS
+# kernel); the analysis matches names against dozens of patterns, at about 3 s per MB of name,
+# so one 300 MB name took over 300 s (issue 24)
+MAX_NAME = 1 << 16
 # a single event longer than a day is a broken clock or an unfinished event, not a measurement
 MAX_DUR_US = 86_400e6
 

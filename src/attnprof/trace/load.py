@@ -22,6 +22,11 @@ What real traces do, and what happens then:
   that chunk is decoded again without types and each event is cleaned field by field; what could
   not be used is dropped and Trace.warnings says so;
 - empty, truncated, non-JSON or non-trace input raises UserError naming the file and the problem;
+  an event-less trace loads with a warning; a UTF-8 byte order mark is skipped, UTF-16/32 decoded
+  (_as_utf8);
+- the work is linear in the input whatever it holds (issue 24): long whitespace runs are dropped
+  as they are read (_Part._squeezed), false cuts inside huge strings are retried only as pending
+  doubles, and names longer than MAX_NAME are cut (limits.py says why);
 - hostile input fails at once, before anything is read: a device, FIFO or socket (`/dev/zero`
   would otherwise be read until memory runs out), or a file whose analysis would need more memory
   than the limit (MAX_MEMORY of the memory available; `max_memory` overrides, 0 turns it off);
@@ -46,7 +51,7 @@ import msgspec
 import numpy as np
 
 from attnprof.errors import UserError
-from attnprof.trace.limits import MAX_DUR_US, MAX_MEMORY, check_input, raw_limit, too_large
+from attnprof.trace.limits import MAX_DUR_US, MAX_MEMORY, MAX_NAME, check_input, raw_limit, too_large
 from attnprof.trace.model import Kind, Trace
 
 __all__ = ["load_trace", "parse_trace"]
@@ -244,9 +249,12 @@ def _parse(box: list[bytes], source: str, label: str) -> Trace:
             data = gzip.decompress(data)
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
             raise UserError(f"{label}: the gzip stream is damaged or truncated ({exc})") from None
+    data, encoding = _as_utf8(data, label)
     if not data.strip():
         raise UserError(f"{label}: the file is empty, not a profiler trace")
     doc, repairs = _scan(data, label)
+    if encoding:
+        repairs.insert(0, encoding)
     raw_bytes = len(data)
     del data  # from here on only the raw event slices hold the buffer
     raws: list[Any] | None = doc.traceEvents
@@ -309,6 +317,10 @@ _CUT = re.compile(rb"\}\s*,\s*\{")
 _CLOSE = re.compile(rb"\}\s*\]")
 _GZIP_IN = 1 << 18
 _CUT_TRIES = 8
+_CLOSE_TRIES = 16  # a real tail holds one or two "}]" (deviceProperties, distributedInfo)
+# whitespace kept of one run (see _Part._squeezed): more than MAX_NAME, the most of a string kept
+_WS_KEEP = MAX_NAME + BLOCK
+_BOM = b"\xef\xbb\xbf"
 # the last cuts of a block are looked for in its last _CUT_WINDOW bytes first (a few hundred
 # events), not in the whole block: scanning every block in full for cuts cost about a tenth of
 # the load (0.07-0.11 s CPU on the 48 MB benchmark trace)
@@ -617,6 +629,7 @@ class _Part:
         self.total = 0
         self.header = b""
         self.tail = b""
+        self.squeezed = 0  # bytes of long whitespace runs left out (_squeezed)
 
     def _add(self, events: list[_Event]) -> None:
         self.n_items += len(events)
@@ -633,29 +646,50 @@ class _Part:
             self.builder.add(msgspec.convert(clean, list[_Event]))
             self.lenient = True
 
+    def _squeezed(self, blocks: Any) -> Any:
+        """The blocks, with any run of whitespace longer than _WS_KEEP shortened to about
+        _WS_KEEP bytes (whole blocks of it dropped): between tokens whitespace means nothing, and
+        inside a string it is kept up to MAX_NAME characters, all a name keeps (limits.py).
+        Without it a gzip of gigabytes of spaces (a few MB on disk) was held whole in memory."""
+        kept = 0  # whitespace bytes of whole blocks kept since the last other byte
+        for block in blocks:
+            self.total += len(block)
+            if block.isspace():
+                if kept >= _WS_KEEP:
+                    self.squeezed += len(block)
+                    continue
+                kept += len(block)
+            else:
+                kept = 0
+            yield block
+
     def consume(self, blocks: Any) -> None:
-        pending = b""
+        # a bytearray, not bytes: appending a block to bytes copies all that is pending, which
+        # made an event (or a run of whitespace) of N blocks cost N**2 / 2 block copies
+        pending = bytearray()
+        blocks = self._squeezed(blocks)
         if self.first:
             m = None
             for block in blocks:
-                self.total += len(block)
                 pending += block
+                if pending[:3] == _BOM:  # a UTF-8 byte order mark (Windows editors write one)
+                    del pending[:3]
                 m = _EVENTS_KEY.search(pending)
                 if m or len(pending) > _HEADER_MAX:
                     break
             if m is None or _first_byte(pending) != ord("{"):
                 raise ValueError("not an object with a traceEvents array near its start")
-            self.header = pending[: m.end() - 1]
-            pending = pending[m.end() :]
+            self.header = bytes(pending[: m.end() - 1])
+            del pending[: m.end()]
 
         def piece(end: int) -> bytes:
             return b"".join((b"[", memoryview(pending)[:end], b"]"))  # one copy
 
         scan_from = 0  # pending before this offset holds no cut
+        retry_at = BLOCK  # no cut is tried before pending holds this much
         for block in blocks:
-            self.total += len(block)
             pending += block
-            if len(pending) < BLOCK:
+            if len(pending) < retry_at:
                 continue
             cuts = _last_cuts(pending, scan_from)
             done = None
@@ -671,10 +705,16 @@ class _Part:
             if done is None:
                 if len(cuts) == _CUT_TRIES:
                     raise ValueError("no cut between events in this block")
-                scan_from = max(0, len(pending) - 64)
+                if cuts:
+                    # each failed try decoded all that is pending: the next waits until pending
+                    # has doubled, so that an event of N blocks whose strings look like cuts
+                    # costs a few times N, not N**2 / 2
+                    retry_at = 2 * len(pending)
+                else:
+                    scan_from = max(0, len(pending) - 64)
                 continue  # one event larger than a block: read on
-            pending = pending[done.end() - 1 :]
-            scan_from = 0
+            del pending[: done.end() - 1]
+            scan_from, retry_at = 0, BLOCK
         if not self.last:  # the range ends right after an event
             if pending.strip():
                 self._decode(piece(len(pending)))
@@ -683,9 +723,14 @@ class _Part:
         if pending.lstrip().startswith(b"]"):
             if self.n_items or not self.first:
                 raise ValueError("an empty piece after events")
-            self.tail = pending.lstrip()[1:]
+            self.tail = bytes(pending.lstrip()[1:])
             return
-        for close in _CLOSE.finditer(pending):
+        # the array's end is looked for from the document's end: only the tail (a few keys after
+        # the events) lies between, and a "}]" in a string or an event's nested list before it
+        # costs no try. A piece that runs past the array's end is never valid JSON, so the first
+        # piece that decodes ends there; after _CLOSE_TRIES failures the whole-file path decodes
+        # the document once
+        for close in reversed(deque(_CLOSE.finditer(pending), maxlen=_CLOSE_TRIES)):
             try:
                 events = _EVENTS.decode(piece(close.start() + 1))
             except msgspec.ValidationError:
@@ -694,7 +739,7 @@ class _Part:
                 continue
             else:
                 self._add(events)
-            self.tail = pending[close.end() :]
+            self.tail = bytes(pending[close.end() :])
             return
         raise ValueError("no end of the traceEvents array")
 
@@ -718,6 +763,48 @@ class _Part:
 
 
 # -- decoding ---------------------------------------------------------------------------------
+
+
+# byte order marks: (mark, codec); UTF-32 before UTF-16, whose little-endian mark begins UTF-32's
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+
+
+def _as_utf8(data: bytes, label: str) -> tuple[bytes, str | None]:
+    """data as UTF-8 without a byte order mark, and what was done (None: nothing).
+
+    JSON is UTF-8 (RFC 8259), but Windows tools write a UTF-8 mark, and PowerShell's `>` writes
+    UTF-16: both were "not JSON (invalid character byte 0)". Without a mark, UTF-16 and UTF-32
+    show as NUL bytes around the first ASCII character, as RFC 4627 used to tell them apart.
+    """
+    if data[:3] == _BOM:
+        return data[3:], None  # a UTF-8 mark: nothing to say, the bytes were UTF-8
+    codec = next((c for mark, c in _BOMS if data.startswith(mark)), None)
+    if codec is None and len(data) >= 4 and b"\x00" in data[:4]:
+        head = data[:4]
+        if head[:3] == b"\x00\x00\x00":
+            codec = "utf-32-be"
+        elif head[1:4] == b"\x00\x00\x00":
+            codec = "utf-32-le"
+        elif head[0] == 0 and head[2] == 0:
+            codec = "utf-16-be"
+        elif head[1] == 0 and head[3] == 0:
+            codec = "utf-16-le"
+    if codec is None:
+        return data, None
+    mark = next((len(m) for m, c in _BOMS if c == codec and data.startswith(m)), 0)
+    try:
+        text = data[mark:].decode(codec)
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{label}: looks like {codec.upper()} text but is not valid {codec.upper()} at byte "
+            f"{exc.start + mark:,}: save the trace as UTF-8 JSON"
+        ) from None
+    return text.encode("utf-8", errors="replace"), f"decoded from {codec.upper()} (JSON is UTF-8)"
 
 
 def _first_byte(data: bytes) -> int:
@@ -945,6 +1032,19 @@ def _intern(table: dict[Any, int], keys: list[Any]) -> np.ndarray:
     for k in [k for k in dict.fromkeys(keys) if k not in table]:
         table[k] = len(table)
     return np.fromiter(map(table.__getitem__, keys), np.int64, len(keys))
+
+
+def _cap(text: str) -> str:
+    """A category (or another string shown as it is) cut to MAX_NAME characters, as names are."""
+    return text if len(text) <= MAX_NAME else text[:MAX_NAME]
+
+
+def _capped(counts: Counter[str]) -> dict[str, int]:
+    """counts by key cut with _cap (keys that become equal are summed), sorted by key."""
+    out: Counter[str] = Counter()
+    for k, v in counts.items():
+        out[_cap(k)] += v
+    return dict(sorted(out.items()))
 
 
 def _hex(v: int | str | None) -> int | None:
@@ -1195,8 +1295,30 @@ class _Builder:
         meta["events_total"] = self.n_seen
         meta["bad_durations"] = self.bad_durs  # the sanitation record repeats the count
         warnings = []
+        if self.n_seen == 0:
+            warnings.append(
+                "the trace holds no events (an empty traceEvents list, or an empty array): nothing to "
+                "analyse; was the profiler stopped before its first step, or the trace written "
+                "before the profiler finished?"
+            )
+        elif self.n_rows == 0:
+            warnings.append(
+                f"none of its {self.n_seen:,} event(s) is a CPU op, runtime call, kernel, memory "
+                "copy or annotation: there is nothing to analyse (was only metadata, or only "
+                "Python frames, recorded?)"
+            )
+        names = list(self.names)
+        long_names = [i for i, n in enumerate(names) if len(n) > MAX_NAME]
+        for i in long_names:
+            names[i] = names[i][:MAX_NAME]
+        if long_names:
+            warnings.append(
+                f"{len(long_names)} event name(s) longer than {MAX_NAME:,} characters (the longest: "
+                f"{max(len(n) for n in self.names):,}) were cut to their first {MAX_NAME:,}"
+            )
         if self.unknown:
-            listed = ", ".join(sorted(repr(c) for c in self.unknown)[:8])
+            # a category is named in the warning by its first 80 characters
+            listed = ", ".join(sorted(repr(c if len(c) <= 80 else c[:80] + "...") for c in self.unknown)[:8])
             warnings.append(f"events of unknown categories were ignored: {listed}")
         if self.bad_durs:
             warnings.append(
@@ -1206,8 +1328,8 @@ class _Builder:
             )
         return Trace(
             source=source,
-            names=list(self.names),
-            lanes=[(str(p), str(t)) for p, t in self.lanes],
+            names=names,
+            lanes=[(_cap(str(p)), _cap(str(t))) for p, t in self.lanes],
             kind=self._col("kind", np.int8),
             name=self._col("name", np.int32),
             ts=self._col("ts", np.float64),
@@ -1217,7 +1339,7 @@ class _Builder:
             ext=self._col("ext", np.int64),
             seq=self._col("seq", np.int64),
             cat=self._col("cat", np.int32),
-            categories=list(self.cats),
+            categories=[_cap(c) for c in self.cats],
             kernel_rows=self._col("kernel_rows", np.int64),
             registers=self._col("registers", np.int64),
             shared_mem=self._col("shared_mem", np.int64),
@@ -1234,6 +1356,6 @@ class _Builder:
             shapes=self.shapes,
             device_properties=[p for p in props_in if isinstance(p, dict)],
             metadata=meta,
-            dropped=dict(sorted(self.dropped.items())),
+            dropped=_capped(self.dropped),
             warnings=warnings,
         )
