@@ -597,7 +597,7 @@ def _file_blocks(path: Path, start: int, end: int | None) -> Any:
             yield block
 
 
-def _last_cuts(buf: bytes, start: int) -> deque[re.Match[bytes]]:
+def _last_cuts(buf: bytes | bytearray, start: int) -> deque[re.Match[bytes]]:
     """The last _CUT_TRIES cuts in buf at or after start (fewer when there are fewer).
 
     Searched in a window at the end of buf, widened until it holds _CUT_TRIES cuts or reaches
@@ -807,7 +807,7 @@ def _as_utf8(data: bytes, label: str) -> tuple[bytes, str | None]:
     return text.encode("utf-8", errors="replace"), f"decoded from {codec.upper()} (JSON is UTF-8)"
 
 
-def _first_byte(data: bytes) -> int:
+def _first_byte(data: bytes | bytearray) -> int:
     m = re.search(rb"\S", data[:4096])
     return data[m.start()] if m else 0
 
