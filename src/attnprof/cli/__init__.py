@@ -205,7 +205,6 @@ def main(argv: list[str] | None = None) -> int:
     short = argv is None and next((a for a in args if not a.startswith("-")), None) in _SHORT
     if short:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    _register(args)
     # --debug is a root option, but people type it after the subcommand too (and the internal
     # error hint below says "rerun with --debug"): take it from anywhere before a "--".
     end = args.index("--") if "--" in args else len(args)
@@ -220,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
+        _register(args)  # in the try: Ctrl-C while importing is still "interrupted", exit 130
         rv = app(args=args, prog_name="attnprof", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
         if argv is None:

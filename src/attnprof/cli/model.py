@@ -17,6 +17,8 @@ from attnprof.cli.options import (
     NoColor,
     Seed,
     TensorboardDir,
+    check_tensorboard_dir,
+    removed_if_empty,
     split_list,
 )
 from attnprof.device import resolve_device
@@ -99,7 +101,11 @@ def model_command(
         steps=_parse_steps(steps),
     )
     plan = check_model(model, opts)  # bad input fails here, in one line, before any output
-    out_dir = prepare_out_dir(out if out is not None else default_out_dir())
+    if tensorboard is not None:
+        check_tensorboard_dir(tensorboard)
+    target = out if out is not None else default_out_dir()
+    existed = target.exists()
+    out_dir = prepare_out_dir(target)
     if tensorboard is not None:
         opts = dataclasses.replace(opts, tensorboard_dir=str(tensorboard / out_dir.name))
     what = "train step" if backward else phase
@@ -111,7 +117,7 @@ def model_command(
         quiet=json_out,
         no_color=no_color,
     )
-    with reporter:
+    with removed_if_empty(out_dir, existed=existed), reporter:
         record = run_model(model, opts, out=out_dir, progress=reporter)
     if json_out:
         from attnprof.records import encode_json
@@ -119,3 +125,8 @@ def model_command(
         sys.stdout.write(encode_json(record).decode() + "\n")
     else:
         render_model(record, out_dir, no_color=no_color)
+    from attnprof.cli.run import nothing_ran
+    from attnprof.harness.run import ran_any
+
+    if not ran_any(record):  # run.json is written; one line for why nothing ran, exit non-zero
+        raise nothing_ran(record)

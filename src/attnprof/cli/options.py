@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -33,6 +36,8 @@ __all__ = [
     "Shape",
     "Variants",
     "build_workload",
+    "check_tensorboard_dir",
+    "removed_if_empty",
     "split_list",
 ]
 
@@ -94,6 +99,25 @@ TensorboardDir = Annotated[
         "DIR/<run name>/ (TensorBoard, HTA and `attnprof analyze DIR` read that layout).",
     ),
 ]
+
+
+def check_tensorboard_dir(path: Path) -> None:
+    """--tensorboard names a folder (made if missing): a file there would fail every variant."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"--tensorboard {path} is a file: give a folder (it is created if missing)")
+
+
+@contextmanager
+def removed_if_empty(out: Path, *, existed: bool) -> Iterator[None]:
+    """A run directory this command made is removed again (with its empty sub-folders) when the
+    command fails or is interrupted before any file was written into it: a run that never got
+    going leaves no empty directory behind. One that holds a file (run.json, a trace) is kept."""
+    try:
+        yield
+    except BaseException:
+        if not existed and out.is_dir() and not any(p.is_file() for p in out.rglob("*")):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
 
 
 def split_list(values: list[str] | None, flag: str = "--variants") -> list[str]:

@@ -32,6 +32,8 @@ from attnprof.cli.options import (
     TensorboardDir,
     Variants,
     build_workload,
+    check_tensorboard_dir,
+    removed_if_empty,
     split_list,
 )
 from attnprof.errors import AttnprofError, UserError
@@ -152,10 +154,14 @@ def run_command(
         from attnprof.compare.expect import load_expectations
 
         load_expectations(expect)
-    out_dir = prepare_out_dir(out if out is not None else default_out_dir())
     if tensorboard is not None:
         if no_profile:
             raise UserError("--tensorboard writes the profiler's traces: it cannot go with --no-profile")
+        check_tensorboard_dir(tensorboard)
+    target = out if out is not None else default_out_dir()
+    existed = target.exists()
+    out_dir = prepare_out_dir(target)
+    if tensorboard is not None:
         opts = msgspec.structs.replace(opts, tensorboard_dir=str(tensorboard / out_dir.name))
     from attnprof.harness.env import cpu_dtype_note
 
@@ -163,7 +169,7 @@ def run_command(
     if note:  # before the wait it explains, on stderr (stdout may be --json)
         sys.stderr.write(f"note: {note}\n")
     reporter = ProgressReporter(total=len(chosen), workload=workload, quiet=json_out, no_color=no_color)
-    with reporter:
+    with removed_if_empty(out_dir, existed=existed), reporter:
         record = run(workload, chosen, out=out_dir, options=opts, progress=reporter)
     if json_out:
         from attnprof.records import encode_json
@@ -173,7 +179,7 @@ def run_command(
         render_run(record, out_dir, no_color=no_color)
     if not ran_any(record):
         # run.json is written; say in one line why nothing ran and exit non-zero
-        raise _nothing_ran(record)
+        raise nothing_ran(record)
     if expect:
         # checking is compare's, printing the report's: the command joins the two
         from attnprof.compare.expect import check_expectations, enforce
@@ -227,7 +233,7 @@ def _resume(run_dir: Path, *, json_out: bool, no_color: bool) -> None:
         render_run(final, run_dir, no_color=no_color)
 
 
-def _nothing_ran(record: RunRecord) -> AttnprofError:
+def nothing_ran(record: RunRecord) -> AttnprofError:
     """All refused or unsupported: the input asks for what this machine cannot do (exit 2);
     any failure: exit 1. The message names the first reason and how many variants there were."""
     results = record.results

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -13,7 +13,7 @@ import typer
 
 from attnprof.cli import app
 from attnprof.cli.options import NoColor, Variants
-from attnprof.errors import Interrupted, UserError
+from attnprof.errors import AttnprofError, Interrupted, UserError
 from attnprof.extras import require
 
 if TYPE_CHECKING:
@@ -204,6 +204,21 @@ def sweep_command(
         sys.stdout.write(json.dumps(summary_dict(summary), indent=2) + "\n")
     else:
         print_summary(summary)
+    if summary.ran and not summary.counts.get("ok"):
+        raise _nothing_useful(summary.counts, summary.store)
+
+
+def _nothing_useful(counts: Mapping[str, int], store: Path) -> AttnprofError:
+    """A sweep that ran jobs and finished none: not a success. Every one refused or unsupported
+    is what was asked of this machine (exit 2); any failure is exit 1."""
+    shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    text = (
+        f"no job of this sweep finished ({shown}); the stored reasons: attnprof results --store {store} "
+        "--status " + ",".join(sorted(counts))
+    )
+    if set(counts) <= {"refused", "unsupported", "skipped"}:
+        return UserError(text)
+    return AttnprofError(text)
 
 
 def _interrupted(cfg: SweepConfig, reporter: SweepProgress) -> Interrupted:

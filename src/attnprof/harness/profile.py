@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,6 +176,48 @@ def _table(prof: Any, cuda: bool) -> str:
     return str(averages.table(row_limit=25))
 
 
+@contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (and SIGTERM where the CLI turns it into one) until the block ends, then raise
+    it. For torch.profiler's state transitions (start, step, stop): a KeyboardInterrupt landing
+    inside one leaves the profiler half made, and its __exit__ then raises "AssertionError:
+    Profiler must be initialized" in the interrupt's place or crashes in C++ (seen on torch 2.13:
+    a segfault in _start_trace). The transitions take milliseconds (the last step exports the
+    trace), so Ctrl-C is still honoured at once. Only the main thread can set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        held.append(signum)
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(sig)
+        if callable(handler):  # Python raises on it (default_int_handler, the CLI's SIGTERM)
+            previous[sig] = signal.signal(sig, hold)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            raise KeyboardInterrupt
+
+
+@contextmanager
+def _transitions_whole(prof: Any) -> Iterator[Any]:
+    """`with prof:`, with its start and stop shielded from Ctrl-C (sigint_deferred)."""
+    with sigint_deferred():
+        prof.__enter__()
+    try:
+        yield prof
+    finally:
+        with sigint_deferred():
+            prof.__exit__(None, None, None)
+
+
 @dataclass(frozen=True)
 class _Steps:
     """The profiled steps both passes run: wait + warmup + active steps of `call` under the
@@ -193,14 +238,15 @@ class _Steps:
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         wait, warmup, active = self.steps
-        with profile(
+        prof = profile(
             activities=activities,
             schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
             on_trace_ready=ready,
             record_shapes=rich,
             profile_memory=rich,
             with_stack=False,
-        ) as prof:
+        )
+        with _transitions_whole(prof):
             for _ in range(wait + warmup + active):
                 with record_function(self.annotation):
                     out = self.call()
@@ -211,7 +257,8 @@ class _Steps:
                 if self.cuda:
                     # keep each step's GPU work inside its step; the annotation itself stays as in the blog
                     torch.cuda.synchronize(self.device)
-                prof.step()
+                with sigint_deferred():
+                    prof.step()
 
 
 def _lean_pass(steps: _Steps, keep: Path | None) -> tuple[float, float] | None:

@@ -245,7 +245,9 @@ def record_failure(
     result: RunResult, stage: str, exc: BaseException, device: str, *, status: Status | None = None
 ) -> None:
     """A variant (or a model's implementation) that failed while running: oom or error (or the
-    caller's `status`), with the exception's first line as the reason."""
+    caller's `status`), with the exception's first line as the reason. An exception raised while
+    handling Ctrl-C is the Ctrl-C, not a failure of the variant: re-raised as KeyboardInterrupt."""
+    reraise_interrupt(exc)
     result.status = status or ("oom" if _is_oom(exc) else "error")
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     result.reason = f"{result.label} failed during {stage}: {type(exc).__name__}: {first[:300]}"
@@ -256,6 +258,20 @@ def record_failure(
         result.warnings.append(
             f"the CUDA context is unusable after this error (empty_cache: {cleanup[:200]})"
         )
+
+
+def reraise_interrupt(exc: BaseException) -> None:
+    """Raise KeyboardInterrupt if `exc` was raised while a KeyboardInterrupt was being handled.
+    torch.profiler does that: Ctrl-C landing while a profile starts leaves it uninitialised, and
+    its __exit__ then raises "AssertionError: Profiler must be initialized ..." in the Ctrl-C's
+    place, which a variant's `except Exception` would record as the variant's failure."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
 
 
 def noisy_warning(summary: TimingSummary, what: str = "") -> str | None:
@@ -767,7 +783,8 @@ def _run_suite(
             topts = msgspec.structs.replace(topts, min_samples=SLOW_MIN_SAMPLES)
         try:
             summaries = _time(calls, workload, topts, cold=not slow)
-        except Exception:
+        except Exception as exc:
+            reraise_interrupt(exc)
             # one variant failing only in timing: time them one by one to find and record it
             summaries = {}
             for r, p in ready:

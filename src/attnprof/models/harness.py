@@ -66,6 +66,22 @@ def _default_implementations() -> tuple[str, ...]:
 
 
 DEFAULT_IMPLEMENTATIONS = _default_implementations()
+
+
+def _known_implementations() -> list[str]:
+    """attnprof's and transformers' implementation names (those registered in its
+    AttentionInterface: a newer transformers knows more), so a typo is caught before a model is
+    built instead of failing every layer with transformers' long message."""
+    names = ["eager", *DEFAULT_IMPLEMENTATIONS]
+    try:
+        from transformers import AttentionInterface
+
+        names += [str(k) for k in AttentionInterface._global_mapping]
+    except (ImportError, AttributeError):  # an older or newer transformers: attnprof's list
+        pass
+    return list(dict.fromkeys(names))
+
+
 # implementations left out of the default list on a CPU, with the reason (they run when asked for)
 _CPU_SLOW = {"flex_attention": reason("cpu_slow", name="flex_attention")}
 
@@ -325,6 +341,13 @@ def check_model(model: str, opts: ModelOptions) -> Plan:
     impls = list(dict.fromkeys(canonical(i) for i in (opts.implementations or DEFAULT_IMPLEMENTATIONS)))
     if not impls:
         raise UserError("--attn is empty: name at least one implementation, e.g. --attn eager,sdpa")
+    known = _known_implementations()
+    unknown = [i for i in impls if i not in known and "/" not in i]  # owner/repo: a Hub kernel
+    if unknown:
+        raise UserError(
+            f"unknown --attn {', '.join(unknown)}: use one of {', '.join(known)} "
+            "(or a Hub kernel as owner/repo)"
+        )
     return Plan(loaded, batch, seq, workload, impls)
 
 
