@@ -2,8 +2,11 @@
 
 Public API (stable; compare/report code relies on it):
 
-    analyze(path, *, region=None, workload=None, top=20, max_memory=None, context=None)
-                                                                  -> TraceAnalysis
+    analyze(path, *, region=None, workload=None, top=20, max_memory=None, context=None,
+            capture=None)                                          -> TraceAnalysis
+                              capture: a graph capture trace (vLLM / SGLang) whose captured CPU
+                              ops the trace's graph replays are attributed to
+                              (attnprof.analysis.replay)
     analyze(list_of_paths, ...) -> list[TraceAnalysis]        (parallel processes)
     analyze_many(paths, *, region=None, workload=None, top=20, workers=None) -> list[TraceAnalysis]
     TraceAnalysis             a typed record (msgspec Structs, attnprof.analysis.result): .device,
@@ -26,6 +29,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from attnprof.analysis.result import SCHEMA, Finding, TraceAnalysis, decode_analysis
@@ -65,6 +69,7 @@ def _one(
     max_memory: float | None = None,
     threads: str = "own",
     context: RunContext | None = None,
+    capture: PathLike | None = None,
 ) -> TraceAnalysis:
     from attnprof.run_context import RunContext
     from attnprof.trace.load import MAX_MEMORY, load_trace
@@ -83,7 +88,12 @@ def _one(
         for name in ("attnprof.analysis.pipeline", "attnprof.analysis.findings"):
             importlib.import_module(name)
 
-    trace = load_trace(path, max_memory=MAX_MEMORY if max_memory is None else max_memory, meanwhile=prepare)
+    limit = MAX_MEMORY if max_memory is None else max_memory
+    trace = load_trace(path, max_memory=limit, meanwhile=prepare)
+    if capture is not None:  # graph replays attributed to the ops that captured them
+        from attnprof.analysis.replay import attach
+
+        trace = attach(trace, load_trace(capture, max_memory=limit), capture=Path(capture).name)
     from attnprof.analysis.pipeline import analyze_trace
 
     return analyze_trace(
@@ -109,6 +119,7 @@ def analyze(
     max_memory: float | None = ...,
     threads: str = ...,
     context: RunContext | None = ...,
+    capture: PathLike | None = ...,
 ) -> TraceAnalysis: ...
 @overload
 def analyze(
@@ -130,6 +141,7 @@ def analyze(
     max_memory: float | None = None,
     threads: str = "own",
     context: RunContext | None = None,
+    capture: PathLike | None = None,
 ) -> TraceAnalysis | list[TraceAnalysis]:
     """Analyse one trace (returns a TraceAnalysis) or several (a list, analysed in parallel).
 
@@ -140,9 +152,14 @@ def analyze(
     "all" (also every other thread of the process while it is open; see attnprof.analysis.regions).
     context: the run the traces belong to (attnprof.run_context.RunContext), when the caller
     already decoded it; else it is read from <run>/run.json when a trace sits in <run>/traces/.
+    capture: the graph capture trace of one execution trace (attnprof.analysis.replay).
     """
     if isinstance(path_or_paths, str | os.PathLike):
-        return _one(path_or_paths, region, workload, top, max_memory, threads, context)
+        return _one(path_or_paths, region, workload, top, max_memory, threads, context, capture)
+    if capture is not None:
+        from attnprof.errors import UserError
+
+        raise UserError("--capture belongs to one execution trace: give one trace with it")
     return analyze_many(
         list(path_or_paths),
         region=region,

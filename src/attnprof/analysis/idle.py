@@ -120,7 +120,7 @@ def host_activity(
     launch_ids = [int(i) for i in uniq.tolist() if is_launch(names[int(i)])]
     launch_rows = rt[np.isin(rt_name, launch_ids) & ~is_sync]
     # CPU ops: how many launches or syncs each makes on its thread
-    ops = trace.rows(Kind.CPU_OP)
+    ops = trace.own(trace.rows(Kind.CPU_OP))
     calls = np.zeros(ops.size, np.int64)
     callers_rt = np.concatenate([launch_rows, sync_rows])
     o_lane, r_lane = trace.lane[ops], trace.lane[callers_rt]

@@ -9,6 +9,13 @@
   both, the innermost cpu_op on the launching thread whose time range contains the launch.
 - Kernels with no launch event at all keep launch -1 and api "none"; regions place them by time
   inside gpu_user_annotation ranges (attnprof.analysis.regions).
+- A CPU op known by other means comes first: ``Trace.op_link`` (a column any module may fill
+  before the analysis runs) names the launching CPU op of a device op directly. The graph-replay
+  attribution (attnprof.analysis.replay) fills it with the op that launched each replayed kernel
+  while its graph was captured (imported from the capture trace); ``Links.captured`` marks
+  those. Whatever reads ``Links.cpu_op`` (provenance, per-op shapes) then treats a replayed
+  kernel as an eager one. The launch stays the graph launch: regions and idle time place the
+  kernel where it ran.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import numpy.typing as npt
 
 from attnprof.trace.model import Kind, Trace, unique
 
-__all__ = ["GRAPH_LAUNCHES", "Links", "link"]
+__all__ = ["GRAPH_LAUNCHES", "Links", "launch_ops", "link"]
 
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
 
@@ -34,6 +41,8 @@ class Links:
     api: npt.NDArray[np.int32]  # launch API per GPU op: index into api_names (0 = "none")
     api_names: list[str]
     graph: npt.NDArray[np.bool_]  # launched by a CUDA-graph launch
+    # cpu_op came from Trace.op_link (a graph replay's kernel -> the op that launched it at capture)
+    captured: npt.NDArray[np.bool_]
 
 
 def _lookup(keys: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -66,8 +75,9 @@ def link(trace: Trace) -> Links:
         lcorr[lmiss] = _flow_correlation(trace, launch_rows[lmiss], start=True)
         launch = _lookup(lcorr, launch_rows, corr)
 
-    # cpu op: External id on the GPU op, else on its launch, else containment in time
-    op_rows = trace.rows(Kind.CPU_OP)
+    # cpu op: one known by other means (op_link), else External id on the GPU op, else on its
+    # launch, else containment in time
+    op_rows = trace.own(trace.rows(Kind.CPU_OP))
     ext = trace.ext[gpu_rows].copy()
     has_launch = launch >= 0
     no_ext = ext < 0
@@ -77,6 +87,11 @@ def link(trace: Trace) -> Links:
     unresolved = np.flatnonzero((cpu_op < 0) & has_launch)
     if unresolved.size and op_rows.size:
         cpu_op[unresolved] = _containing(trace, op_rows, launch[unresolved])
+    captured = np.zeros(gpu_rows.size, bool)
+    if trace.op_link.size:
+        known = trace.op_link[gpu_rows]
+        captured = known >= 0
+        cpu_op = np.where(captured, known, cpu_op)
 
     name_ids = np.where(has_launch, trace.name[np.maximum(launch, 0)], -1)
     uniq, api = np.unique(name_ids, return_inverse=True)
@@ -93,7 +108,19 @@ def link(trace: Trace) -> Links:
         api=api.astype(np.int32).reshape(-1),
         api_names=api_names,
         graph=graph,
+        captured=captured,
     )
+
+
+def launch_ops(trace: Trace, launch_rows: np.ndarray) -> np.ndarray:
+    """The CPU op of each launch call (runtime or driver row), as link() finds a device op's: its
+    External id, else the innermost op containing it on its thread; -1 where none."""
+    op_rows = trace.own(trace.rows(Kind.CPU_OP))
+    out = _lookup(trace.ext[op_rows], op_rows, trace.ext[launch_rows])
+    miss = np.flatnonzero(out < 0)
+    if miss.size and op_rows.size:
+        out[miss] = _containing(trace, op_rows, launch_rows[miss])
+    return out
 
 
 def _flow_correlation(trace: Trace, rows: np.ndarray, *, start: bool = False) -> np.ndarray:

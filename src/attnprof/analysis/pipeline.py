@@ -22,6 +22,7 @@ from attnprof.analysis.overlap import CommOverlap, comm_overlap, compute_union
 from attnprof.analysis.provenance import NAME_RULE, Provenance, attention_provenance
 from attnprof.analysis.provenance import RULE_NAMES as PROVENANCE_RULES
 from attnprof.analysis.regions import RULE_NAMES, Instance, Region, backward_links, cpu_nesting, find_region
+from attnprof.analysis.replay import graph_replays
 from attnprof.analysis.result import (
     AttentionShare,
     Attribution,
@@ -117,7 +118,7 @@ def analyze_trace(
         memcpy_time_us=round(float(g_dur[is_cpy].sum()), 3),
         memset=int(is_set.sum()),
         memset_time_us=round(float(g_dur[is_set].sum()), 3),
-        cpu_ops=int((trace.kind == Kind.CPU_OP).sum()),
+        cpu_ops=int(trace.own(trace.rows(Kind.CPU_OP)).size),
         gpu_ops=int(g.size),
         unique_kernels=int(unique(g_name[is_k]).size),
         unlaunched_gpu_ops=int((links.launch < 0).sum()),
@@ -150,7 +151,7 @@ def analyze_trace(
     evidence = cpu_evidence(trace, reg)
     unfused = unfused_chains(trace, reg)
     # the share is the whole trace's: its unfused chains are looked for on every thread
-    cpu_all = trace.rows(Kind.CPU_OP)
+    cpu_all = trace.own(trace.rows(Kind.CPU_OP))
     chain_ops = unfused.ops
     if reg.selector != "whole trace":
         whole = Region("whole trace", "whole trace", [Instance(-1, 0.0, 0.0, cpu_all, np.zeros(0, np.int64))])
@@ -176,6 +177,7 @@ def analyze_trace(
     idle = _idle(trace, links, reg, host, clean.busy_end)
     region_stat = _region_stat(trace, links, reg, gpu_cat, unique_names, inv, classes, idle, clean.busy_end)
     region_stat.communication = _region_comm(trace, links, reg, gpu_cat, compute, clean.busy_end)
+    graphs, graph_notes = graph_replays(trace, links, busy_mask, share.device_time_us)
 
     roof = None
     if workload is not None:
@@ -218,7 +220,7 @@ def analyze_trace(
     findings = evaluate(ctx)
     info = TraceInfo(
         events=int(trace.metadata.get("events_total", trace.n_events)),
-        kept_events=trace.n_events,
+        kept_events=trace.imported_from if trace.imported_from >= 0 else trace.n_events,
         dropped=trace.dropped,
         schema_version=trace.metadata.get("schemaVersion"),
         rank=_rank(trace),
@@ -228,7 +230,7 @@ def analyze_trace(
         gaps=gap_facts,
         sanitation=clean.record,
     )
-    warnings = list(trace.warnings) + gaps + clean.warnings
+    warnings = list(trace.warnings) + gaps + clean.warnings + graph_notes
     n_dev = int(dev.sum())
     if n_dev:
         cats = sorted({trace.categories[int(c)] for c in unique(trace.cat[g[dev]])})
@@ -252,6 +254,7 @@ def analyze_trace(
         repairs=list(trace.repairs),
         warnings=warnings,
         share=share,
+        graphs=graphs,
     )
 
 

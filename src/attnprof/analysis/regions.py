@@ -88,7 +88,8 @@ class Region:
 
 def _candidates(trace: Trace) -> I64:
     # annotations; legacy traces record record_function ranges as Operator events
-    return trace.rows(Kind.ANNOTATION, Kind.CPU_OP)
+    # (a capture trace's imported ranges are not instances of this trace: Trace.own)
+    return trace.own(trace.rows(Kind.ANNOTATION, Kind.CPU_OP))
 
 
 def _select(trace: Trace, region: str | None) -> tuple[str, str, I64]:
@@ -119,7 +120,7 @@ def _select(trace: Trace, region: str | None) -> tuple[str, str, I64]:
     hit = rows[np.isin(trace.name[rows], ids)] if ids else rows[:0]
     if hit.size:
         return region, "regex", hit
-    ann = trace.rows(Kind.ANNOTATION)
+    ann = trace.own(trace.rows(Kind.ANNOTATION))
     known = sorted({names[int(i)] for i in unique(trace.name[ann])})[:12]
     hint = f"; annotations here: {', '.join(known)}" if known else "; the trace has no user annotations"
     raise UserError(f"--region {region!r} matches no annotation or op in {trace.source}{hint}")
@@ -215,11 +216,12 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
     gpu_order = np.argsort(gpu_ts, kind="stable")
     all_threads = threads == "all" or selector == "ProfilerStep"
     out = Region(name=name, selector=selector, threads="all" if all_threads else "own")
-    cpu_rows = trace.rows(Kind.CPU_OP)
+    cpu_rows = trace.own(trace.rows(Kind.CPU_OP))
 
     if rows.size == 0:  # whole trace
-        start = float(trace.ts.min()) if trace.n_events else 0.0
-        end = float((trace.ts + trace.dur).max()) if trace.n_events else 0.0
+        n_own = trace.imported_from if trace.imported_from >= 0 else trace.n_events
+        start = float(trace.ts[:n_own].min()) if n_own else 0.0
+        end = float((trace.ts[:n_own] + trace.dur[:n_own]).max()) if n_own else 0.0
         cpu_sorted = cpu_rows[np.argsort(trace.ts[cpu_rows], kind="stable")]
         gpu = gpu_order.astype(np.int64)
         rule = np.full(gpu.size, 4, np.int8)  # every device op, from any thread or none

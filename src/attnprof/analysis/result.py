@@ -70,6 +70,10 @@ Top-level keys:
     findings     [{code, severity ("info"|"warning"|"error"), message, evidence {...}}]
     repairs      [str]: what the loader repaired in invalid JSON
     warnings     [str]
+    graphs       {replayed_ops, replayed_us, attributed_ops, unattributed_us, unattributed_pct,
+                  capture, graphs_captured, graph_launches, replays_matched, replays_unmatched,
+                  config_differs, imported_rows, matched_by}: device ops replayed by graph
+                  launches, and those given their captured CPU op (attnprof.analysis.replay)
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ __all__ = [
     "Device",
     "Finding",
     "Gaps",
+    "GraphReplays",
     "InstanceIdle",
     "InstanceStat",
     "KernelStat",
@@ -444,6 +449,25 @@ def _pandas(accessor: str) -> Any:
     return load("pandas", f"TraceAnalysis.{accessor}()")
 
 
+class GraphReplays(msgspec.Struct, kw_only=True):
+    """Device ops replayed by CUDA/HIP graph launches, and how many of them know the CPU op that
+    launched them at capture (attnprof.analysis.replay, with a capture trace)."""
+
+    replayed_ops: int = 0
+    replayed_us: float = 0.0  # their summed durations (device waits left out, as in share)
+    attributed_ops: int = 0  # linked to their captured CPU op
+    unattributed_us: float = 0.0  # replayed device time with the graph launch as its only source
+    unattributed_pct: float | None = None  # of share.device_time_us; null without device time
+    capture: str | None = None  # the capture trace's file name; null: none given
+    graphs_captured: int = 0
+    graph_launches: int = 0
+    replays_matched: int = 0
+    replays_unmatched: int = 0
+    config_differs: int = 0  # matched ops whose grid or block differs from the capture's
+    imported_rows: int = 0  # CPU ops and ranges appended from the capture trace
+    matched_by: str = ""
+
+
 class TraceAnalysis(msgspec.Struct, kw_only=True):
     schema: str = SCHEMA
     source: str
@@ -461,6 +485,7 @@ class TraceAnalysis(msgspec.Struct, kw_only=True):
     findings: list[Finding]
     repairs: list[str] = []  # what the loader repaired in invalid JSON
     warnings: list[str] = []
+    graphs: GraphReplays = msgspec.field(default_factory=GraphReplays)
 
     @property
     def codes(self) -> list[str]:

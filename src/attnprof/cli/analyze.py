@@ -1,7 +1,10 @@
 """`attnprof analyze TRACE|DIR...`: analyse profiler traces and print what they show.
 
 A folder (as torch.profiler's tensorboard_trace_handler writes one per run) is analysed trace by
-trace in parallel processes, and its ranks are put side by side (attnprof.analysis.ranks).
+trace in parallel processes, and its ranks are put side by side (attnprof.analysis.ranks). A
+folder holding an execution trace and its graph capture trace (vLLM's capture_traces/ layout),
+or a trace given with --capture, has its graph replays attributed to the captured CPU ops
+(attnprof.analysis.replay).
 
 Thin: parse options, call attnprof.analysis.analyze with keywords, render. No torch, and no
 pandas, on this path: the command must answer in well under half a second on a small trace.
@@ -71,6 +74,13 @@ def analyze_command(
         help="Also write the cross-rank view of the folder(s) as a self-contained HTML page.",
     ),
     lang: str = typer.Option("en", "--lang", help="Language of the --html page: en, id or th."),
+    capture: Path | None = typer.Option(
+        None,
+        "--capture",
+        metavar="CAPTURE_TRACE",
+        help="The graph capture trace (vLLM / SGLang) of the one execution trace given: each "
+        "graph replay's kernels get the CPU op, shapes and ranges recorded when it was captured.",
+    ),
     no_color: NoColor = False,
 ) -> None:
     """Analyse PyTorch profiler traces: kernels, categories, regions, occupancy, findings."""
@@ -85,6 +95,8 @@ def analyze_command(
     elif dtype is not None:
         raise UserError("--dtype describes the workload for the roofline: give --shape B,H,S,D with it")
     folders = [p for p in traces if p.is_dir()]
+    pairs = _capture_pairs(traces, folders, capture)
+    folders = [p for p in folders if p not in pairs]
     translator = None
     if html is not None:
         from attnprof.report.i18n import Translator
@@ -95,7 +107,7 @@ def analyze_command(
         from attnprof.outputs import refuse_inputs
 
         refuse_inputs(html, traces, option="--html")
-    files: list[str | os.PathLike[str]] = [p for p in traces if not p.is_dir()]
+    files: list[str | os.PathLike[str]] = [p for p in traces if not p.is_dir() and p not in pairs]
     results = dict(
         zip(
             files,
@@ -103,6 +115,16 @@ def analyze_command(
             strict=True,
         )
     )
+    for p, (exe, cap) in pairs.items():
+        results[p] = analyze(
+            exe,
+            region=region,
+            workload=workload,
+            top=top,
+            max_memory=max_memory,
+            threads=threads,
+            capture=cap,
+        )
     runs: dict[Path, list[FolderRun]] = {}
     if folders:
         from attnprof.analysis.ranks import analyze_folder
@@ -144,6 +166,29 @@ def analyze_command(
                 render_folder(run, console=console)
         else:
             render_analysis(results[p], console=console)
+
+
+def _capture_pairs(
+    traces: list[Path], folders: list[Path], capture: Path | None
+) -> dict[Path, tuple[Path, Path]]:
+    """argument -> (execution trace, capture trace): the one trace given with --capture, and each
+    folder laid out as vLLM writes an execution trace and its capture trace."""
+    from attnprof.analysis.replay import find_pair
+
+    if capture is not None:
+        if len(traces) != 1 or traces[0].is_dir():
+            raise UserError(
+                "--capture CAPTURE_TRACE belongs to one execution trace: give one trace file with it"
+            )
+        if not capture.is_file():
+            raise UserError(f"--capture {capture}: no such file")
+        return {traces[0]: (traces[0], capture)}
+    out = {}
+    for folder in folders:
+        pair = find_pair(folder)
+        if pair is not None:
+            out[folder] = pair
+    return out
 
 
 def _folder_json(folder: Path, runs: list[FolderRun]) -> dict[str, object]:

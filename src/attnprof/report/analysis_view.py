@@ -17,7 +17,7 @@ from attnprof.report.console import make_console, print_table
 from attnprof.units import fmt_us
 
 if TYPE_CHECKING:
-    from attnprof.analysis.result import Device, Occupancy, Share, TraceAnalysis
+    from attnprof.analysis.result import Device, GraphReplays, Occupancy, Share, TraceAnalysis
 
 __all__ = ["render_analysis"]
 
@@ -57,6 +57,18 @@ def _device_line(d: Device) -> str:
             parts.append(f"{d.count} devices listed")
         return ", ".join(parts)
     return "GPU (no deviceProperties in the trace)" if d.kind == "gpu" else "unknown"
+
+
+def _graphs_part(g: GraphReplays, total: float) -> str | None:
+    """ "graph replays 97% (95% without their CPU op, no capture trace)": how much of the device
+    time the share above could only attribute by kernel name."""
+    if not g.replayed_ops or total <= 0:
+        return None
+    rest = "no capture trace" if g.capture is None else f"capture {g.capture}"
+    return (
+        f"graph replays {100.0 * g.replayed_us / total:.0f}% "
+        f"({100.0 * g.unattributed_us / total:.0f}% without their CPU op, {rest})"
+    )
 
 
 def _share_line(sh: Share) -> str | None:
@@ -113,6 +125,9 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
     t, tr = d.totals, d.trace
     console.print(Text(f"{d.source}", style="bold"))
     share = _share_line(d.share)
+    graphs = _graphs_part(d.graphs, d.share.device_time_us or 0.0)
+    if share and graphs:
+        share += f" | {graphs}"
     if share:
         console.print(Text(share, style="bold"), overflow="fold")
         for rules_line in _attention_rules_lines(d.share):

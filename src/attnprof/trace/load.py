@@ -75,6 +75,9 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     # kept raw: decoded only for the few ops whose shapes the analysis reads (_SHAPED)
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+    # the kernel a launch call names (ROCm's runtime events carry it): a graph capture records
+    # launches but no kernels, so this is what its replays are matched against
+    kernel: str | None = None
 
 
 _NO_ARGS = _Args()
@@ -952,6 +955,8 @@ def _clean_event(e: Any) -> dict[str, Any] | None:
         for k in ("grid", "block"):
             if isinstance(args.get(k), list | str):
                 a[k] = args[k]
+        if isinstance(args.get("kernel"), str):
+            a["kernel"] = args["kernel"]
         for k in ("Input type", "Concrete Inputs", "Input Dims"):  # kept raw (see _Args)
             if isinstance(args.get(k), list):
                 a[k] = msgspec.Raw(msgspec.json.encode(args[k]))
@@ -1120,6 +1125,7 @@ class _Builder:
         self.cols: dict[str, list[np.ndarray]] = {}
         self.conversions: dict[int, tuple[str | None, str | None]] = {}
         self.shapes: dict[int, list[Any]] = {}
+        self.launch_kernels: dict[int, tuple[str, int, int]] = {}
         self.n_rows = 0
         self.n_seen = 0
         self.bad_durs = 0
@@ -1233,6 +1239,12 @@ class _Builder:
                     if isinstance(dims, list):
                         self.shapes[r + self.n_rows] = dims
 
+        rt = np.flatnonzero((kind == Kind.RUNTIME) | (kind == Kind.DRIVER)).tolist()
+        for r in rt:
+            a = args[r]
+            if a.kernel is not None:  # kept as a string: interning it would make name ids depend on chunking
+                self.launch_kernels[r + self.n_rows] = (a.kernel, _prod(a.grid), _prod(a.block))
+
         fl = _pick(events, flows)
         nf = len(fl)
         fwdbwd = [c for k, c in cats.items() if k.lower() == "fwdbwd"]
@@ -1270,6 +1282,7 @@ class _Builder:
                 self.cols.setdefault(key, []).append(arr)
         self.conversions.update({r + self.n_rows: v for r, v in other.conversions.items()})
         self.shapes.update({r + self.n_rows: v for r, v in other.shapes.items()})
+        self.launch_kernels.update({r + self.n_rows: v for r, v in other.launch_kernels.items()})
         self.dropped.update(other.dropped)
         self.unknown |= other.unknown
         if other.bad_durs and not self.bad_durs:
@@ -1354,6 +1367,7 @@ class _Builder:
             flow_ts=self._col("flow_ts", np.float64),
             conversions=self.conversions,
             shapes=self.shapes,
+            launch_kernels=self.launch_kernels,
             device_properties=[p for p in props_in if isinstance(p, dict)],
             metadata=meta,
             dropped=_capped(self.dropped),

@@ -108,6 +108,18 @@ class Trace:
     conversions: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)
     # cpu-op row -> "Input Dims" (list of shapes) of GEMM and softmax ops, with record_shapes
     shapes: dict[int, list[Any]] = field(default_factory=dict)
+    # runtime/driver row -> (kernel name, grid blocks, block threads) where the launch call names
+    # its kernel (ROCm's hip*LaunchKernel args "kernel"); -1 for a size not recorded
+    launch_kernels: dict[int, tuple[str, int, int]] = field(default_factory=dict)
+    # per event row, a CPU op known by other means to have launched this device op (a graph
+    # replay's kernel -> the op that launched it while the graph was captured,
+    # attnprof.analysis.replay); -1 where none. Empty (the usual case) when nothing supplies one.
+    # attnprof.analysis.links.link reads it before the launch's own op.
+    op_link: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    # rows from this index on were imported from another trace (a capture trace's CPU ops and
+    # their ranges, on lanes of their own, on that trace's clock): they explain device ops but are
+    # not this trace's own events (no region, count or time window includes them); -1: none
+    imported_from: int = -1
     device_properties: list[dict[str, Any]] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
@@ -118,6 +130,10 @@ class Trace:
     @property
     def n_events(self) -> int:
         return int(self.kind.shape[0])
+
+    def own(self, rows: I64) -> I64:
+        """The given rows less those imported from another trace (Trace.imported_from)."""
+        return rows if self.imported_from < 0 else rows[rows < self.imported_from]
 
     def rows(self, *kinds: Kind) -> I64:
         """Rows of the given kinds, in file order."""

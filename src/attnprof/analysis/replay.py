@@ -1,0 +1,337 @@
+"""CUDA/HIP graph replays attributed to the CPU ops that captured them.
+
+A replayed kernel has one launch, the graph launch (cudaGraphLaunch / hipGraphLaunch), and no CPU
+op, shapes or module of its own. vLLM and SGLang can write a capture trace beside the execution
+trace: the CPU ops, ranges and launch calls recorded while each graph was captured (a capture
+runs no kernels, so it records launches only). ``attach`` matches every replay to the graph it
+replays and gives each replayed device op the capture's launching CPU op:
+
+1. Captured graphs: on each thread of the capture trace, the launch calls (kernel launches,
+   async copies and sets) between a ``*StreamBeginCapture`` and the next ``*StreamEndCapture``,
+   in order. A launch's kernel is the name its call records (ROCm's runtime events carry it as
+   ``kernel``); where the call names none (CUDA), the position alone matches it.
+2. Replays: the device ops of each graph launch of the execution trace, by start time.
+3. Matching, by kernel-name sequence (neither Kineto trace records a graph id): a replay matches a
+   captured graph of the same length whose every position has the same kernel name (or no name
+   on the capture side; a copy matches a copy, a set a set). **Tolerance**: grid and block sizes
+   are not compared for the match, so a kernel that differs only in its launch configuration
+   still matches; such ops are counted (``config_differs``). Among matching graphs the one whose
+   launch configurations agree most wins, then the first after the graph matched last (capture
+   order: the layers of a piecewise model replay in the order they were captured). A replay with
+   no match keeps its graph launch and no CPU op.
+4. Import: the capture trace's CPU ops and ranges on the threads that captured a matched graph
+   are appended to the execution trace (rows from ``Trace.imported_from`` on, lanes named
+   ``<pid> (capture)``, names, shapes and dtype conversions kept, the capture's clock), and
+   ``Trace.op_link`` names each replayed op's captured CPU op. attnprof.analysis.links.link reads
+   that column first, so whatever reads a launch link (provenance, per-op shapes) works for a
+   replay as for an eager kernel; regions, idle and time windows never see the imported rows.
+
+Without a capture trace, or for unmatched replays, the kernels stay attributed to their graph
+launch; the analysis says what share of the device time that is (``graphs`` in the JSON).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from attnprof.analysis.devices import is_launch
+from attnprof.analysis.links import GRAPH_LAUNCHES, Links, launch_ops, link
+from attnprof.analysis.result import GraphReplays
+from attnprof.errors import UserError
+from attnprof.trace.model import Kind, Trace
+from attnprof.units import fmt_us
+
+__all__ = ["CAPTURE_NAME", "Captured", "attach", "captured_graphs", "find_pair", "graph_replays"]
+
+I64 = npt.NDArray[np.int64]
+
+_BEGIN = re.compile(r"^(cuda|hip|cu)StreamBeginCapture")
+_END = re.compile(r"^(cuda|hip|cu)StreamEndCapture")
+_MEMCPY, _MEMSET = "<memcpy>", "<memset>"
+# the file names vLLM writes for its capture traces (capture_traces/graph_capture_rank_N.*)
+CAPTURE_NAME = re.compile(r"graph_capture|capture_trace")
+# kinds imported from a capture trace: the host side that explains a launch
+_HOST_KINDS = (Kind.CPU_OP, Kind.ANNOTATION)
+
+
+@dataclass
+class Captured:
+    """One captured graph: its launch calls in order, in the capture trace's rows."""
+
+    lane: int
+    start: float
+    launches: I64  # launch rows, by start
+    labels: list[str | None]  # kernel name, _MEMCPY / _MEMSET, or None (a kernel, name not recorded)
+    grid: I64  # blocks per grid, -1 unknown
+    block: I64  # threads per block, -1 unknown
+    ops: I64  # the launching CPU op of each launch, -1 none
+
+
+def captured_graphs(cap: Trace) -> list[Captured]:
+    rt = cap.rows(Kind.RUNTIME, Kind.DRIVER)
+    rt = rt[np.lexsort((cap.ts[rt], cap.lane[rt]))]
+    names = cap.names
+    uniq = {int(i) for i in np.unique(cap.name[rt]).tolist()}
+    begin = {i for i in uniq if _BEGIN.search(names[i])}
+    end = {i for i in uniq if _END.search(names[i])}
+    launch = {i for i in uniq if is_launch(names[i]) and names[i] not in GRAPH_LAUNCHES}
+    out: list[Captured] = []
+    open_at: dict[int, list[int]] = {}  # lane -> launch rows of the capture open on it
+    start: dict[int, float] = {}
+    for r, n, lane in zip(rt.tolist(), cap.name[rt].tolist(), cap.lane[rt].tolist(), strict=True):
+        if n in begin:
+            open_at[lane], start[lane] = [], float(cap.ts[r])
+        elif n in end and lane in open_at:
+            rows = np.array(open_at.pop(lane), np.int64)
+            out.append(_graph(cap, lane, start[lane], rows))
+        elif n in launch and lane in open_at:
+            open_at[lane].append(r)
+    return out
+
+
+def _graph(cap: Trace, lane: int, start: float, rows: I64) -> Captured:
+    labels: list[str | None] = []
+    grid, block = np.full(rows.size, -1, np.int64), np.full(rows.size, -1, np.int64)
+    for k, r in enumerate(rows.tolist()):
+        named = cap.launch_kernels.get(r)
+        call = cap.names[int(cap.name[r])]
+        if named is not None:
+            labels.append(named[0])
+            grid[k], block[k] = named[1], named[2]
+        elif "Memcpy" in call or "memcpy" in call:
+            labels.append(_MEMCPY)
+        elif "Memset" in call or "memset" in call:
+            labels.append(_MEMSET)
+        else:
+            labels.append(None)
+    return Captured(lane, start, rows, labels, grid, block, launch_ops(cap, rows))
+
+
+def _replays(trace: Trace) -> list[tuple[int, I64]]:
+    """(graph launch row, its device ops as event rows by start) per graph launch, in launch order."""
+    links = link(trace)
+    g = links.graph & (links.launch >= 0)
+    if not g.any():
+        return []
+    rows, launches = links.gpu_rows[g], links.launch[g]
+    order = np.lexsort((trace.ts[rows], launches))
+    rows, launches = rows[order], launches[order]
+    cut = np.flatnonzero(np.diff(launches)) + 1
+    groups = [(int(ls[0]), rs) for ls, rs in zip(np.split(launches, cut), np.split(rows, cut), strict=True)]
+    return sorted(groups, key=lambda x: float(trace.ts[x[0]]))
+
+
+def _labels(trace: Trace, rows: I64) -> tuple[list[str], I64, I64]:
+    kinds = trace.kind[rows]
+    labels = [
+        _MEMCPY if k == Kind.MEMCPY else _MEMSET if k == Kind.MEMSET else trace.names[int(n)]
+        for k, n in zip(kinds.tolist(), trace.name[rows].tolist(), strict=True)
+    ]
+    grid, block = np.full(rows.size, -1, np.int64), np.full(rows.size, -1, np.int64)
+    pos = np.searchsorted(trace.kernel_rows, rows)
+    is_k = (pos < trace.kernel_rows.size) & (
+        trace.kernel_rows[np.minimum(pos, trace.kernel_rows.size - 1)] == rows
+    )
+    if trace.kernel_rows.size:
+        grid[is_k] = trace.grid_blocks[pos[is_k]]
+        block[is_k] = trace.block_threads[pos[is_k]]
+    return labels, grid, block
+
+
+def _fits(labels: list[str], graph: Captured) -> bool:
+    if len(labels) != len(graph.labels):
+        return False
+    return all(
+        c == e or (c is None and e not in (_MEMCPY, _MEMSET))
+        for c, e in zip(graph.labels, labels, strict=True)
+    )
+
+
+def attach(trace: Trace, cap: Trace, *, capture: str) -> Trace:
+    """The execution trace with each matched replayed device op linked to its captured CPU op
+    (a new Trace; the summary is in its metadata["replay"])."""
+    graphs = captured_graphs(cap)
+    replays = _replays(trace)
+    n0 = trace.n_events
+    link_to_cap = np.full(n0, -1, np.int64)  # exec row -> capture CPU-op row
+    matched = matched_ops = unmatched_ops = config_differs = 0
+    last = -1
+    by_key: dict[tuple[str | None, ...], list[int]] = {}
+    for i, gr in enumerate(graphs):
+        by_key.setdefault(tuple(gr.labels), []).append(i)
+    for _launch, rows in replays:
+        labels, grid, block = _labels(trace, rows)
+        exact = by_key.get(tuple(labels), [])
+        cands = exact or [i for i, gr in enumerate(graphs) if None in gr.labels and _fits(labels, gr)]
+        if not cands:
+            unmatched_ops += int(rows.size)
+            continue
+        best, best_key = -1, None
+        for i in cands:
+            gr = graphs[i]
+            known = (gr.grid >= 0) & (grid >= 0) & (gr.block >= 0) & (block >= 0)
+            same = known & (gr.grid == grid) & (gr.block == block)
+            # most agreeing launch configurations, then capture order after the last match
+            key = (int(same.sum()) - int((known & ~same).sum()), -((i - last - 1) % len(graphs)))
+            if best_key is None or key > best_key:
+                best, best_key = i, key
+        gr = graphs[best]
+        known = (gr.grid >= 0) & (grid >= 0) & (gr.block >= 0) & (block >= 0)
+        config_differs += int((known & ((gr.grid != grid) | (gr.block != block))).sum())
+        link_to_cap[rows] = gr.ops
+        matched += 1
+        matched_ops += int(rows.size)
+        last = best
+    merged = _import(trace, cap, link_to_cap, {gr.lane for gr in graphs})
+    attributed = int((merged.op_link >= 0).sum())
+    merged.metadata = dict(trace.metadata)
+    merged.metadata["replay"] = {
+        "capture": capture,
+        "graphs_captured": len(graphs),
+        "graph_launches": len(replays),
+        "replays_matched": matched,
+        "replays_unmatched": len(replays) - matched,
+        "unmatched_ops": unmatched_ops,
+        "matched_ops": matched_ops,
+        "attributed_ops": attributed,
+        "config_differs": config_differs,
+        "imported_rows": merged.n_events - n0,
+        "names_recorded": bool(graphs) and all(lab is not None for gr in graphs for lab in gr.labels),
+    }
+    return merged
+
+
+def _import(trace: Trace, cap: Trace, link_to_cap: I64, lanes: set[int]) -> Trace:
+    """trace with the capture's host rows on the given lanes appended, and op_link set."""
+    host = np.flatnonzero(np.isin(cap.kind, [int(k) for k in _HOST_KINDS]) & np.isin(cap.lane, list(lanes)))
+    host = cap.own(host.astype(np.int64))
+    n0 = trace.n_events
+    new_index = np.full(cap.n_events, -1, np.int64)
+    new_index[host] = n0 + np.arange(host.size)
+    names = list(trace.names)
+    name_ids = {n: i for i, n in enumerate(names)}
+    name_map = np.array([name_ids.setdefault(n, len(name_ids)) for n in cap.names], np.int32)
+    names = list(name_ids)
+    lanes_list = list(trace.lanes)
+    lane_ids = {ln: i for i, ln in enumerate(lanes_list)}
+    lane_map = np.array(
+        [lane_ids.setdefault((f"{p} (capture)", t), len(lane_ids)) for p, t in cap.lanes], np.int32
+    )
+    lanes_list = list(lane_ids)
+    cats = list(trace.categories)
+    cat_ids = {c: i for i, c in enumerate(cats)}
+    cat_map = np.array([cat_ids.setdefault(c, len(cat_ids)) for c in cap.categories], np.int32)
+    cats = list(cat_ids)
+    none = np.full(host.size, -1, np.int64)
+
+    def cat_col(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.concatenate([a, b.astype(a.dtype)])
+
+    op_link = np.full(n0 + host.size, -1, np.int64)
+    if trace.op_link.size:
+        op_link[:n0] = trace.op_link
+    has = link_to_cap >= 0
+    op_link[:n0][has] = new_index[link_to_cap[has]]
+    shift = {int(r): int(new_index[r]) for r in host.tolist()}
+    return dataclasses.replace(
+        trace,
+        names=names,
+        lanes=lanes_list,
+        categories=cats,
+        kind=cat_col(trace.kind, cap.kind[host]),
+        name=cat_col(trace.name, name_map[cap.name[host]]),
+        ts=cat_col(trace.ts, cap.ts[host]),
+        dur=cat_col(trace.dur, cap.dur[host]),
+        lane=cat_col(trace.lane, lane_map[cap.lane[host]]),
+        # ids of another trace would collide with this one's: none are kept
+        corr=cat_col(trace.corr, none),
+        ext=cat_col(trace.ext, none),
+        seq=cat_col(trace.seq, none),
+        cat=cat_col(trace.cat, cat_map[cap.cat[host]]),
+        shapes={**trace.shapes, **{shift[r]: v for r, v in cap.shapes.items() if r in shift}},
+        conversions={**trace.conversions, **{shift[r]: v for r, v in cap.conversions.items() if r in shift}},
+        op_link=op_link,
+        imported_from=n0 if trace.imported_from < 0 else trace.imported_from,
+    )
+
+
+def find_pair(folder: Path) -> tuple[Path, Path] | None:
+    """(execution trace, capture trace) in a folder laid out as vLLM writes it (the execution
+    trace, and the capture trace under capture_traces/ or named graph_capture*); None when the
+    folder holds no capture trace. Several of either is refused: which pairs with which is not
+    recorded."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
+    files = [p for p in files if p.name != "execution_details.json"]
+    caps = [p for p in files if CAPTURE_NAME.search(p.name) or "capture_traces" in p.parts]
+    if not caps:
+        return None
+    execs = [p for p in files if p not in caps]
+    if len(caps) != 1 or len(execs) != 1:
+        raise UserError(
+            f"{folder}: {len(execs)} execution and {len(caps)} capture traces: give one of each "
+            "(attnprof analyze EXEC_TRACE --capture CAPTURE_TRACE)"
+        )
+    return execs[0], caps[0]
+
+
+MATCHED_BY = (
+    "kernel-name sequence per graph (grid and block not compared; ties: the most agreeing launch "
+    "configurations, then capture order)"
+)
+
+
+def graph_replays(
+    trace: Trace, links: Links, work: npt.NDArray[np.bool_], device_us: float
+) -> tuple[GraphReplays, list[str]]:
+    """The graphs record of the analysis and its warning: replayed device ops (work only, as the
+    share counts them), those with a captured CPU op, and the device time left with only the
+    graph launch as its source."""
+    g = links.graph & work
+    dur = trace.dur[links.gpu_rows]
+    rep = trace.metadata.get("replay") or {}
+    got = g & links.captured
+    un_us = float(dur[g & ~links.captured].sum())
+    out = GraphReplays(
+        replayed_ops=int(g.sum()),
+        replayed_us=round(float(dur[g].sum()), 3),
+        attributed_ops=int(got.sum()),
+        unattributed_us=round(un_us, 3),
+        unattributed_pct=round(100.0 * un_us / device_us, 2) if device_us > 0 else None,
+        capture=rep.get("capture"),
+        graphs_captured=int(rep.get("graphs_captured", 0)),
+        graph_launches=int(rep.get("graph_launches", 0)),
+        replays_matched=int(rep.get("replays_matched", 0)),
+        replays_unmatched=int(rep.get("replays_unmatched", 0)),
+        config_differs=int(rep.get("config_differs", 0)),
+        imported_rows=int(rep.get("imported_rows", 0)),
+        matched_by=MATCHED_BY if rep else "",
+    )
+    notes: list[str] = []
+    pct = f"{out.unattributed_pct:.1f}%" if out.unattributed_pct is not None else "unknown"
+    if out.replayed_ops and out.capture is None:
+        notes.append(
+            f"{out.replayed_ops} device ops ({fmt_us(out.replayed_us)}, {pct} of device time) ran as "
+            "graph replays with no CPU op but their graph launch: attention by launching op, "
+            "per-op shapes and modules do not cover them (give the capture trace: --capture FILE)"
+        )
+    elif out.capture is not None:
+        text = (
+            f"{out.replays_matched} of {out.graph_launches} graph replays matched a graph of the "
+            f"capture trace {out.capture} ({out.graphs_captured} captured) by kernel-name "
+            f"sequence: {out.attributed_ops} of {out.replayed_ops} replayed device ops have their "
+            f"captured CPU op; {fmt_us(out.unattributed_us)} ({pct} of device time) has only its "
+            "graph launch"
+        )
+        if out.config_differs:
+            text += (
+                f"; {out.config_differs} matched ops ran with a grid or block other than the "
+                "capture's (matched by name)"
+            )
+        notes.append(text)
+    return out, notes

@@ -1,0 +1,253 @@
+"""Graph replays attributed to the CPU ops that captured them (attnprof.analysis.replay): small
+synthetic capture / execution pairs (matched, a kernel launched with another grid, an unmatched
+replay, a capture that names no kernels), the shared vLLM pair, and the CLI's --capture and
+folder layout."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from _paths import TRACES
+from attnprof.analysis import analyze
+from attnprof.analysis.links import link
+from attnprof.analysis.replay import attach, captured_graphs
+from attnprof.analysis.result import TraceAnalysis
+from attnprof.trace.load import load_trace
+
+VLLM = TRACES / "graph_pairs" / "vllm_prefilldecode_piecewise"
+VLLM_EXEC = VLLM / "graph_execution.json.gz"
+VLLM_CAPTURE = next((VLLM / "capture_traces").glob("graph_capture_rank_0.*.json.gz"), VLLM)
+
+
+def ev(name: str, cat: str, ts: float, dur: float, tid: int = 1, pid: int = 1, **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+# two graphs, as a piecewise capture records them: the ops, and launches naming their kernels
+GRAPH_A = [("aten::mm", [[64, 32], [32, 16]], "gemm_kernel_a", 8), ("aten::add", [[64, 16]], "add_kernel", 4)]
+GRAPH_B = [("aten::softmax", [[64, 16]], "softmax_kernel", 2)]
+
+
+def capture_events(
+    graphs: list[list[tuple[str, Any, str, int]]], *, names: bool = True
+) -> list[dict[str, Any]]:
+    out = [ev("capture_8_PIECEWISE", "user_annotation", 0, 10_000)]
+    t, ext = 100.0, 1
+    for gi, graph in enumerate(graphs):
+        out.append(ev("cudaStreamBeginCapture", "cuda_runtime", t, 1, correlation=1000 + gi))
+        t += 10
+        out.append(ev(f"layer{gi}", "user_annotation", t, 20 * len(graph) + 5))
+        for op, dims, kname, grid in graph:
+            out.append(ev(op, "cpu_op", t + 1, 15, **{"External id": ext, "Input Dims": dims}))
+            args: dict[str, Any] = {
+                "External id": ext,
+                "correlation": ext,
+                "grid": [grid, 1, 1],
+                "block": [128, 1, 1],
+            }
+            if names:
+                args["kernel"] = kname
+            out.append(ev("cudaLaunchKernel", "cuda_runtime", t + 3, 5, **args))
+            t += 20
+            ext += 1
+        t += 10
+        out.append(ev("cudaStreamEndCapture", "cuda_runtime", t, 1, correlation=2000 + gi))
+        t += 10
+    return out
+
+
+def execution_events(replays: list[list[tuple[str, int]]]) -> list[dict[str, Any]]:
+    """Each replay: one graph launch and its kernels (name, grid), on stream 7."""
+    out = [ev("execute_step", "user_annotation", 0, 100_000), ev("CUDAGraph::replay", "cpu_op", 5, 90_000)]
+    t = 1000.0
+    for ri, kernels in enumerate(replays):
+        corr = 500 + ri
+        out.append(ev("cudaGraphLaunch", "cuda_runtime", t, 10, correlation=corr))
+        k_t = t + 20
+        for name, grid in kernels:
+            args = {"correlation": corr, "device": 0, "stream": 7, "grid": [grid, 1, 1], "block": [128, 1, 1]}
+            out.append(ev(name, "kernel", k_t, 10, pid=0, tid=7, **args))
+            k_t += 12
+        t = k_t + 50
+    return out
+
+
+def write(tmp: Path, name: str, events: list[dict[str, Any]]) -> Path:
+    p = tmp / name
+    p.write_text(json.dumps({"traceEvents": events}))
+    return p
+
+
+def kernels_of(graph: list[tuple[str, Any, str, int]]) -> list[tuple[str, int]]:
+    return [(k, g) for _, _, k, g in graph]
+
+
+def run_pair(tmp: Path, capture: list[dict[str, Any]], execution: list[dict[str, Any]]) -> TraceAnalysis:
+    cap = write(tmp, "graph_capture_rank_0.json", capture)
+    exe = write(tmp, "exec.json", execution)
+    a = analyze(exe, capture=cap)
+    assert isinstance(a, TraceAnalysis)
+    return a
+
+
+def captured_op_names(exe: Path, cap: Path) -> list[tuple[str, str, Any]]:
+    """(kernel, its CPU op, the op's shapes) of every replayed kernel, in order."""
+    t = attach(load_trace(exe), load_trace(cap), capture=cap.name)
+    links = link(t)
+    out = []
+    for i in np.flatnonzero(links.graph).tolist():
+        r, o = int(links.gpu_rows[i]), int(links.cpu_op[i])
+        out.append((t.names[int(t.name[r])], t.names[int(t.name[o])] if o >= 0 else "-", t.shapes.get(o)))
+    return out
+
+
+def test_matched_replays_get_the_captured_ops_and_shapes(tmp_path: Path) -> None:
+    cap = write(tmp_path, "cap.json", capture_events([GRAPH_A, GRAPH_B]))
+    exe = write(
+        tmp_path,
+        "exe.json",
+        execution_events([kernels_of(GRAPH_A), kernels_of(GRAPH_B), kernels_of(GRAPH_A)]),
+    )
+    assert captured_op_names(exe, cap) == [
+        ("gemm_kernel_a", "aten::mm", [[64, 32], [32, 16]]),
+        ("add_kernel", "aten::add", None),  # shapes are kept for GEMMs and softmaxes only
+        ("softmax_kernel", "aten::softmax", [[64, 16]]),
+        ("gemm_kernel_a", "aten::mm", [[64, 32], [32, 16]]),
+        ("add_kernel", "aten::add", None),
+    ]
+    a = analyze(exe, capture=cap)
+    assert isinstance(a, TraceAnalysis)
+    g = a.graphs
+    assert (g.replayed_ops, g.attributed_ops, g.unattributed_us, g.unattributed_pct) == (5, 5, 0.0, 0.0)
+    assert (g.graphs_captured, g.graph_launches, g.replays_matched, g.replays_unmatched) == (2, 3, 3, 0)
+    assert g.config_differs == 0 and g.capture == "cap.json"
+    # the imported rows are not this trace's: counts, regions and windows are the execution's own
+    plain = analyze(exe)
+    assert isinstance(plain, TraceAnalysis)
+    assert a.totals.cpu_ops == plain.totals.cpu_ops == 1
+    assert a.trace.kept_events == plain.trace.kept_events
+    assert a.regions[0].name == plain.regions[0].name
+    assert a.totals.device_busy_us == plain.totals.device_busy_us
+    assert (a.totals.kernel_time_us, a.share.device_time_us) == (plain.totals.kernel_time_us, 50.0)
+    assert [w for w in a.warnings if w.startswith("3 of 3 graph replays matched")]
+
+
+def test_a_kernel_with_another_launch_config_still_matches_and_is_counted(tmp_path: Path) -> None:
+    other = [("gemm_kernel_a", 16), ("add_kernel", 4)]  # the GEMM ran with 16 blocks, captured with 8
+    a = run_pair(tmp_path, capture_events([GRAPH_A]), execution_events([other]))
+    assert (a.graphs.replays_matched, a.graphs.attributed_ops, a.graphs.config_differs) == (1, 2, 1)
+    (w,) = [w for w in a.warnings if "graph replays matched" in w]
+    assert "1 matched ops ran with a grid or block other than the capture's" in w
+
+
+def test_same_kernels_prefer_the_capture_with_the_same_launch_config(tmp_path: Path) -> None:
+    # two captures of one graph at two batch sizes (grid 8 and grid 32): each replay finds its own
+    small, large = GRAPH_A, [(op, d, k, g * 4) for op, d, k, g in GRAPH_A]
+    cap = write(tmp_path, "cap.json", capture_events([small, large]))
+    exe = write(tmp_path, "exe.json", execution_events([kernels_of(large), kernels_of(small)]))
+    t = attach(load_trace(exe), load_trace(cap), capture="cap.json")
+    assert t.metadata["replay"]["config_differs"] == 0
+    assert t.metadata["replay"]["replays_matched"] == 2
+
+
+def test_an_unmatched_replay_keeps_its_graph_launch_and_is_said(tmp_path: Path) -> None:
+    stray = [("gemm_kernel_a", 8), ("mul_kernel", 4)]  # no captured graph has this sequence
+    a = run_pair(tmp_path, capture_events([GRAPH_A]), execution_events([kernels_of(GRAPH_A), stray]))
+    g = a.graphs
+    assert (g.replays_matched, g.replays_unmatched, g.replayed_ops, g.attributed_ops) == (1, 1, 4, 2)
+    assert g.unattributed_us == 20.0 and g.unattributed_pct == 50.0
+    (w,) = [w for w in a.warnings if "graph replays matched" in w]
+    assert (
+        w.startswith("1 of 2 graph replays matched")
+        and "20 µs (50.0% of device time) has only its graph launch" in w
+    )
+
+
+def test_a_capture_without_kernel_names_matches_by_position(tmp_path: Path) -> None:
+    # CUDA's launch calls name no kernel: a replay of the same length matches by position
+    cap = write(tmp_path, "cap.json", capture_events([GRAPH_A], names=False))
+    exe = write(tmp_path, "exe.json", execution_events([kernels_of(GRAPH_A)]))
+    assert [(k, o) for k, o, _ in captured_op_names(exe, cap)] == [
+        ("gemm_kernel_a", "aten::mm"),
+        ("add_kernel", "aten::add"),
+    ]
+    assert [len(g.labels) for g in captured_graphs(load_trace(cap))] == [2]
+
+
+def test_without_a_capture_the_unattributed_share_is_said(tmp_path: Path) -> None:
+    exe = write(tmp_path, "exe.json", execution_events([kernels_of(GRAPH_A)]))
+    a = analyze(exe)
+    assert isinstance(a, TraceAnalysis)
+    g = a.graphs
+    assert (g.replayed_ops, g.attributed_ops, g.unattributed_pct, g.capture) == (2, 0, 100.0, None)
+    assert [
+        w
+        for w in a.warnings
+        if w.startswith("2 device ops (20 µs, 100.0% of device time) ran as graph replays")
+    ]
+
+
+def test_eager_kernels_have_no_graph_record(tmp_path: Path) -> None:
+    events = [
+        ev("aten::mm", "cpu_op", 0, 50, **{"External id": 1}),
+        ev("cudaLaunchKernel", "cuda_runtime", 5, 5, correlation=1),
+    ]
+    events.append(ev("gemm_kernel_a", "kernel", 20, 10, pid=0, tid=7, correlation=1, device=0))
+    a = analyze(write(tmp_path, "eager.json", events))
+    assert isinstance(a, TraceAnalysis)
+    assert a.graphs.replayed_ops == 0
+    assert not [w for w in a.warnings if "graph replay" in w]
+
+
+# -- the shared vLLM pair ------------------------------------------------------------------------
+
+
+def test_shared_vllm_pair_attributes_every_replayed_kernel() -> None:
+    a = analyze(VLLM_EXEC, capture=VLLM_CAPTURE)
+    assert isinstance(a, TraceAnalysis)
+    g = a.graphs
+    # 25 piecewise graphs captured (1 + 23 layers + 1), replayed once each; 361 replayed kernels
+    assert (g.graphs_captured, g.graph_launches, g.replays_matched, g.replays_unmatched) == (25, 25, 25, 0)
+    assert g.replayed_ops == g.attributed_ops == 361
+    assert g.unattributed_us == 0.0
+    plain = analyze(VLLM_EXEC)
+    assert isinstance(plain, TraceAnalysis)
+    assert plain.graphs.attributed_ops == 0 and plain.graphs.unattributed_pct == pytest.approx(96.0, abs=0.5)
+    assert (a.totals.kernels, a.totals.kernel_time_us) == (plain.totals.kernels, plain.totals.kernel_time_us)
+    t = attach(load_trace(VLLM_EXEC), load_trace(VLLM_CAPTURE), capture="c")
+    links = link(t)
+    ops = {t.names[int(t.name[o])] for o in links.cpu_op[links.captured].tolist()}
+    assert {"aten::addmm", "aiter::rms_norm", "vllm::moe_forward", "_C::rotary_embedding"} <= ops
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "attnprof", "analyze", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_cli_reads_vllm_folder_and_capture_option() -> None:
+    folder = _cli("--json", str(VLLM))
+    given = _cli("--json", str(VLLM_EXEC), "--capture", str(VLLM_CAPTURE))
+    assert folder.returncode == given.returncode == 0, folder.stderr + given.stderr
+    a, b = json.loads(folder.stdout), json.loads(given.stdout)
+    assert a["graphs"]["attributed_ops"] == b["graphs"]["attributed_ops"] == 361
+    text = _cli(str(VLLM))
+    # the share line (folded at the pipe's 100 columns) says how much the capture could explain
+    first = " ".join(text.stdout.split("device:", 1)[0].split())
+    assert first.startswith("graph_execution.json.gz device time 156 ms: attention")
+    assert "graph replays 96% (0% without their CPU op, capture graph_capture_rank_0." in first
+
+
+def test_cli_refuses_capture_with_several_traces(tmp_path: Path) -> None:
+    exe = write(tmp_path, "exe.json", execution_events([kernels_of(GRAPH_A)]))
+    p = _cli(str(exe), str(exe), "--capture", str(exe))
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "--capture CAPTURE_TRACE belongs to one execution trace" in p.stderr
