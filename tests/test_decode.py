@@ -40,10 +40,15 @@ def test_decode_with_gqa_matches_the_reference(queries: int, mask: str) -> None:
         assert res.accuracy is not None and res.accuracy.ok, (name, mask, queries, res.accuracy)
     sdpa = run_variant(w, "sdpa", options=FAST)
     if mask == "causal":
-        # one query sees the whole cache: no mask at all; several: SDPA's lower-right CausalBias
+        # one query sees the whole cache: no mask at all; several: SDPA's lower-right CausalBias,
+        # which on CPU is materialised (its fused paths are CUDA's: variants/sdpa.lower_right_path)
         assert sdpa.mask_path == (
-            "no mask" if queries == 1 else "attn_mask=causal_lower_right(Sq, Skv) (a CausalBias)"
+            "no mask"
+            if queries == 1
+            else "attn_mask=causal_lower_right(Sq, Skv) (a CausalBias): CausalBias materialises it as a "
+            "dense bool mask (no fused kernel takes it without one)"
         )
+        assert sdpa.flops_executed == (w.flops_executed(False) if queries == 1 else w.flops_dense())
 
 
 def test_decode_cli_run(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 On CPU only MATH and FLASH exist (aten::_scaled_dot_product_flash_attention_for_cpu); asking
 for EFFICIENT or CUDNN there fails with PyTorch's generic "No viable backend", so the capability
 checks here say why instead. On CUDA, PyTorch's own torch.backends.cuda.can_use_*(debug=True)
-explains a rejection through warnings; we capture them and pass the reason on.
+explains a rejection through TORCH_WARN lines on stderr (not Python warnings); we capture them
+(variants/native_warnings.py) and pass the reason on.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "attn_mask",
     "backend_from_ops",
     "backend_rules",
+    "lower_right_path",
     "mask_form",
     "pytorch_choice",
 ]
@@ -99,29 +101,86 @@ def _mask_bytes(workload: Workload) -> int:
 
 
 def _probe(
-    workload: Workload,
+    workload: Workload, *, with_mask: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, bool]:
-    """Uninitialised q, k, v of the workload's layout and dtype with batch 1, and a mask of the
-    form the variants pass (an expanded 0-d tensor: no memory): what the dispatch checks look
-    at, at a fraction of the cost of the real inputs. Returns (q, k, v, attn_mask, is_causal)."""
+    """q, k, v and a mask of the workload's shapes, dtype and device, as the dispatch checks see
+    them, at no memory: each is one row of the last dimension expanded to the full shape
+    (strides 0, ..., 0, 1), so nothing of the size of the real inputs is allocated before the
+    memory gate. The last stride is 1 on purpose: PyTorch's efficient and cuDNN checks require
+    `attn_mask.stride(-1) == 1` (check_last_dim_stride_equals_1_dense in
+    aten/src/ATen/native/transformers/sdp_utils_cpp.h), which the real (contiguous) mask has and
+    a 0-d tensor expanded to the shape does not. Returns (q, k, v, attn_mask, is_causal);
+    `with_mask=False` gives what CausalBias checks first (no mask, is_causal False)."""
     import torch
 
     dt, dev = workload.torch_dtype, workload.device
-    batch = workload.batch if workload.mask_spec.kind == "padding" else 1
-    q = torch.empty(batch, workload.heads, workload.seq, workload.head_dim, dtype=dt, device=dev)
-    k = torch.empty(batch, workload.kv_heads, workload.kv_seq, workload.head_dim, dtype=dt, device=dev)
+
+    def row(*shape: int, dtype: torch.dtype = dt) -> torch.Tensor:
+        return torch.empty(shape[-1], dtype=dtype, device=dev).expand(*shape)
+
+    b, d = workload.batch, workload.head_dim
+    q = row(b, workload.heads, workload.seq, d)
+    k = row(b, workload.kv_heads, workload.kv_seq, d)
+    v = row(b, workload.kv_heads, workload.kv_seq, d)
+    if workload.backward:
+        for t in (q, k, v):
+            t.requires_grad_(True)
     form, _ = mask_form(workload)
     mask = None
-    if form in ("bool", "lower_right"):
+    if not with_mask:
+        return q, k, v, None, False
+    if form in ("bool", "lower_right"):  # lower_right: the mask CausalBias materialises
         shape = (
-            (batch, 1, 1, workload.kv_seq)
+            (b, 1, 1, workload.kv_seq)
             if workload.mask_spec.kind == "padding"
             else (workload.seq, workload.kv_seq)
         )
-        mask = torch.empty((), dtype=torch.bool, device=dev).expand(*shape)
+        mask = row(*shape, dtype=torch.bool)
     elif form == "float":
-        mask = torch.empty((), dtype=dt, device=dev).expand(1, workload.heads, workload.seq, workload.kv_seq)
-    return q, k, torch.empty_like(k), mask, form == "is_causal"
+        mask = row(1, workload.heads, workload.seq, workload.kv_seq)
+    return q, k, v, mask, form == "is_causal"
+
+
+def _params(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any, is_causal: bool, gqa: bool) -> Any:
+    import torch
+
+    try:
+        return torch.backends.cuda.SDPAParams(q, k, v, mask, 0.0, is_causal, gqa)
+    except TypeError:  # older torch without the enable_gqa argument
+        return torch.backends.cuda.SDPAParams(q, k, v, mask, 0.0, is_causal)  # type: ignore[call-arg]
+
+
+def _enabled(backend: str) -> Any:
+    """The backends the variant's call enables: all (auto) or the one it pins (sdpa_kernel sets
+    the global flags that check_runtime_disabled_* read)."""
+    import contextlib
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    if backend == "auto":
+        return contextlib.nullcontext()
+    return sdpa_kernel([getattr(SDPBackend, _ENUM[backend])])
+
+
+def lower_right_path(workload: Workload, backend: str = "auto") -> str:
+    """What causal_lower_right's CausalBias runs for this workload under the variant's backends,
+    as CausalBias._dispatch (torch/nn/attention/bias.py) decides it: "flash" when
+    can_use_flash_attention passes for the inputs without a mask (it then calls
+    aten::_scaled_dot_product_flash_attention with is_causal=True, which FA2 aligns bottom-right),
+    else "efficient" when can_use_efficient_attention does (_efficient_attention_forward with the
+    bottom-right custom mask type), else "materialised": a dense bool mask through SDPA's own
+    dispatch. The checks are PyTorch's; they return False on a build without CUDA and for CPU
+    tensors, so on CPU the answer is always "materialised"."""
+    import torch
+
+    q, k, v, _, _ = _probe(workload, with_mask=False)
+    params = _params(q, k, v, None, False, workload.kv_heads != workload.heads)
+    with _enabled(backend):
+        if torch.backends.cuda.can_use_flash_attention(params):
+            return "flash"
+        if torch.backends.cuda.can_use_efficient_attention(params):
+            return "efficient"
+    return "materialised"
 
 
 def backend_rules(workload: Workload) -> dict[str, str]:
@@ -139,6 +198,8 @@ def backend_rules(workload: Workload) -> dict[str, str]:
             out[backend] = f"refuses: {reason}" if reason else f"accepts {desc}"
         out["math"] = f"accepts {desc} (always available)"
         return out
+    if _form == "lower_right":
+        desc += " materialised as a dense bool mask (CausalBias's fused paths are CUDA only)"
     return {
         "flash": f"accepts {desc} (the CPU flash kernel takes is_causal and attn_mask)",
         "efficient": "refuses: CUDA only",
@@ -148,18 +209,30 @@ def backend_rules(workload: Workload) -> dict[str, str]:
 
 
 def _cuda_reason(backend: str, workload: Workload) -> str | None:
-    """Ask PyTorch itself whether `backend` can run this workload; None when it can."""
+    """Ask PyTorch itself whether `backend` can run this workload; None when it can. A
+    CausalBias (decode with several queries) is asked as CausalBias asks: flash and efficient
+    first without a mask; a backend that refuses that is asked with the materialised mask
+    (flash never takes one: "Flash Attention does not support non-null attn_mask")."""
+    form, _ = mask_form(workload)
+    gqa = workload.kv_heads != workload.heads
+    if form == "lower_right" and backend in ("flash", "efficient"):
+        if lower_right_path(workload, backend) == backend:
+            return None
+        q, k, v, _, _ = _probe(workload, with_mask=False)
+        why = _ask(backend, _params(q, k, v, None, False, gqa))
+        if backend == "flash" or why is None:
+            return why
+    q, k, v, mask, is_causal = _probe(workload)
+    return _ask(backend, _params(q, k, v, mask, is_causal, gqa))
+
+
+def _ask(backend: str, params: Any) -> str | None:
+    """PyTorch's can_use_<backend>(params, debug=True): None when it accepts, else its reasons.
+    They are TORCH_WARN lines on stderr, not Python warnings (variants/native_warnings.py)."""
     import torch
 
-    q, k, v, mask, is_causal = _probe(workload)
-    if workload.backward:
-        for t in (q, k, v):
-            t.requires_grad_(True)
-    gqa = workload.kv_heads != workload.heads
-    try:
-        params = torch.backends.cuda.SDPAParams(q, k, v, mask, 0.0, is_causal, gqa)
-    except TypeError:  # older torch without the enable_gqa argument
-        params = torch.backends.cuda.SDPAParams(q, k, v, mask, 0.0, is_causal)  # type: ignore[call-arg]
+    from attnprof.variants.native_warnings import call_capturing
+
     fn = {
         "flash": torch.backends.cuda.can_use_flash_attention,
         "efficient": torch.backends.cuda.can_use_efficient_attention,
@@ -169,11 +242,12 @@ def _cuda_reason(backend: str, workload: Workload) -> str | None:
         return f"this torch ({torch.__version__}) has no {backend} backend check"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ok = fn(params, debug=True)
+        ok, native = call_capturing(fn, params, debug=True)
     if ok:
         return None
-    msgs = [str(w.message).strip() for w in caught if str(w.message).strip()]
-    return "; ".join(msgs) if msgs else "PyTorch's own check rejects this shape/dtype"
+    msgs = native + [str(w.message).strip() for w in caught if str(w.message).strip()]
+    # some reasons are TORCH_WARN_ONCE (cuDNN's "key/value sequence length 1"): said once a process
+    return "; ".join(dict.fromkeys(msgs)) if msgs else "PyTorch's own check rejects this shape/dtype"
 
 
 def _capability(backend: str):  # type: ignore[no-untyped-def]
@@ -259,8 +333,16 @@ def _builder(backend: str):  # type: ignore[no-untyped-def]
                     )
 
         # a fused kernel given a dense attn_mask computes every block; given is_causal (or a
-        # CausalBias it can take) it skips the blocks above the diagonal
+        # CausalBias it can take without a mask) it skips the blocks above the diagonal
         dense = form in ("bool", "float") or backend == "math"
+        if form == "lower_right":
+            path = lower_right_path(workload, backend)
+            dense = dense or path == "materialised"
+            desc += (
+                f": CausalBias runs the {path} kernel without a mask (bottom-right causal)"
+                if path != "materialised"
+                else ": CausalBias materialises it as a dense bool mask (no fused kernel takes it without one)"
+            )
         return Built(
             call=call,
             mask_path=desc,
@@ -272,14 +354,17 @@ def _builder(backend: str):  # type: ignore[no-untyped-def]
 
 
 def pytorch_choice(workload: Workload) -> str:
-    """The backend PyTorch's own dispatch picks for this workload (torch._fused_sdp_choice)."""
+    """The backend PyTorch's own dispatch picks for this workload (torch._fused_sdp_choice; for
+    a CausalBias, CausalBias's own choice first: lower_right_path)."""
     import torch
     from torch.nn.attention import SDPBackend
 
+    form, _ = mask_form(workload)
+    if form == "lower_right":
+        path = lower_right_path(workload)
+        if path != "materialised":
+            return path
     q, k, v, mask, is_causal = _probe(workload)
-    if workload.backward:
-        for t in (q, k, v):
-            t.requires_grad_(True)
     gqa = workload.kv_heads != workload.heads
     scale = workload.head_dim**-0.5
     try:
