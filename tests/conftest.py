@@ -22,11 +22,46 @@ def _has_cuda() -> bool:
         return False
 
 
+# The fast tier (`python -m pytest -q -m "not slow"`, README) leaves out what runs attention for
+# real at length: whole modules of live runs, sweeps, models and Ray, and every test that needs one
+# of the session or module fixtures below, each of which runs attnprof before its first test.
+# Marked here, by module and fixture, so a new test in such a module or on such a fixture is slow
+# without anyone remembering to say so.
+SLOW_MODULES = frozenset(
+    {
+        "test_sweep",
+        "test_model",
+        "test_user_edges",
+        "test_ray",
+        "test_slow_calls",
+        "test_cli_run",
+        "test_backward",
+        "test_peaks",
+        "test_decode",
+        "test_masks",
+    }
+)
+# single tests that decode the largest shared traces several ways
+SLOW_TESTS = frozenset({"test_streamed_parallel_and_whole_file_loads_are_identical"})
+SLOW_FIXTURES = frozenset(
+    {"cpu_run", "cpu_store", "live", "bf16_run", "two_shapes", "swept", "small_run", "busy_cores"}
+)
+
+
+def _is_slow(item: pytest.Item) -> bool:
+    module = item.path.stem if hasattr(item, "path") else ""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    name = getattr(item, "originalname", item.name)
+    return module in SLOW_MODULES or name in SLOW_TESTS or bool(fixtures & SLOW_FIXTURES)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU; this machine has none")
     for item in items:
         if "gpu" in item.keywords and not _has_cuda():
             item.add_marker(skip_gpu)
+        if _is_slow(item):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
