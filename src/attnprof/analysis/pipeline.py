@@ -11,6 +11,7 @@ from collections import Counter
 import numpy as np
 
 from attnprof.analysis.classify import CATEGORIES, Classification, classify, device_event_category
+from attnprof.analysis.compiled import compiled_code
 from attnprof.analysis.context import Context
 from attnprof.analysis.cpu_ops import cpu_evidence
 from attnprof.analysis.devices import device_info, gap_warnings, low_precision_claim
@@ -178,6 +179,7 @@ def analyze_trace(
     region_stat = _region_stat(trace, links, reg, gpu_cat, unique_names, inv, classes, idle, clean.busy_end)
     region_stat.communication = _region_comm(trace, links, reg, gpu_cat, compute, clean.busy_end)
     graphs, graph_notes = graph_replays(trace, links, busy_mask, share.device_time_us)
+    compiled = compiled_code(trace, links, busy_mask, unique_names, inv, share.device_time_us)
 
     roof = None
     if workload is not None:
@@ -255,6 +257,7 @@ def analyze_trace(
         warnings=warnings,
         share=share,
         graphs=graphs,
+        compiled=compiled,
     )
 
 

@@ -74,6 +74,9 @@ Top-level keys:
                   capture, graphs_captured, graph_launches, replays_matched, replays_unmatched,
                   config_differs, imported_rows, matched_by}: device ops replayed by graph
                   launches, and those given their captured CPU op (attnprof.analysis.replay)
+    compiled     {time_us, pct, name_only_us, ranges, graphs [{name, device_ops, time_us, pct}],
+                  kernels [{name, kind, fused_ops, graph, count, time_us, by}]}: device time in
+                  torch.compile's code (attnprof.analysis.compiled)
 """
 
 from __future__ import annotations
@@ -93,6 +96,9 @@ __all__ = [
     "Backward",
     "CategoryStat",
     "CommShare",
+    "Compiled",
+    "CompiledGraph",
+    "CompiledKernel",
     "CpuOp",
     "CpuOpByName",
     "Device",
@@ -468,6 +474,34 @@ class GraphReplays(msgspec.Struct, kw_only=True):
     matched_by: str = ""
 
 
+class CompiledGraph(msgspec.Struct, kw_only=True):
+    name: str  # the range's name: "CompiledFxGraph <hash>", "Torch-Compiled Region: 0/0"
+    device_ops: int
+    time_us: float
+    pct: float | None  # of share.device_time_us
+
+
+class CompiledKernel(msgspec.Struct, kw_only=True):
+    name: str  # shortened
+    kind: str | None  # inductor's: pointwise, reduction, persistent reduction, template, foreach
+    fused_ops: list[str] | None  # the aten ops its name lists; null: not an inductor name
+    graph: str | None  # the compiled range of its first launch; null: compiled by name only
+    count: int
+    time_us: float
+    by: str  # "range", "name" (an inductor name outside every compiled range), or both
+
+
+class Compiled(msgspec.Struct, kw_only=True):
+    """Device time in torch.compile's generated code (attnprof.analysis.compiled)."""
+
+    time_us: float = 0.0
+    pct: float | None = None  # of share.device_time_us
+    name_only_us: float = 0.0  # inductor kernels outside every compiled range, counted by name
+    ranges: int = 0  # compiled range instances holding device work
+    graphs: list[CompiledGraph] = []
+    kernels: list[CompiledKernel] = []  # the top 20 by time
+
+
 class TraceAnalysis(msgspec.Struct, kw_only=True):
     schema: str = SCHEMA
     source: str
@@ -486,6 +520,7 @@ class TraceAnalysis(msgspec.Struct, kw_only=True):
     repairs: list[str] = []  # what the loader repaired in invalid JSON
     warnings: list[str] = []
     graphs: GraphReplays = msgspec.field(default_factory=GraphReplays)
+    compiled: Compiled = msgspec.field(default_factory=Compiled)
 
     @property
     def codes(self) -> list[str]:

@@ -119,6 +119,35 @@ def _attention_rules_lines(sh: Share) -> list[str]:
     return out
 
 
+def _compiled(d: TraceAnalysis, console: Console) -> None:
+    """Compiled code's share, and each fused kernel with the ops its name lists."""
+    c = d.compiled
+    if c.time_us <= 0 or c.pct is None:
+        return
+    graphs = len(c.graphs)
+    by_name = f"; {fmt_us(c.name_only_us)} of it by kernel name only" if c.name_only_us > 0 else ""
+    console.print(
+        f"compiled code (torch.compile): {c.pct:.0f}% of device time ({fmt_us(c.time_us)}), in "
+        f"{graphs} compiled graphs{by_name}",
+        overflow="fold",
+    )
+    fused = [k for k in c.kernels if k.fused_ops is not None]
+    if not fused:
+        return
+    table = Table(title="Fused kernels (torch.compile)", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
+    for col, width, justify in (
+        ("kernel", 34, "left"),
+        ("fused ops", 34, "left"),
+        ("n", 6, "right"),
+        ("total", 8, "right"),
+    ):
+        table.add_column(col, width=width, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+    for k in fused:
+        ops = ", ".join(k.fused_ops or []) or "(not in the name)"
+        table.add_row(k.name, ops, f"{k.count:,}", fmt_us(k.time_us))
+    print_table(console, table)
+
+
 def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
     if console is None:
         console = make_console()
@@ -182,6 +211,8 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
                 style="dim",
             )
         )
+
+    _compiled(d, console)
 
     if d.categories:
         cat = Table(title="GPU time by category", box=box.SIMPLE_HEAD, pad_edge=False)
