@@ -118,7 +118,7 @@ CODE_NAMES = {
     "fp16", "bf16", "fp32", "fp64", "dtype",
     # products and packages
     "attnprof", "PyTorch", "torch", "FlashAttention", "FlexAttention", "Triton", "cuDNN", "Perfetto",
-    "matplotlib", "inductor", "C++",
+    "matplotlib", "inductor", "C++", "Python",
     # variant, op and trace-event names
     "sdpa", "flex", "aten", "softmax", "Memcpy",
     "dq", "dk", "dv",  # the gradients' names, as run.json and the tables give them

@@ -6,8 +6,10 @@ returns zero or more Findings; evaluate() runs them in the order of RULES.
 
 Codes: TRACE_REPAIRED, NO_GPU_ACTIVITY, FUSED_ATTENTION, UNFUSED_ATTENTION, CUDA_CORE_GEMM,
 FP32_UPCAST, MASK_REBUILT_EACH_CALL, SAFE_SOFTMAX, TRANSPOSES_BEFORE_KERNEL, OUT_OF_PLACE_COPY,
-LOW_OCCUPANCY_BY_DESIGN, OCCUPANCY_NOT_MEASURED, GPU_IDLE_SYNC, GPU_IDLE_HOST_COMPUTE, LAUNCH_BOUND,
-GPU_IDLE_SLOW_LAUNCH, GPU_IDLE_UNRECORDED, CUDA_GRAPH, UNATTRIBUTED_GPU_OPS, ABOVE_PEAK. (CPU_BOUND, which compared CPU
+LOW_OCCUPANCY_BY_DESIGN, OCCUPANCY_NOT_MEASURED, the idle causes (attnprof.analysis.idle_findings:
+GPU_IDLE_SYNC, GPU_IDLE_BLOCKING_COPY, GPU_IDLE_ALLOCATOR, GPU_IDLE_INIT, GPU_IDLE_SLOW_LAUNCH,
+GPU_IDLE_STREAM_WAIT, GPU_WAIT_UNRECORDED_WORK, LAUNCH_BOUND, GPU_IDLE_HOST_COMPUTE,
+GPU_IDLE_DATA_LOADING, GPU_IDLE_PYTHON, GPU_IDLE_UNRECORDED), CUDA_GRAPH, UNATTRIBUTED_GPU_OPS, ABOVE_PEAK. (CPU_BOUND, which compared CPU
 time with GPU busy time, is replaced by the idle findings: they say why the device idles.)
 """
 
@@ -23,7 +25,7 @@ import numpy as np
 from attnprof.analysis.classify import CATEGORIES
 from attnprof.analysis.context import Context, gpu_unfused_count
 from attnprof.analysis.cpu_ops import OUT_OF_PLACE_CLONERS
-from attnprof.analysis.idle import HostActivity
+from attnprof.analysis.idle_findings import gpu_idle
 from attnprof.analysis.result import Finding, KernelStat, Occupancy
 from attnprof.trace.model import Kind, unique
 from attnprof.units import fmt_us, short_name
@@ -490,151 +492,6 @@ def occupancy_findings(ctx: Context) -> list[Finding]:
     return out
 
 
-# a cause must hold this share of the idle time, and of the window, for its finding
-_CAUSE_OF_IDLE = 0.3
-_CAUSE_OF_WINDOW = 0.1
-_IDLE_PCT = 20.0  # idle share of the window below which idle is not reported
-_IDLE_MIN_US = 50.0  # per instance
-_SLOW_LAUNCH_US = 1000.0  # a launch call this long is not launch overhead
-
-
-def _top_names(
-    ctx: Context, rows: np.ndarray, windows: list[tuple[float, float]], k: int = 5
-) -> dict[str, float]:
-    """Time per op name of rows that falls inside the windows, most first."""
-    t = ctx.trace
-    if rows.size == 0:
-        return {}
-    s, e = t.ts[rows], t.ts[rows] + t.dur[rows]
-    tot: Counter[str] = Counter()
-    for lo, hi in windows[:200]:
-        ov = np.minimum(e, hi) - np.maximum(s, lo)
-        m = ov > 0
-        for r, v in zip(rows[m].tolist(), ov[m].tolist(), strict=True):
-            tot[t.names[int(t.name[r])]] += v
-    return {n: _r(v) for n, v in tot.most_common(k)}
-
-
-def gpu_idle(ctx: Context) -> list[Finding]:
-    """Why the device idles inside the region: one finding per dominant host activity (CAUSES,
-    attnprof.analysis.idle), each built the same way from what _idle_cause says of its cause."""
-    if ctx.links.gpu_rows.size == 0 or not ctx.region.instances:
-        return []
-    idle = ctx.region_stat.idle
-    window = idle.window_us_per_instance
-    idle_us = idle.idle_us_per_instance
-    if window <= 0 or idle.idle_pct < _IDLE_PCT or idle_us < _IDLE_MIN_US:
-        return []
-    name = ctx.region_stat.name
-    head = (
-        f"{name}: the device idles {idle.idle_pct:.0f}% of the time ({fmt_us(idle_us)} of {fmt_us(window)} per "
-        f"instance, busy = union of device ops)"
-    )
-    windows = [
-        (inst.start, inst.start + d.window_us) for inst, d in zip(ctx.region.instances, ctx.idle, strict=True)
-    ]
-    if ctx.region.instances[0].row < 0 and ctx.host.busy[0].size:
-        windows = [(float(ctx.host.busy[0][0]), float(ctx.host.busy[1][-1]))]
-    base = {"region": name, **msgspec.structs.asdict(idle)}
-    before = idle.before_first_launch_us_per_instance
-    # the part of the idle time before the instance's first launch (a step's data loading and
-    # set-up), said where the cause is host work or nothing recorded
-    pre = (
-        f" ({fmt_us(before)} per instance of the idle time is before the first launch)"
-        if before and before >= 0.1 * idle_us
-        else ""
-    )
-    out = []
-    for cause, us in sorted(idle.host_during_idle_us_per_instance.items(), key=lambda kv: -kv[1]):
-        if us < _CAUSE_OF_IDLE * idle_us or us < _CAUSE_OF_WINDOW * window:
-            continue
-        share = f"{100 * us / idle_us:.0f}% of the idle time ({fmt_us(us)} per instance)"
-        code, severity, what, facts = _idle_cause(ctx, cause, us, windows, pre)
-        out.append(
-            Finding(
-                code,
-                severity,
-                f"{head}; {share} {what}",
-                {**base, "cause": cause, "cause_us_per_instance": us, **facts},
-            )
-        )
-    return out
-
-
-# causes whose finding names the host ops that held the idle time: code, those ops, what the
-# host did and what to do ({names}: the ops, most time first; {pre}: the part before the first
-# launch), the evidence key for the ops, and the word for none named
-_NAMED_CAUSES: dict[str, tuple[str, Callable[[HostActivity], np.ndarray], str, str, str]] = {
-    "sync": (
-        "GPU_IDLE_SYNC",
-        lambda host: host.sync_rows,
-        "the host waits in synchronizing calls ({names}) "
-        "or blocking copies, so no new work is queued. Remove the synchronisation from the loop: "
-        ".item(), .cpu(), .tolist(), printing or logging tensor values, torch.cuda.synchronize(), "
-        "blocking device-to-host copies (use non_blocking=True with pinned memory and read the "
-        "values later)",
-        "sync_calls_us",
-        "sync",
-    ),
-    "host_compute": (
-        "GPU_IDLE_HOST_COMPUTE",
-        lambda host: host.compute_rows,
-        "the host runs CPU ops that launch nothing ({names}){pre}. The "
-        "device waits for host computation, not for launches: create tensors on the device "
-        "(torch.randn(..., device='cuda')), move preprocessing to the device or to DataLoader "
-        "workers, and overlap it with device work (prefetch, pin_memory)",
-        "cpu_ops_us",
-        "",
-    ),
-}
-
-
-def _idle_cause(
-    ctx: Context, cause: str, us: float, windows: list[tuple[float, float]], pre: str
-) -> tuple[str, str, str, dict[str, Any]]:
-    """For one cause of idle time holding `us` per instance: the finding's code, severity, what
-    the host did and what to do about it, and the evidence that names it."""
-    if cause in _NAMED_CAUSES:
-        code, rows, what, key, none = _NAMED_CAUSES[cause]
-        names = _top_names(ctx, rows(ctx.host), windows)
-        return code, "warning", what.format(names=", ".join(names) or none, pre=pre), {key: names}
-    if cause == "launching":
-        lr = ctx.host.launch_rows
-        slow = lr[ctx.trace.dur[lr] >= _SLOW_LAUNCH_US]
-        slow_us = min(sum(_top_names(ctx, slow, windows, k=50).values()) / len(ctx.region.instances), us)
-        if slow_us >= 0.5 * us:
-            calls = _top_names(ctx, slow, windows)
-            return (
-                "GPU_IDLE_SLOW_LAUNCH",
-                "warning",
-                f"the host is inside launch calls, {fmt_us(slow_us)} of it in "
-                f"{slow.size} call(s) of {_SLOW_LAUNCH_US / 1000:g} ms or more ({', '.join(calls)}). "
-                "A launch that slow is not launch overhead: it is the first launch of a kernel "
-                "loading its module (lazy module loading), JIT compilation or a launch blocked on a "
-                "full queue. Warm up before profiling; fewer kernels would not help",
-                {"slow_launch_us": _r(slow_us)},
-            )
-        r = ctx.region_stat
-        return (
-            "LAUNCH_BOUND",
-            "warning",
-            "the host is issuing work (CPU ops that launch kernels and the launch "
-            "calls themselves) while the device has nothing queued: the device runs the "
-            f"{r.gpu_ops_per_instance:g} device ops per instance faster than the host launches them. "
-            "Fewer, larger kernels help: torch.compile, CUDA graphs (torch.compile(mode='reduce-overhead')), "
-            "fused ops, larger batches",
-            {"runtime_calls": int(lr.size), "cpu_time_us_per_instance": r.cpu_time_us_per_instance},
-        )
-    return (
-        "GPU_IDLE_UNRECORDED",
-        "info",
-        "nothing is recorded on the host (Python code, data loading or waits "
-        f"the profiler does not trace, or the time before the first launch){pre}. with_stack=True "
-        "or a Python sampling profiler shows what runs there",
-        {},
-    )
-
-
 def cuda_graph(ctx: Context) -> list[Finding]:
     graph = ctx.links.graph
     if not graph.any():
@@ -720,9 +577,16 @@ CODES = (
     "LOW_OCCUPANCY_BY_DESIGN",
     "OCCUPANCY_NOT_MEASURED",
     "GPU_IDLE_SYNC",
-    "GPU_IDLE_HOST_COMPUTE",
-    "LAUNCH_BOUND",
+    "GPU_IDLE_BLOCKING_COPY",
+    "GPU_IDLE_ALLOCATOR",
+    "GPU_IDLE_INIT",
     "GPU_IDLE_SLOW_LAUNCH",
+    "GPU_IDLE_STREAM_WAIT",
+    "GPU_WAIT_UNRECORDED_WORK",
+    "LAUNCH_BOUND",
+    "GPU_IDLE_HOST_COMPUTE",
+    "GPU_IDLE_DATA_LOADING",
+    "GPU_IDLE_PYTHON",
     "GPU_IDLE_UNRECORDED",
     "CUDA_GRAPH",
     "UNATTRIBUTED_GPU_OPS",

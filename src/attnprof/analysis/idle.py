@@ -33,45 +33,70 @@ import numpy as np
 import numpy.typing as npt
 
 from attnprof.analysis.devices import is_launch
-from attnprof.analysis.intervals import Intervals, union
+from attnprof.analysis.intervals import F64, Intervals, union
 from attnprof.analysis.intervals import clip as _clip
 from attnprof.analysis.intervals import intersect as _intersect
 from attnprof.analysis.intervals import measure as _measure
 from attnprof.analysis.intervals import subtract as _subtract
 from attnprof.analysis.links import Links
 from attnprof.analysis.result import InstanceIdle
+from attnprof.analysis.runtime_calls import runtime_kind
 from attnprof.trace.model import Kind, Trace, unique
 
 __all__ = [
     "CAUSES",
     "HOST_COMPUTE_MIN_US",
+    "SLOW_LAUNCH_US",
+    "UNRECORDED_WAIT_US",
     "HostActivity",
     "IdleBreakdown",
     "host_activity",
     "idle_breakdown",
+    "innermost",
     "union",
 ]
 
-CAUSES = ("sync", "host_compute", "launching", "nothing_recorded")
+# the causes idle time is given to, in the order of the JSON keys (host_during_idle_us)
+CAUSES = (
+    "sync",
+    "blocking_copy",
+    "allocator",
+    "init",
+    "slow_launch",
+    "stream_wait",
+    "unrecorded_wait",
+    "launching",
+    "host_compute",
+    "data_loading",
+    "python",
+    "nothing_recorded",
+)
 HOST_COMPUTE_MIN_US = 20.0
 MAX_CALLS_PER_LAUNCHING_OP = 4
-_SYNC = re.compile(
-    r"(?i)synchronize|^cudaMemcpy$|^cudaMemcpy2D$|^cuMemcpy(DtoH|HtoD)?(_v2)?$|^hipMemcpy$|"
-    r"^cudaStreamWaitEvent_blocking|^hipMemcpyWithStream$"
-)
+SLOW_LAUNCH_US = 1000.0  # a launch call this long is not launch overhead (a first launch, JIT)
+# a synchronizing call that returns this long after the last recorded device op ended waited
+# on work the trace does not contain (a sync returns microseconds after its work is done)
+UNRECORDED_WAIT_US = 100.0
+# names that say a host range loads data (a DataLoader's __next__, a data_loader record_function)
+_DATA_LOADING = re.compile(r"(?i)dataloader|data_loader|_DataLoaderIter|data loading")
+_PAGEABLE = re.compile(r"(?i)pageable")
 
 
 @dataclass
 class HostActivity:
-    """Interval sets of the host's activity, over every host thread."""
+    """Interval sets of the host's activity, over every host thread, by cause.
 
-    sync: Intervals
-    compute: Intervals  # CPU ops that launch nothing and wait on nothing
-    launching: Intervals  # runtime calls and CPU ops that launch device work
+    priority: (cause, intervals) in the order idle time is given out: the innermost host event
+    first (runtime calls, then CPU ops, then Python frames), so a cause may come twice (host
+    compute: runtime calls no rule names, then CPU ops). named: per cause, the host events that
+    held it as (start, end, row) arrays, to name them (Python frames whole: the finding cuts them
+    into the parts no inner frame covers with innermost(), only when it names them)."""
+
+    priority: list[tuple[str, Intervals]]
+    named: dict[str, tuple[F64, F64, npt.NDArray[np.int64]]]
     busy: Intervals  # the device's busy time
-    sync_rows: npt.NDArray[np.int64]  # the synchronizing runtime calls
-    compute_rows: npt.NDArray[np.int64]  # the CPU ops counted as host compute
-    launch_rows: npt.NDArray[np.int64]  # runtime calls that are not synchronizing
+    launch_rows: npt.NDArray[np.int64]  # runtime calls that put work on the device
+    has_python: bool  # the trace recorded Python frames (with_stack=True)
 
 
 @dataclass
@@ -98,6 +123,70 @@ class IdleBreakdown:
         )
 
 
+def _rows_iv(trace: Trace, rows: np.ndarray) -> Intervals:
+    return union(trace.ts[rows], trace.ts[rows] + trace.dur[rows])
+
+
+def _named(trace: Trace, rows: np.ndarray) -> tuple[F64, F64, npt.NDArray[np.int64]]:
+    return trace.ts[rows].astype(np.float64), (trace.ts[rows] + trace.dur[rows]).astype(np.float64), rows
+
+
+def _close(
+    stack: list[tuple[float, int]], pieces: list[tuple[float, float, int]], t: float, until: float
+) -> float:
+    """Pop the open ranges that end by `until`, each the innermost until it ends; returns the
+    time the pieces are cut up to."""
+    while stack and stack[-1][0] <= until:
+        e_top, r_top = stack.pop()
+        if e_top > t:
+            pieces.append((t, e_top, r_top))
+            t = e_top
+    return t
+
+
+def innermost(trace: Trace, rows: np.ndarray) -> tuple[F64, F64, npt.NDArray[np.int64]]:
+    """Nested ranges (Python frames) cut into the pieces where each is the innermost on its
+    thread: (start, end, row) per piece. A range that overlaps the next without containing it is
+    cut at the next one's start (frames nest; a trace that says otherwise is clipped)."""
+    pieces: list[tuple[float, float, int]] = []
+    for lane in unique(trace.lane[rows]).tolist():
+        r = rows[trace.lane[rows] == lane]
+        r = r[np.lexsort((-trace.dur[r], trace.ts[r]))]  # by start, the outer range first
+        starts = trace.ts[r].astype(np.float64).tolist()
+        ends = (trace.ts[r] + trace.dur[r]).astype(np.float64).tolist()
+        stack: list[tuple[float, int]] = []  # (end, row), the innermost open range last
+        t = starts[0] if starts else 0.0  # pieces are cut up to here
+
+        for s0, e0, row in zip(starts, ends, r.tolist(), strict=True):
+            t = _close(stack, pieces, t, s0)
+            if stack and s0 > t:
+                pieces.append((t, s0, stack[-1][1]))
+            t = max(t, s0)
+            stack.append((min(e0, stack[-1][0]) if stack else e0, row))
+        _close(stack, pieces, t, np.inf)
+    if not pieces:
+        return np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
+    ps, pe, pr = zip(*pieces, strict=True)
+    return np.array(ps, np.float64), np.array(pe, np.float64), np.array(pr, np.int64)
+
+
+def _unrecorded_waits(trace: Trace, rows: np.ndarray, busy: Intervals) -> np.ndarray:
+    """Per synchronizing call, whether it returned UNRECORDED_WAIT_US or more after the device
+    last had anything recorded running (since the call began): what it waited on is not in the
+    trace (another process, a stream or device not captured, work queued before the profiler
+    started)."""
+    if rows.size == 0:
+        return np.zeros(0, bool)
+    start = trace.ts[rows]
+    end = start + trace.dur[rows]
+    if busy[0].size == 0:
+        return trace.dur[rows] >= UNRECORDED_WAIT_US
+    # the last busy interval that starts before the call returns, and where it ends
+    i = np.searchsorted(busy[0], end, "left") - 1
+    last_end = np.where(i >= 0, np.minimum(busy[1][np.maximum(i, 0)], end), -np.inf)
+    return end - np.maximum(last_end, start) >= UNRECORDED_WAIT_US
+
+
 def host_activity(
     trace: Trace, links: Links, busy_mask: np.ndarray, busy_end: np.ndarray | None = None
 ) -> HostActivity:
@@ -110,19 +199,33 @@ def host_activity(
     rt = trace.rows(Kind.RUNTIME, Kind.DRIVER)
     names = trace.names
     rt_name = trace.name[rt]
-    uniq = unique(rt_name)
-    sync_ids = [int(i) for i in uniq.tolist() if _SYNC.search(names[int(i)])]
-    is_sync = np.isin(rt_name, sync_ids)
-    sync_rows = rt[is_sync]
-    sync = union(trace.ts[sync_rows], trace.ts[sync_rows] + trace.dur[sync_rows])
-    # launches: the calls that put work on the device (kernels, graphs, async copies and sets);
-    # other runtime calls (cudaMalloc, cudaEventQuery, attribute queries) are host work
-    launch_ids = [int(i) for i in uniq.tolist() if is_launch(names[int(i)])]
-    launch_rows = rt[np.isin(rt_name, launch_ids) & ~is_sync]
+    kind_of = {int(i): runtime_kind(names[int(i)]) for i in unique(rt_name).tolist()}
+    rt_kind = np.array([kind_of[int(i)] for i in rt_name.tolist()], dtype=object)
+    # a long launch call is a first launch (module loading, JIT), not launch overhead; a long
+    # query on the launch path (occupancy, capture state) is first-call set-up
+    slow = (rt_kind == "launching") & (trace.dur[rt] >= SLOW_LAUNCH_US)
+    puts = np.array([is_launch(names[int(i)]) for i in rt_name[slow].tolist()], bool)
+    rt_kind[np.flatnonzero(slow)[puts]] = "slow_launch"
+    rt_kind[np.flatnonzero(slow)[~puts]] = "init"
+    # an async copy to or from pageable host memory blocks the host like cudaMemcpy: the trace
+    # says so in the name of the copy it launched ("Memcpy DtoH (Device -> Pageable)")
+    cpy = np.flatnonzero((trace.kind[links.gpu_rows] == Kind.MEMCPY) & (links.launch >= 0))
+    if cpy.size:
+        cpy_names = trace.name[links.gpu_rows[cpy]]
+        pageable = [int(i) for i in unique(cpy_names).tolist() if _PAGEABLE.search(names[int(i)])]
+        blocking = links.launch[cpy[np.isin(cpy_names, pageable)]]
+        rt_kind[np.isin(rt, blocking) & np.isin(rt_kind, ["launching", "slow_launch"])] = "blocking_copy"
+    sync_rows = rt[rt_kind == "sync"]
+    waits = _unrecorded_waits(trace, sync_rows, busy)
+    rt_kind[np.isin(rt, sync_rows[waits])] = "unrecorded_wait"
+    launch_rows = rt[np.isin(rt_kind, ["launching", "slow_launch", "blocking_copy"])]
+
     # CPU ops: how many launches or syncs each makes on its thread
     ops = trace.own(trace.rows(Kind.CPU_OP))
     calls = np.zeros(ops.size, np.int64)
-    callers_rt = np.concatenate([launch_rows, sync_rows])
+    callers_rt = rt[
+        np.isin(rt_kind, ["launching", "slow_launch", "blocking_copy", "sync", "unrecorded_wait"])
+    ]
     o_lane, r_lane = trace.lane[ops], trace.lane[callers_rt]
     for lane in sorted(set(unique(o_lane).tolist()) & set(unique(r_lane).tolist())):
         sel = np.flatnonzero(o_lane == lane)
@@ -139,16 +242,51 @@ def host_activity(
     container = calls > MAX_CALLS_PER_LAUNCHING_OP
     quiet, loud = ops[big], ops[~big & ~container]
     callers = ops[contains_call & ~container]
-    loud_iv = union(trace.ts[callers], trace.ts[callers] + trace.dur[callers])
-    compute = union(trace.ts[quiet], trace.ts[quiet] + trace.dur[quiet])
+    loud_iv = _rows_iv(trace, callers)
+    compute = _rows_iv(trace, quiet)
     if compute[0].size and loud_iv[0].size:  # a quiet op inside a launching op is part of it
         lo, hi = float(min(compute[0][0], loud_iv[0][0])), float(max(compute[1][-1], loud_iv[1][-1]))
         compute = _subtract(compute, loud_iv, lo, hi)
-    launching = union(
-        np.concatenate([trace.ts[launch_rows], trace.ts[loud]]),
-        np.concatenate([trace.ts[launch_rows] + trace.dur[launch_rows], trace.ts[loud] + trace.dur[loud]]),
-    )
-    return HostActivity(sync, compute, launching, busy, sync_rows, quiet, launch_rows)
+
+    # data loading: host ranges whose names say so (a DataLoader's __next__), and what runs
+    # inside them; by name only, as the profiler records no other sign of it
+    ranges = trace.rows(Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON)
+    r_names = trace.name[ranges]
+    dl_ids = [int(i) for i in unique(r_names).tolist() if _DATA_LOADING.search(names[int(i)])]
+    loading = ranges[np.isin(r_names, dl_ids)]
+    py = trace.rows(Kind.PYTHON)
+
+    def calls_of(kind: str) -> np.ndarray:
+        return rt[rt_kind == kind]
+
+    priority: list[tuple[str, Intervals]] = []
+    named: dict[str, tuple[F64, F64, npt.NDArray[np.int64]]] = {}
+    for kind in (
+        "unrecorded_wait",
+        "sync",
+        "blocking_copy",
+        "allocator",
+        "init",
+        "slow_launch",
+        "stream_wait",
+    ):
+        priority.append((kind, _rows_iv(trace, calls_of(kind))))
+        named[kind] = _named(trace, calls_of(kind))
+    launch_calls = calls_of("launching")
+    other_calls = calls_of("other")
+    priority += [
+        ("launching", _rows_iv(trace, launch_calls)),
+        ("host_compute", _rows_iv(trace, other_calls)),  # runtime calls no rule names: host work
+        ("data_loading", _rows_iv(trace, loading)),
+        ("host_compute", compute),
+        ("launching", _rows_iv(trace, loud)),
+        ("python", _rows_iv(trace, py)),
+    ]
+    named["launching"] = _named(trace, np.concatenate([launch_calls, loud]))
+    named["host_compute"] = _named(trace, np.concatenate([other_calls, quiet]))
+    named["data_loading"] = _named(trace, loading)
+    named["python"] = _named(trace, py)  # cut into innermost pieces only when named (costly)
+    return HostActivity(priority, named, busy, launch_rows, bool(py.size))
 
 
 def idle_breakdown(
@@ -157,11 +295,13 @@ def idle_breakdown(
     window = max(hi - lo, 0.0)
     busy = _clip(host.busy, lo, hi)
     idle = _subtract((np.array([lo]), np.array([hi])), busy, lo, hi) if window > 0 else busy
-    causes: dict[str, float] = {}
+    causes = dict.fromkeys(CAUSES, 0.0)
     rest = idle
-    for key, iv in (("sync", host.sync), ("host_compute", host.compute), ("launching", host.launching)):
+    for key, iv in host.priority:
+        if not rest[0].size:
+            break
         part = _intersect(rest, _clip(iv, lo, hi))
-        causes[key] = _measure(part)
+        causes[key] += _measure(part)
         rest = _subtract(rest, part, lo, hi)
     causes["nothing_recorded"] = _measure(rest)
     before = None

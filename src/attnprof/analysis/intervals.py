@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Intervals", "clip", "intersect", "measure", "subtract", "union"]
+__all__ = ["F64", "Intervals", "clip", "intersect", "measure", "subtract", "union"]
 
 F64 = npt.NDArray[np.float64]
 Intervals = tuple[F64, F64]

@@ -138,13 +138,14 @@ _X_KINDS: dict[str, Kind] = {
     "memcpy": Kind.MEMCPY,
     "gpu_memset": Kind.MEMSET,
     "memset": Kind.MEMSET,
+    # with_stack=True's Python frames: the idle analysis says which Python code held the host
+    "python_function": Kind.PYTHON,
 }
 # launch flows (CPU launch -> GPU op), and fwdbwd flows (forward op -> its backward op), told
 # apart by Trace.flow_fwdbwd
 _FLOW_CATS = {"ac2g", "async", "async_cpu_to_gpu", "fwdbwd"}
 # categories the analysis does not read; anything else is reported as unknown
 _IGNORED_CATS = {
-    "python_function",
     "cpu_instant_event",
     "trace",
     "",

@@ -56,6 +56,7 @@ class Kind(enum.IntEnum):
     MEMCPY = 6
     MEMSET = 7
     DEVICE = 8
+    PYTHON = 9  # python_function frames (with_stack=True): what the host's Python was running
 
 
 GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
