@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ __all__ = [
     "Variants",
     "build_workload",
     "check_tensorboard_dir",
+    "positive",
     "removed_if_empty",
     "split_list",
 ]
@@ -99,6 +101,16 @@ TensorboardDir = Annotated[
         "DIR/<run name>/ (TensorBoard, HTA and `attnprof analyze DIR` read that layout).",
     ),
 ]
+
+
+def positive(value: float | None, flag: str, example: str) -> float | None:
+    """A time or a count given on the line: finite and above zero (nan, inf, 0 and negatives mean
+    nothing as seconds), else one line naming the flag. None (not given) passes."""
+    if value is None:
+        return None
+    if not math.isfinite(value) or value <= 0:
+        raise UserError(f"{flag} must be a positive number, got {value:g}: e.g. {flag} {example}")
+    return value
 
 
 def check_tensorboard_dir(path: Path) -> None:

@@ -33,6 +33,7 @@ from attnprof.cli.options import (
     Variants,
     build_workload,
     check_tensorboard_dir,
+    positive,
     removed_if_empty,
     split_list,
 )
@@ -88,6 +89,14 @@ def run_command(
         float | None, typer.Option("--time-budget", help="Seconds of clean timing per variant.")
     ] = None,
     no_profile: Annotated[bool, typer.Option("--no-profile", help="Time only; no traces.")] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            help="Seconds a user variant's trial run (alone, in a separate process, before the run) may "
+            "take before it is killed and recorded as timeout (default: no limit).",
+        ),
+    ] = None,
     tensorboard: TensorboardDir = None,
     json_out: JsonOut = False,
     expect: Annotated[
@@ -134,15 +143,16 @@ def run_command(
         decode_queries=decode_queries,
     )
     names = split_list(variants)
+    positive(budget, "--time-budget", "0.5")
+    positive(timeout, "--timeout", "60")
     opts = RunOptions(
         steps=_parse_steps(steps),
         profile=not no_profile,
         force=force,
         compile=compile,
         time_budget_s=budget if budget is not None else (1.0 if workload.device.startswith("cuda") else 0.5),
+        variant_timeout_s=timeout or 0.0,
     )
-    if opts.time_budget_s <= 0:
-        raise UserError("--time-budget must be positive, e.g. --time-budget 0.5")
     chosen = resolve_variants(names or None, compile=compile)  # fails early on unknown names
     if compile:  # say why a variant got no compiled twin rather than leaving it out silently
         for v in chosen:
@@ -196,7 +206,7 @@ def _WORKLOAD_FLAGS(values: dict[str, object]) -> list[tuple[str, object]]:
         "variants": "--variants", "batch": "--batch", "heads": "--heads", "seq": "--seq",
         "head_dim": "--head-dim", "shape": "--shape", "kv_heads": "--kv-heads", "kv_seq": "--kv-seq",
         "dtype": "--dtype", "out": "--out", "budget": "--time-budget", "mask": "--mask",
-        "decode_queries": "--decode-queries",
+        "decode_queries": "--decode-queries", "timeout": "--timeout",
     }  # fmt: skip
     return [(flag, values[name]) for name, flag in names.items()]
 

@@ -27,3 +27,7 @@ class RunOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     measure_peak: bool = True
     # also write each profiled trace here in tensorboard_trace_handler's layout (worker = variant)
     tensorboard_dir: str | None = None
+    # a user variant (file.py:function, module:function) first runs alone in a child process
+    # (harness/isolate.py), so that its os._exit, segfault or hang cannot end the run
+    isolate_user: bool = True
+    variant_timeout_s: float = 0.0  # that trial's limit in seconds (0: none); `run --timeout`

@@ -522,6 +522,14 @@ def _prepare(
     if refused is not None:
         reject(result, "refused", refused)
         return result, None
+    if v.family == "user" and opts.isolate_user:
+        from attnprof.harness.isolate import trial
+
+        note(v.label, "trial run (separate process)")
+        failed = trial(workload, v, opts)
+        if failed is not None:
+            result.status, result.reason = failed.status, failed.reason  # type: ignore[assignment]
+            return result, None
 
     stage = "build"
     try:

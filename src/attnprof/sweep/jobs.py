@@ -102,7 +102,9 @@ def execute(req: JobRequest) -> JobReply:
     except UserError as exc:
         result = RunResult(variant=spec.variant, mode=spec.mode, status="error", reason=str(exc))
         return JobReply(result=result, environment=env)
-    options = req.run
+    # the job already runs in a worker process of its own (the pool sees its crash or timeout):
+    # no trial run of a user variant in a further one
+    options = msgspec.structs.replace(req.run, isolate_user=False)
     if options.tensorboard_dir:
         options = msgspec.structs.replace(
             options, tensorboard_dir=str(Path(options.tensorboard_dir) / spec.slug())

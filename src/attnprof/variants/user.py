@@ -49,6 +49,21 @@ def _load_module(ref: str) -> Any:
         ) from exc
 
 
+def _no_exit(fn: Any, name: str) -> Any:
+    """`fn` with its sys.exit (SystemExit) turned into an error of the call: a variant that
+    exits fails alone, recorded with its exit code, instead of ending the run."""
+    import functools
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SystemExit as exc:
+            raise RuntimeError(f"{name} called sys.exit({exc.code!r})") from None
+
+    return call
+
+
 def load_user_variant(spec: str) -> Variant:
     ref, _, func_name = spec.rpartition(":")
     if not ref or not func_name:
@@ -57,6 +72,7 @@ def load_user_variant(spec: str) -> Variant:
     fn = getattr(module, func_name, None)
     if not callable(fn):
         raise UserError(f"{ref} has no callable named {func_name!r}")
+    fn = _no_exit(fn, func_name)
     doc = (fn.__doc__ or "").strip().splitlines()
     description = doc[0] if doc else f"user variant {func_name} from {ref}"
 
