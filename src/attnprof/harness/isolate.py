@@ -17,7 +17,6 @@ or only beside the others, can still end the run. The trial's own figures are no
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -35,12 +34,12 @@ if TYPE_CHECKING:
     from attnprof.variants.base import Variant
     from attnprof.workload import Workload
 
-__all__ = ["TrialFailure", "trial"]
+__all__ = ["DONE", "TrialFailure", "trial"]
 
 # the trial's clean timing: enough calls to exercise the timer's path, not to measure anything
 _TRIAL_BUDGET_S = 0.02
 _TRIAL_SAMPLES = 3
-_DONE = "attnprof-trial-done"
+DONE = "attnprof-trial-done"  # what the child prints once run_variant returned
 
 
 class TrialFailure(msgspec.Struct, kw_only=True):
@@ -86,7 +85,7 @@ def trial(workload: Workload, variant: Variant, opts: RunOptions) -> TrialFailur
         # a session of its own: on a timeout the whole group goes (a variant's own children
         # too), and the parent's Ctrl-C ends it through the finally below
         proc = subprocess.Popen(
-            [sys.executable, "-m", "attnprof.harness.isolate", str(request)],
+            [sys.executable, "-m", "attnprof.harness.trial_child", str(request)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -104,7 +103,7 @@ def trial(workload: Workload, variant: Variant, opts: RunOptions) -> TrialFailur
         finally:
             if proc.poll() is None:
                 _kill(proc)
-        if proc.returncode == 0 and _DONE in stdout:
+        if proc.returncode == 0 and DONE in stdout:
             return None
         tail = next((ln.strip() for ln in reversed(stderr.splitlines()) if ln.strip()), "")
         said = f"; its last words: {tail[:200]}" if tail else ""
@@ -112,21 +111,3 @@ def trial(workload: Workload, variant: Variant, opts: RunOptions) -> TrialFailur
             status="crashed",
             reason=f"{variant.label} {_describe(proc.returncode)} in its trial run in a separate process{said}",
         )
-
-
-def _child(request: Path) -> None:
-    from attnprof.harness.run import run_variant
-    from attnprof.records import WorkloadRecord
-    from attnprof.variants.registry import get_variant
-    from attnprof.workload import Workload
-
-    data = json.loads(request.read_text())
-    workload = Workload.from_record(msgspec.convert(data["workload"], type=WorkloadRecord))
-    options = msgspec.convert(data["options"], type=RunOptions)
-    run_variant(workload, get_variant(data["variant"]), out=None, options=options)
-    sys.stdout.write(_DONE + "\n")
-    sys.stdout.flush()
-
-
-if __name__ == "__main__":
-    _child(Path(sys.argv[1]))
