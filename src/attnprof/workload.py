@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 
 from attnprof.errors import UserError
+from attnprof.formulas import BACKWARD_FLOP_FACTOR, attention_bytes, attention_flops, attention_pairs
 from attnprof.masks import MaskSpec, alibi_slopes, parse_mask
 from attnprof.records import WorkloadRecord
 
@@ -39,8 +40,6 @@ __all__ = [
     "parse_shape",
 ]
 
-# FlashAttention's convention (DOMAIN.md section 6): backward = 2.5 x the forward's matmul FLOPs
-BACKWARD_FLOP_FACTOR = 2.5
 PHASES = ("prefill", "decode")
 # the fp64 reference (harness/reference.py) works in blocks of query rows of about this size
 REFERENCE_BLOCK_BYTES = 256 * 1024 * 1024
@@ -334,10 +333,7 @@ class Workload:
         """Query-key pairs the mask leaves visible, summed over the batch, per head."""
         if self.causal and self.q_offset == 0:
             # top-left alignment: row i sees min(i + 1, skv) keys (closed form, any length)
-            sq, skv = self.seq, self.kv_seq
-            full_rows = max(0, sq - skv)  # rows i >= skv see all skv keys
-            tri = min(sq, skv)
-            return self.batch * (tri * (tri + 1) // 2 + full_rows * skv)
+            return self.batch * attention_pairs(self.seq, self.kv_seq, causal="top-left")
         return sum(self.mask_spec.visible_per_batch(self.batch, self.seq, self.kv_seq, self.q_offset))
 
     def unmasked_pairs(self) -> float:
@@ -348,11 +344,11 @@ class Workload:
 
     def flops_useful(self) -> float:
         """Forward FLOPs over the visible pairs only."""
-        return 4.0 * self.heads * self.visible_pairs() * self.head_dim
+        return attention_flops(1, self.heads, self.visible_pairs(), self.head_dim)
 
     def flops_dense(self) -> float:
         """Forward FLOPs of the full Sq x Skv square."""
-        return 4.0 * self.batch * self.heads * self.seq * self.kv_seq * self.head_dim
+        return attention_flops(self.batch, self.heads, self.seq * self.kv_seq, self.head_dim)
 
     def flops_executed(self, materialises: bool) -> float:
         """A materialising variant computes the full Sq x Skv square whatever the mask."""
@@ -360,10 +356,9 @@ class Workload:
 
     def bytes_min(self) -> float:
         """Read Q, K, V once and write O once (K, V have kv_heads heads)."""
-        e = self.element_size
-        q = self.batch * self.heads * self.seq * self.head_dim
-        kv = 2 * self.batch * self.kv_heads * self.kv_seq * self.head_dim
-        return float((2 * q + kv) * e)
+        return attention_bytes(
+            self.batch, self.heads, self.kv_heads, self.seq, self.kv_seq, self.head_dim, self.element_size
+        )
 
     def score_bytes(self, element_size: int | None = None) -> int:
         """One B*H*Sq*Skv score tensor."""
