@@ -70,6 +70,7 @@ def _one(
     threads: str = "own",
     context: RunContext | None = None,
     capture: PathLike | None = None,
+    peak: tuple[float, float] | None = None,
 ) -> TraceAnalysis:
     from attnprof.run_context import RunContext
     from attnprof.trace.load import MAX_MEMORY, load_trace
@@ -106,6 +107,7 @@ def _one(
         materialises=facts.materialises if own and facts is not None else None,
         flops_executed=facts.flops_executed if own and facts is not None else None,
         threads=threads,
+        peak=peak,
     )
 
 
@@ -120,6 +122,7 @@ def analyze(
     threads: str = ...,
     context: RunContext | None = ...,
     capture: PathLike | None = ...,
+    peak: tuple[float, float] | None = ...,
 ) -> TraceAnalysis: ...
 @overload
 def analyze(
@@ -131,6 +134,7 @@ def analyze(
     max_memory: float | None = ...,
     threads: str = ...,
     context: RunContext | None = ...,
+    peak: tuple[float, float] | None = ...,
 ) -> list[TraceAnalysis]: ...
 def analyze(
     path_or_paths: PathLike | Sequence[PathLike],
@@ -142,6 +146,7 @@ def analyze(
     threads: str = "own",
     context: RunContext | None = None,
     capture: PathLike | None = None,
+    peak: tuple[float, float] | None = None,
 ) -> TraceAnalysis | list[TraceAnalysis]:
     """Analyse one trace (returns a TraceAnalysis) or several (a list, analysed in parallel).
 
@@ -153,9 +158,10 @@ def analyze(
     context: the run the traces belong to (attnprof.run_context.RunContext), when the caller
     already decoded it; else it is read from <run>/run.json when a trace sits in <run>/traces/.
     capture: the graph capture trace of one execution trace (attnprof.analysis.replay).
+    peak: (TFLOP/s, TB/s) that replace the device table's roofs in the per-op model (--peak).
     """
     if isinstance(path_or_paths, str | os.PathLike):
-        return _one(path_or_paths, region, workload, top, max_memory, threads, context, capture)
+        return _one(path_or_paths, region, workload, top, max_memory, threads, context, capture, peak)
     if capture is not None:
         from attnprof.errors import UserError
 
@@ -168,6 +174,7 @@ def analyze(
         max_memory=max_memory,
         threads=threads,
         context=context,
+        peak=peak,
     )
 
 
@@ -181,6 +188,7 @@ def analyze_many(
     max_memory: float | None = None,
     threads: str = "own",
     context: RunContext | None = None,
+    peak: tuple[float, float] | None = None,
 ) -> list[TraceAnalysis]:
     """Analyse several traces (one per rank, say) in parallel processes, results in input order.
 
@@ -189,9 +197,12 @@ def analyze_many(
     paths = list(paths)
     n = min(len(paths), workers or os.cpu_count() or 1)
     if n <= 1:
-        return [_one(p, region, workload, top, max_memory, threads, context) for p in paths]
+        return [_one(p, region, workload, top, max_memory, threads, context, None, peak) for p in paths]
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=n) as pool:
-        futures = [pool.submit(_one, p, region, workload, top, max_memory, threads, context) for p in paths]
+        futures = [
+            pool.submit(_one, p, region, workload, top, max_memory, threads, context, None, peak)
+            for p in paths
+        ]
         return [f.result() for f in futures]

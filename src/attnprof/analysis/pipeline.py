@@ -22,6 +22,7 @@ from attnprof.analysis.occupancy import DeviceLimits, theoretical_occupancy
 from attnprof.analysis.overlap import CommOverlap, comm_overlap, compute_union
 from attnprof.analysis.provenance import NAME_RULE, Provenance, attention_provenance
 from attnprof.analysis.provenance import RULE_NAMES as PROVENANCE_RULES
+from attnprof.analysis.perf_model import perf_model
 from attnprof.analysis.regions import RULE_NAMES, Instance, Region, backward_links, cpu_nesting, find_region
 from attnprof.analysis.replay import graph_replays
 from attnprof.analysis.result import (
@@ -78,6 +79,7 @@ def analyze_trace(
     materialises: bool | None = None,
     flops_executed: float | None = None,
     threads: str = "own",
+    peak: tuple[float, float] | None = None,
 ) -> TraceAnalysis:
     from attnprof.analysis.cpu_ops import unfused_chains
     from attnprof.analysis.findings import evaluate
@@ -198,6 +200,11 @@ def analyze_trace(
             cpu_peak_source=cpu_peak[1] if cpu_peak else None,
         )
 
+    # the per-op model: every op with recorded shapes, its cost, rate and roofline
+    ops, perf = perf_model(
+        trace, links, device, work=busy_mask, busy_us=totals.device_busy_us, peak=peak, cpu_peak=cpu_peak
+    )
+
     gaps, gap_facts = gap_warnings(trace, links)
     ctx = Context(
         trace=trace,
@@ -258,6 +265,8 @@ def analyze_trace(
         share=share,
         graphs=graphs,
         compiled=compiled,
+        ops=ops,
+        perf_model=perf,
     )
 
 

@@ -85,6 +85,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from attnprof.analysis.perf_records import OpPerf, PerfModel
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -521,6 +523,10 @@ class TraceAnalysis(msgspec.Struct, kw_only=True):
     warnings: list[str] = []
     graphs: GraphReplays = msgspec.field(default_factory=GraphReplays)
     compiled: Compiled = msgspec.field(default_factory=Compiled)
+    # the per-op performance model (analysis/perf_model.py): one entry per (op, input dims,
+    # input types), by time; and the whole trace through it
+    ops: list[OpPerf] = []
+    perf_model: PerfModel | None = None
 
     @property
     def codes(self) -> list[str]:

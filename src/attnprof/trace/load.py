@@ -1127,6 +1127,8 @@ class _Builder:
         self.conversions: dict[int, tuple[str | None, str | None]] = {}
         self.shapes: dict[int, list[Any]] = {}
         self.launch_kernels: dict[int, tuple[str, int, int]] = {}
+        self.inputs: dict[int, tuple[bytes, bytes, bytes]] = {}
+        self.sigs: dict[tuple[bytes, bytes, bytes], tuple[bytes, bytes, bytes]] = {}
         self.n_rows = 0
         self.n_seen = 0
         self.bad_durs = 0
@@ -1245,6 +1247,15 @@ class _Builder:
             a = args[r]
             if a.kernel is not None:  # kept as a string: interning it would make name ids depend on chunking
                 self.launch_kernels[r + self.n_rows] = (a.kernel, _prod(a.grid), _prod(a.block))
+        # every cpu op's recorded inputs, kept raw (decoded by the per-op performance model,
+        # once per distinct signature); equal signatures share one tuple
+        ops_in = np.flatnonzero(kind == Kind.CPU_OP).tolist()
+        sigs = self.sigs
+        for r in ops_in:
+            a = args[r]
+            if a.input_dims:
+                sig = (bytes(a.input_dims), bytes(a.input_type), bytes(a.concrete))
+                self.inputs[r + self.n_rows] = sigs.setdefault(sig, sig)
 
         fl = _pick(events, flows)
         nf = len(fl)
@@ -1284,6 +1295,8 @@ class _Builder:
         self.conversions.update({r + self.n_rows: v for r, v in other.conversions.items()})
         self.shapes.update({r + self.n_rows: v for r, v in other.shapes.items()})
         self.launch_kernels.update({r + self.n_rows: v for r, v in other.launch_kernels.items()})
+        sigs = self.sigs
+        self.inputs.update({r + self.n_rows: sigs.setdefault(v, v) for r, v in other.inputs.items()})
         self.dropped.update(other.dropped)
         self.unknown |= other.unknown
         if other.bad_durs and not self.bad_durs:
@@ -1369,6 +1382,7 @@ class _Builder:
             conversions=self.conversions,
             shapes=self.shapes,
             launch_kernels=self.launch_kernels,
+            inputs=self.inputs,
             device_properties=[p for p in props_in if isinstance(p, dict)],
             metadata=meta,
             dropped=_capped(self.dropped),

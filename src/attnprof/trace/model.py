@@ -121,6 +121,9 @@ class Trace:
     # their ranges, on lanes of their own, on that trace's clock): they explain device ops but are
     # not this trace's own events (no region, count or time window includes them); -1: none
     imported_from: int = -1
+    # cpu-op row -> its raw (Input Dims, Input type, Concrete Inputs) JSON, for every op recorded
+    # with record_shapes (analysis/perf_model.py decodes each distinct one once)
+    inputs: dict[int, tuple[bytes, bytes, bytes]] = field(default_factory=dict)
     device_properties: list[dict[str, Any]] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)

@@ -1,0 +1,331 @@
+"""The per-op performance model of a trace: every op with recorded inputs, its cost, its rate,
+its roofline; and the whole trace through it (model FLOPs, MFU, bound shares).
+
+- Which ops: every cpu_op recorded with input shapes (record_shapes=True) that op_model.py has a
+  formula for. Its calls are grouped by (name, input dims, input types): one OpPerf each.
+- Time of a call: on a trace with device activity, the GPU ops (kernels, memcpys, memsets; not
+  waits) launched from the op's thread while the op ran, i.e. by the op or an op inside it
+  (the launch's timestamp inside the op's range: the launching op's provenance, not a kernel
+  name); a call that launched nothing is host-side work and not counted. On a CPU-only trace,
+  the op's own duration.
+- Nesting: aten::linear calls aten::addmm; both are modelled and both list the same kernels.
+  `ops` lists both (the inner one marked nested); the summary counts the outermost modelled op
+  of each nest only, so every kernel counts once.
+- Roofs: attnprof.device.peak_for, by the device's name and the op's dtype (matrix ops against
+  the dtype's tensor-core figure, vector ops against the fp32 vector figure); `--peak` replaces
+  both roofs for every op; a device the table does not name gets rates and no percentage. An op
+  is memory-bound when its intensity (FLOPs per byte) is below the ridge (peak FLOP/s over peak
+  bytes/s), except decode-shaped attention, which is judged by bytes whatever its intensity.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from attnprof.analysis.idle import union
+from attnprof.analysis.op_model import OpCost, decode_inputs, known, model_op
+from attnprof.analysis.perf_records import OpPerf, PerfModel, Unmodelled
+from attnprof.device import peak_for
+from attnprof.trace.model import Kind, Trace, unique
+
+if TYPE_CHECKING:
+    from attnprof.analysis.links import Links
+    from attnprof.analysis.result import Device
+
+__all__ = ["Roofs", "perf_model", "roofs_for"]
+
+Roofs = tuple[float | None, float | None, str | None]  # TFLOP/s, TB/s, where they come from
+
+
+def roofs_for(
+    device: Device,
+    cost: OpCost,
+    *,
+    peak: tuple[float, float] | None = None,
+    cpu_peak: tuple[float, str] | None = None,
+) -> Roofs:
+    """The roofs one op is judged against (see the module's docstring)."""
+    if peak is not None:
+        return peak[0], peak[1], "--peak"
+    if device.kind == "gpu":
+        tf, bw, src = peak_for(device.name, cost.dtype if cost.matrix else "fp32")
+        return tf, bw, src
+    if device.kind == "cpu" and cpu_peak is not None and cost.matrix:
+        return cpu_peak[0], None, cpu_peak[1]
+    return None, None, None
+
+
+def _bound(cost: OpCost, tf: float | None, bw: float | None) -> str | None:
+    if bw is None:
+        return None
+    if cost.decode or cost.flops <= 0:
+        return "memory"
+    if tf is None:
+        return None
+    ridge = tf * 1e12 / (bw * 1e12)  # FLOPs per byte where the two roofs meet
+    return "compute" if cost.flops / cost.bytes >= ridge else "memory" if cost.bytes > 0 else "compute"
+
+
+def perf_model(
+    trace: Trace,
+    links: Links,
+    device: Device,
+    *,
+    work: np.ndarray,
+    busy_us: float,
+    peak: tuple[float, float] | None = None,
+    cpu_peak: tuple[float, str] | None = None,
+) -> tuple[list[OpPerf], PerfModel]:
+    """`work`: per GPU op (Links.gpu_rows order), whether it is device work (not a wait)."""
+    gpu_trace = bool(work.any())
+    rows = np.fromiter(trace.inputs.keys(), np.int64, len(trace.inputs))
+    rows = np.sort(rows) if rows.size else rows
+    # one decode and one formula per distinct (name, inputs)
+    costs: dict[tuple[int, tuple[bytes, bytes, bytes]], OpCost | None] = {}
+    row_cost: list[OpCost | None] = []
+    for r in rows.tolist():
+        key = (int(trace.name[r]), trace.inputs[r])
+        if key not in costs:
+            name = trace.names[key[0]]
+            args = decode_inputs(key[1]) if known(name) else None
+            costs[key] = model_op(name, args) if args is not None else None
+        row_cost.append(costs[key])
+    modelled = np.array([c is not None for c in row_cost], bool)
+    m_rows = rows[modelled]
+    m_cost = [c for c in row_cost if c is not None]
+
+    if gpu_trace:
+        t_us, n_gpu = _launched(trace, links, work, m_rows)
+        live = n_gpu > 0
+        total = float(trace.dur[links.gpu_rows][work].sum())
+    else:
+        t_us = trace.dur[m_rows].astype(np.float64)
+        live = np.ones(m_rows.size, bool)
+        cpu_all = trace.rows(Kind.CPU_OP)
+        total, busy_us = _cpu_time(trace, cpu_all)
+    m_rows, t_us = m_rows[live], t_us[live]
+    m_cost = [c for c, on in zip(m_cost, live.tolist(), strict=True) if on]
+    nested = _nested(trace, m_rows)
+
+    # per distinct (name, inputs): calls, times, per-call rates
+    groups: dict[tuple[int, tuple[bytes, bytes, bytes]], list[int]] = defaultdict(list)
+    for i, r in enumerate(m_rows.tolist()):
+        groups[(int(trace.name[r]), trace.inputs[r])].append(i)
+    ops: list[OpPerf] = []
+    bound_time: dict[str | None, float] = defaultdict(float)
+    flops_by_dtype: dict[str, float] = defaultdict(float)
+    model_flops = modelled_us = 0.0
+    for (name_id, sig), idx in groups.items():
+        cost = m_cost[idx[0]]
+        t = t_us[idx]
+        secs = np.maximum(t, 1e-9) * 1e-6
+        timed = t > 0
+        tflops = float(np.median(cost.flops / secs[timed] / 1e12)) if timed.any() else None
+        tbps = float(np.median(cost.bytes / secs[timed] / 1e12)) if timed.any() else None
+        tf, bw, _src = roofs_for(device, cost, peak=peak, cpu_peak=cpu_peak)
+        bound = _bound(cost, tf, bw)
+        pct = None
+        if bound == "compute" and tf and tflops is not None:
+            pct = 100.0 * tflops / tf
+        elif bound == "memory" and bw and tbps is not None:
+            pct = 100.0 * tbps / bw
+        args = decode_inputs(sig)
+        time_sum = float(t.sum())
+        is_nested = bool(nested[idx].all())
+        ops.append(
+            OpPerf(
+                name=trace.names[name_id],
+                input_dims=args.dims if args else [],
+                input_types=args.types if args else [],
+                count=len(idx),
+                device_time_us=round(time_sum, 3) if gpu_trace else None,
+                cpu_time_us=None if gpu_trace else round(time_sum, 3),
+                flops=cost.flops,
+                bytes=cost.bytes,
+                tflops=_r(tflops),
+                tbps=_r(tbps),
+                intensity=_r(cost.flops / cost.bytes) if cost.bytes > 0 else None,
+                bound=bound,
+                pct_of_bound=round(pct, 2) if pct is not None else None,
+                formula=cost.formula,
+                family=cost.family,
+                dtype=cost.dtype,
+                peak_tflops=tf,
+                peak_tbps=bw,
+                pct_time=round(100.0 * time_sum / total, 2) if total > 0 else None,
+                nested=is_nested,
+                decode=cost.decode,
+            )
+        )
+        outer = ~nested[idx]
+        if outer.any():
+            n_out = int(outer.sum())
+            model_flops += cost.flops * n_out
+            modelled_us += float(t[outer].sum())
+            bound_time[bound] += float(t[outer].sum())
+            if cost.matrix:
+                flops_by_dtype[cost.dtype] += cost.flops * n_out
+    ops.sort(key=lambda o: -(o.device_time_us if o.device_time_us is not None else o.cpu_time_us or 0.0))
+
+    outer_rows = m_rows[~nested]
+    unmod = _unmodelled(trace, links, work, outer_rows, total - modelled_us, total) if gpu_trace else None
+    if unmod is None:
+        rest = max(total - modelled_us, 0.0)
+        unmod = Unmodelled(
+            time_us=round(rest, 3),
+            pct=_pct(rest, total),
+            no_op_us=0.0,
+            no_shapes_us=0.0,
+            not_modelled_us=round(rest, 3),
+        )
+    dtype = max(flops_by_dtype, key=lambda d: flops_by_dtype[d]) if flops_by_dtype else None
+    s_tf = s_bw = s_src = None
+    if dtype is not None:
+        s_tf, s_bw, s_src = roofs_for(
+            device, OpCost(0.0, 0.0, "", dtype, True, "gemm"), peak=peak, cpu_peak=cpu_peak
+        )
+    achieved = model_flops / (busy_us * 1e-6) / 1e12 if busy_us > 0 and model_flops > 0 else None
+    notes = []
+    if not trace.inputs:
+        notes.append("no op has recorded input shapes (profile with record_shapes=True)")
+    if dtype is not None and s_tf is None:
+        notes.append(
+            f"no {dtype} peak is known for {device.name or 'this device'!r}: rates without percentages"
+        )
+    summary = PerfModel(
+        basis=(
+            "device work: sum of GPU-op durations (waits excluded); achieved over the union of "
+            "device-op intervals"
+            if gpu_trace
+            else "CPU-only trace: the modelled ops' own durations; achieved over the union of top-level cpu ops"
+        ),
+        device=device.name,
+        model_flops=model_flops,
+        modelled_time_us=round(modelled_us, 3),
+        total_time_us=round(total, 3),
+        busy_time_us=round(busy_us, 3),
+        achieved_tflops=_r(achieved),
+        dtype=dtype,
+        peak_tflops=s_tf,
+        peak_tbps=s_bw,
+        peak_source=s_src,
+        mfu_pct=round(100.0 * achieved / s_tf, 2) if achieved is not None and s_tf else None,
+        compute_bound_pct=_pct(bound_time.get("compute", 0.0), total),
+        memory_bound_pct=_pct(bound_time.get("memory", 0.0), total),
+        bound_unknown_pct=_pct(bound_time.get(None, 0.0), total),
+        unmodelled=unmod,
+        shapes_recorded=bool(trace.inputs),
+        note="; ".join(notes),
+    )
+    return ops, summary
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else float(f"{x:.6g}")
+
+
+def _pct(x: float, total: float) -> float | None:
+    return round(100.0 * x / total, 2) if total > 0 else None
+
+
+def _launch_order(trace: Trace, links: Links, work: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per lane: the launches of device work (GPU-op indices, launch timestamps), by time."""
+    idx = np.flatnonzero(work & (links.launch >= 0))
+    lrows = links.launch[idx]
+    lanes = trace.lane[lrows]
+    out = {}
+    for lane in unique(lanes).tolist():
+        sel = idx[lanes == lane]
+        ts = trace.ts[links.launch[sel]]
+        o = np.argsort(ts, kind="stable")
+        out[int(lane)] = (sel[o], ts[o])
+    return out
+
+
+def _launched(
+    trace: Trace, links: Links, work: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per op row: summed duration and number of the GPU ops launched while it ran on its lane."""
+    t = np.zeros(rows.size)
+    n = np.zeros(rows.size, np.int64)
+    if not rows.size:
+        return t, n
+    dur = trace.dur[links.gpu_rows]
+    for lane, (sel, ts) in _launch_order(trace, links, work).items():
+        on = np.flatnonzero(trace.lane[rows] == lane)
+        if not on.size:
+            continue
+        cs = np.concatenate([[0.0], np.cumsum(dur[sel])])
+        r = rows[on]
+        lo = np.searchsorted(ts, trace.ts[r], side="left")
+        hi = np.searchsorted(ts, trace.ts[r] + trace.dur[r], side="right")
+        t[on] = cs[hi] - cs[lo]
+        n[on] = hi - lo
+    return t, n
+
+
+def _nested(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Per row: whether another of the rows (same lane) contains it."""
+    out = np.zeros(rows.size, bool)
+    for lane in unique(trace.lane[rows]).tolist() if rows.size else []:
+        on = np.flatnonzero(trace.lane[rows] == lane)
+        r = rows[on]
+        o = np.lexsort((-trace.dur[r], trace.ts[r]))
+        start, end = trace.ts[r][o], (trace.ts[r] + trace.dur[r])[o]
+        reach = np.maximum.accumulate(end)
+        inside = np.zeros(o.size, bool)
+        inside[1:] = end[1:] <= reach[:-1]
+        out[on[o]] = inside
+        del start
+    return out
+
+
+def _cpu_time(trace: Trace, ops: np.ndarray) -> tuple[float, float]:
+    """(sum over lanes of the union of cpu-op intervals, union over all lanes)."""
+    total = 0.0
+    for lane in unique(trace.lane[ops]).tolist() if ops.size else []:
+        r = ops[trace.lane[ops] == lane]
+        s, e = union(trace.ts[r], trace.ts[r] + trace.dur[r])
+        total += float((e - s).sum())
+    s, e = union(trace.ts[ops], trace.ts[ops] + trace.dur[ops]) if ops.size else (np.zeros(0), np.zeros(0))
+    return total, float((e - s).sum())
+
+
+def _unmodelled(
+    trace: Trace, links: Links, work: np.ndarray, outer: np.ndarray, rest: float, total: float
+) -> Unmodelled:
+    """Why the device work outside the outermost modelled ops is not modelled."""
+    covered = np.zeros(links.gpu_rows.size, bool)
+    for lane, (sel, ts) in _launch_order(trace, links, work).items():
+        r = outer[trace.lane[outer] == lane]
+        if not r.size:
+            continue
+        lo = np.searchsorted(ts, trace.ts[r], side="left")
+        hi = np.searchsorted(ts, trace.ts[r] + trace.dur[r], side="right")
+        mark = np.zeros(ts.size + 1, np.int64)
+        np.add.at(mark, lo, 1)
+        np.add.at(mark, hi, -1)
+        covered[sel[np.cumsum(mark)[:-1] > 0]] = True
+    dur = trace.dur[links.gpu_rows]
+    left = work & ~covered
+    op = links.cpu_op
+    no_op = left & (op < 0)
+    has = left & (op >= 0)
+    shaped = np.zeros(links.gpu_rows.size, bool)
+    if has.any():
+        shaped[has] = [int(r) in trace.inputs for r in op[has].tolist()]
+    by_name: dict[str, float] = defaultdict(float)
+    for r, d in zip(op[has & shaped].tolist(), dur[has & shaped].tolist(), strict=True):
+        by_name[trace.names[int(trace.name[r])]] += d
+    top = sorted(by_name.items(), key=lambda kv: -kv[1])[:5]
+    return Unmodelled(
+        time_us=round(max(rest, 0.0), 3),
+        pct=_pct(max(rest, 0.0), total),
+        no_op_us=round(float(dur[no_op].sum()), 3),
+        no_shapes_us=round(float(dur[has & ~shaped].sum()), 3),
+        not_modelled_us=round(float(dur[has & shaped].sum()), 3),
+        top_not_modelled=[f"{n}: {t:.1f} us" for n, t in top],
+    )

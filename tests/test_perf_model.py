@@ -1,0 +1,283 @@
+"""The per-op performance model: hand-computed FLOPs and bytes per formula, torch's
+FlopCounterMode on traces recorded here, TraceLens's published figures on the shared traces,
+and the roofs (no percentage without a known peak)."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _paths import REPO, TRACES
+from attnprof.analysis import analyze
+from attnprof.analysis.op_model import OpCost, decode_inputs, model_op
+from attnprof.analysis.result import TraceAnalysis
+from attnprof.formulas import attention_pairs
+
+TRACELENS = REPO.parent / "shared" / "checks" / "perf_model" / "tracelens_ops.jsonl"
+
+
+def cost(name: str, dims: list[Any], types: list[str], concrete: list[str] | None = None) -> OpCost:
+    sig = (json.dumps(dims).encode(), json.dumps(types).encode(), json.dumps(concrete or []).encode())
+    args = decode_inputs(sig)
+    assert args is not None
+    c = model_op(name, args)
+    assert c is not None, name
+    return c
+
+
+BF, F32 = "c10::BFloat16", "float"
+
+
+# -- formulas, by hand ------------------------------------------------------------------------
+def test_gemm_flops_and_bytes_by_hand() -> None:
+    # addmm(bias[N], a[M, K], b[K, N]) in bf16: 2*M*N*K + M*N (bias); A, B, bias, C at 2 bytes
+    c = cost("aten::addmm", [[512], [141, 512], [512, 512], [], []], [BF, BF, BF, "Scalar", "Scalar"])
+    assert c.flops == 2 * 141 * 512 * 512 + 141 * 512
+    assert c.bytes == 2 * (512 + 141 * 512 + 512 * 512 + 141 * 512)
+    assert c.dtype == "bf16" and c.family == "gemm" and c.matrix
+    # linear(x[2, 3, 8], w[5, 8]) without bias: M = 6
+    c = cost("aten::linear", [[2, 3, 8], [5, 8], []], [F32, F32, ""])
+    assert c.flops == 2 * 6 * 5 * 8 and c.bytes == 4 * (48 + 40 + 30)
+    # bmm and matmul with broadcasting: [4, 1, 6, 8] @ [3, 8, 2] -> batch 4*3
+    assert cost("aten::bmm", [[7, 6, 8], [7, 8, 2]], [F32, F32]).flops == 7 * 2 * 6 * 2 * 8
+    assert cost("aten::matmul", [[4, 1, 6, 8], [3, 8, 2]], [F32, F32]).flops == 12 * 2 * 6 * 2 * 8
+    # fp8 _scaled_mm: 1-byte operands, out_dtype 15 (bf16) written at 2 bytes
+    e4 = "c10::Float8_e4m3fn"
+    c = cost(
+        "aten::_scaled_mm",
+        [[64, 128], [128, 32], [], [], [], [], [], []],
+        [e4, e4, F32, F32, "", "", "Scalar", "Scalar"],
+        ["", "", "", "", "", "", "15", "False"],
+    )
+    assert c.flops == 2 * 64 * 32 * 128 and c.dtype == "fp8"
+    assert c.bytes == 64 * 128 + 128 * 32 + 2 * 64 * 32
+
+
+def test_attention_pairs_causal_alignments_and_windows() -> None:
+    # Sq 3, Skv 5: top-left rows see 1, 2, 3 keys; bottom-right rows see 3, 4, 5
+    assert attention_pairs(3, 5, causal="top-left") == 6
+    assert attention_pairs(3, 5, causal="bottom-right") == 12
+    assert attention_pairs(3, 5) == 15
+    # Sq 5 > Skv 3: top-left rows 1, 2, 3, 3, 3; bottom-right rows 0, 0, 1, 2, 3
+    assert attention_pairs(5, 3, causal="top-left") == 12
+    assert attention_pairs(5, 3, causal="bottom-right") == 6
+    # a causal sliding window of 2 keys back (flash_attn window (2, 0)) on a square 6 x 6:
+    # rows see 1, 2, 3, 3, 3, 3
+    assert attention_pairs(6, 6, window_left=2, window_right=0) == 15
+    # every case against a brute force over the (query, key) grid
+    for sq, skv in ((1, 9), (9, 1), (7, 7), (4, 11), (11, 4)):
+        for causal in (None, "top-left", "bottom-right"):
+            for wl, wr in ((None, None), (3, None), (2, 0), (1, 4)):
+                off = skv - sq if causal == "bottom-right" or (causal is None and wl is not None) else 0
+                right = 0 if causal else wr
+                want = sum(
+                    1
+                    for i in range(sq)
+                    for j in range(skv)
+                    if (wl is None or j >= i + off - wl) and (right is None or j <= i + off + right)
+                )
+                assert attention_pairs(sq, skv, causal=causal, window_left=wl, window_right=wr) == want
+
+
+def test_sdpa_causal_gqa_decode_and_backward_by_hand() -> None:
+    # SDPA is_causal on Sq 128 != Skv 256 is top-left: rows see 1..128 keys
+    q, kv = [2, 8, 128, 64], [2, 2, 256, 64]  # GQA: 8 query heads, 2 KV heads
+    c = cost(
+        "aten::scaled_dot_product_attention",
+        [q, kv, kv, [], [], [], [], []],
+        [BF, BF, BF, "", "Scalar", "Scalar", "Scalar", "Scalar"],
+        ["", "", "", "", "0.", "True", "", "True"],
+    )
+    pairs = 128 * 129 // 2
+    assert c.flops == 4 * 2 * 8 * pairs * 64 and "causal top-left" in c.formula and "GQA 8/2" in c.formula
+    # bytes: Q and O with 8 heads, K and V with 2
+    assert c.bytes == 2 * (2 * 8 * 128 * 64 * 2 + 2 * 2 * 256 * 64 * 2)
+    assert not c.decode
+    # the efficient kernel's custom_mask_type 2 (CausalBias lower_right) is bottom-right
+    c = cost(
+        "aten::_efficient_attention_forward",
+        [[1, 128, 4, 32], [1, 256, 4, 32], [1, 256, 4, 32], [], [], [], [], [], [], [], [], [], [], []],
+        [BF, BF, BF] + [""] * 11,
+        ["", "", "", "", "", "", "", "", "0.", "2", "True", "", "", ""],
+    )
+    assert c.flops == 4 * 4 * attention_pairs(128, 256, causal="bottom-right") * 32
+    assert "causal bottom-right" in c.formula
+    # decode: one query against 4096 keys is judged by bytes (K and V read once)
+    c = cost(
+        "aten::_scaled_dot_product_flash_attention",
+        [[1, 32, 1, 128], [1, 8, 4096, 128], [1, 8, 4096, 128], [], [], [], []],
+        [BF, BF, BF, "Scalar", "Scalar", "Scalar", "Scalar"],
+        ["", "", "", "0.", "False", "False", ""],
+    )
+    assert c.decode and "decode" in c.formula and c.flops == 4 * 32 * 4096 * 128
+    # flash_attn's sliding window (window_size 64, 0) with causal: bottom-right rows of <= 65 keys
+    c = cost(
+        "flash_attn::_flash_attn_forward",
+        [[1, 512, 4, 64], [1, 512, 4, 64], [1, 512, 4, 64], [], [], [], [], [], [], [], []],
+        [BF, BF, BF] + ["Scalar"] * 8,
+        ["", "", "", "0.", "0.125", "True", "64", "0", "0.", "", "False"],
+    )
+    assert c.flops == 4 * 4 * attention_pairs(512, 512, window_left=64, window_right=0) * 64
+    assert attention_pairs(512, 512, window_left=64, window_right=0) == 65 * 512 - 64 * 65 // 2
+    # backward: 2.5x the forward's FLOPs over the same pairs
+    c = cost(
+        "aten::_scaled_dot_product_flash_attention_backward",
+        [[1, 2, 64, 16]] * 6 + [[]] * 9,
+        [F32] * 6 + ["Scalar"] * 9,
+        [""] * 11 + ["True"] + [""] * 3,
+    )
+    assert c.flops == 2.5 * 4 * 2 * (64 * 65 // 2) * 16 and "bwd" in c.formula
+
+
+def test_conv_groups_stride_and_backward_by_hand() -> None:
+    # conv2d x[2, 8, 15, 15], w[16, 4, 3, 3], stride 2, padding 1, groups 2: out 8 x 8
+    c = cost(
+        "aten::convolution",
+        [[2, 8, 15, 15], [16, 4, 3, 3], [16], [], [], [], [], [], []],
+        [F32, F32, F32, "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+        ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "2"],
+    )
+    assert c.flops == 2 * 2 * 16 * 8 * 8 * 4 * 9
+    assert c.bytes == 4 * (2 * 8 * 15 * 15 + 16 * 4 * 9 + 16 + 2 * 16 * 8 * 8)
+    # backward: input and weight gradients, each the forward's count
+    c = cost(
+        "aten::convolution_backward",
+        [[2, 16, 8, 8], [2, 8, 15, 15], [16, 4, 3, 3], [], [], [], [], [], [], [], []],
+        [F32, F32, F32, "ScalarList"] + ["ScalarList"] * 3 + ["Scalar", "ScalarList", "Scalar", "ScalarList"],
+        ["", "", "", "[16]", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "2", "[True, True, False]"],
+    )
+    assert c.flops == 2 * (2 * 2 * 16 * 8 * 8 * 4 * 9) and "dgrad + wgrad" in c.formula
+
+
+def test_unknown_ops_and_unreadable_inputs_are_unmodelled() -> None:
+    args = decode_inputs((b"[[4, 4]]", b'["float"]', b"[]"))
+    assert args is not None and model_op("aten::some_custom_op", args) is None
+    # varlen attention: the per-sequence lengths are tensor values the profiler does not record
+    args = decode_inputs((b"[[100, 4, 64], [100, 4, 64], [100, 4, 64]]", b'["c10::BFloat16"]', b"[]"))
+    assert args is not None and model_op("flash_attn::_flash_attn_varlen_forward", args) is None
+    # a GEMM whose inner dimensions disagree is not counted
+    args = decode_inputs((b"[[4, 5], [6, 7]]", b'["float", "float"]', b"[]"))
+    assert args is not None and model_op("aten::mm", args) is None
+
+
+# -- TraceLens's published figures on the shared traces ---------------------------------------
+# where attnprof counts on purpose otherwise (docs/analysis.md "Per-op performance model"):
+# norms (7 FLOPs per element with an affine weight and bias) and copies (they compute nothing)
+_DIFFERS = {"aten::layer_norm", "aten::native_layer_norm", "aten::copy_"}
+
+
+def _tracelens_rows() -> dict[str, list[dict[str, Any]]]:
+    by_trace: dict[str, list[dict[str, Any]]] = {}
+    for line in TRACELENS.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            by_trace.setdefault(row["trace"], []).append(row)
+    return by_trace
+
+
+@pytest.mark.parametrize("name", sorted(_tracelens_rows()))
+def test_agrees_with_tracelens_where_both_model_the_op(name: str) -> None:
+    a = analyze(TRACES / name)
+    assert isinstance(a, TraceAnalysis)
+    ours = {(o.name, json.dumps(o.input_dims), json.dumps(o.input_types)): o for o in a.ops}
+    compared = 0
+    for row in _tracelens_rows()[name]:
+        dims = json.dumps(ast.literal_eval(row["input_dims"]))
+        types = json.dumps(ast.literal_eval(row["input_types"]))
+        o = ours.get((row["op"], dims, types))
+        assert o is not None, (row["op"], dims, types)
+        if row["op"] in _DIFFERS:
+            continue
+        compared += 1
+        assert o.flops == pytest.approx(row["gflops"] * 1e9, rel=0.01), row["op"]
+        # TraceLens keys shapes by strides too: two of its rows can be one of ours; its count
+        # then is part of ours, and the medians are of different sets of calls
+        assert o.count >= row["count"]
+        if o.count == row["count"] and o.tflops is not None:
+            assert o.tflops == pytest.approx(row["tflops_median"], rel=0.10), row["op"]
+    assert compared >= 6
+
+
+# -- the whole trace, the roofs, nesting -------------------------------------------------------
+def test_roofs_from_the_table_and_none_for_an_unknown_device(tmp_path: Path) -> None:
+    a = analyze(TRACES / "AMD-AGI__TraceLens__tests__traces__h100__gaunernst_bert-small-uncased__1016001.json.gz")
+    assert isinstance(a, TraceAnalysis) and a.perf_model is not None
+    big = next(o for o in a.ops if o.name == "aten::addmm" and o.input_dims[0] == [30522])
+    assert big.peak_tflops == 989.0 and big.peak_tbps == 3.35 and big.pct_of_bound is not None
+    # nested ops (addmm inside linear) are listed but counted once in the summary
+    assert any(o.nested for o in a.ops) and any(not o.nested for o in a.ops)
+    pm = a.perf_model
+    outer_flops = sum(o.flops * o.count for o in a.ops if not o.nested)
+    assert pm.model_flops == pytest.approx(outer_flops)
+    parts = (pm.compute_bound_pct or 0) + (pm.memory_bound_pct or 0) + (pm.bound_unknown_pct or 0)
+    assert parts + (pm.unmodelled.pct or 0) == pytest.approx(100.0, abs=0.05)
+    assert pm.mfu_pct == pytest.approx(100.0 * (pm.achieved_tflops or 0) / 989.0, rel=1e-3)
+    # the same trace on a device the table does not name: rates, and no percentage anywhere
+    doc = _json(TRACES / "AMD-AGI__TraceLens__tests__traces__h100__gaunernst_bert-small-uncased__1016001.json.gz")
+    for p in doc.get("deviceProperties", []):
+        p["name"] = "Acme Accelerator 9000"
+    path = tmp_path / "acme.json"
+    path.write_text(json.dumps(doc))
+    b = analyze(path)
+    assert isinstance(b, TraceAnalysis) and b.perf_model is not None
+    assert all(o.pct_of_bound is None and o.bound is None and o.peak_tflops is None for o in b.ops)
+    assert any(o.tflops for o in b.ops) and b.perf_model.mfu_pct is None
+    assert "no bf16 peak is known" in b.perf_model.note
+    # --peak replaces the roofs
+    c = analyze(path, peak=(100.0, 1.0))
+    assert isinstance(c, TraceAnalysis) and c.perf_model is not None
+    assert all(o.peak_tflops == 100.0 and o.peak_tbps == 1.0 for o in c.ops)
+    assert c.perf_model.peak_source == "--peak" and c.perf_model.mfu_pct is not None
+
+
+def _json(path: Path) -> dict[str, Any]:
+    import gzip
+
+    with gzip.open(path, "rt") as f:
+        return json.load(f)  # type: ignore[no-any-return]
+
+
+def test_a_trace_without_shapes_says_so() -> None:
+    a = analyze(TRACES / "HazyResearch__zoology__trace.json.gz")
+    assert isinstance(a, TraceAnalysis) and a.perf_model is not None
+    if not a.perf_model.shapes_recorded:
+        assert a.ops == [] and "record_shapes=True" in a.perf_model.note
+        assert a.perf_model.unmodelled.pct in (100.0, None)
+
+
+# -- torch's FlopCounterMode on traces recorded here (CPU) -------------------------------------
+def test_gemm_and_conv_flops_agree_with_flop_counter_mode(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils.flop_counter import FlopCounterMode
+
+    a, b = torch.randn(24, 40), torch.randn(40, 56)
+    x3, y3 = torch.randn(3, 24, 40), torch.randn(3, 40, 8)
+    lin = torch.nn.Linear(40, 72, bias=False)
+    conv = torch.nn.Conv2d(8, 12, kernel_size=3, stride=2, padding=1, groups=4, bias=False)
+    img = torch.randn(2, 8, 17, 17)
+
+    calls = {
+        "aten::mm": lambda: torch.mm(a, b),
+        "aten::bmm": lambda: torch.bmm(x3, y3),
+        "aten::linear": lambda: lin(a),
+        "aten::convolution": lambda: conv(img),
+    }
+    with torch.no_grad():
+        for name, fn in calls.items():
+            with FlopCounterMode(display=False) as counter:
+                fn()
+            want = counter.get_total_flops()
+            with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+                fn()
+            path = tmp_path / f"{name.split('::')[1]}.json"
+            prof.export_chrome_trace(str(path))
+            got = analyze(path)
+            assert isinstance(got, TraceAnalysis)
+            op = next(o for o in got.ops if o.name == name)
+            assert op.flops == want, name
+            assert op.cpu_time_us is not None and op.device_time_us is None
