@@ -204,7 +204,9 @@ def test_agrees_with_tracelens_where_both_model_the_op(name: str) -> None:
 
 # -- the whole trace, the roofs, nesting -------------------------------------------------------
 def test_roofs_from_the_table_and_none_for_an_unknown_device(tmp_path: Path) -> None:
-    a = analyze(TRACES / "AMD-AGI__TraceLens__tests__traces__h100__gaunernst_bert-small-uncased__1016001.json.gz")
+    a = analyze(
+        TRACES / "AMD-AGI__TraceLens__tests__traces__h100__gaunernst_bert-small-uncased__1016001.json.gz"
+    )
     assert isinstance(a, TraceAnalysis) and a.perf_model is not None
     big = next(o for o in a.ops if o.name == "aten::addmm" and o.input_dims[0] == [30522])
     assert big.peak_tflops == 989.0 and big.peak_tbps == 3.35 and big.pct_of_bound is not None
@@ -217,7 +219,9 @@ def test_roofs_from_the_table_and_none_for_an_unknown_device(tmp_path: Path) -> 
     assert parts + (pm.unmodelled.pct or 0) == pytest.approx(100.0, abs=0.05)
     assert pm.mfu_pct == pytest.approx(100.0 * (pm.achieved_tflops or 0) / 989.0, rel=1e-3)
     # the same trace on a device the table does not name: rates, and no percentage anywhere
-    doc = _json(TRACES / "AMD-AGI__TraceLens__tests__traces__h100__gaunernst_bert-small-uncased__1016001.json.gz")
+    doc = _json(
+        TRACES / "AMD-AGI__TraceLens__tests__traces__h100__gaunernst_bert-small-uncased__1016001.json.gz"
+    )
     for p in doc.get("deviceProperties", []):
         p["name"] = "Acme Accelerator 9000"
     path = tmp_path / "acme.json"
@@ -281,3 +285,66 @@ def test_gemm_and_conv_flops_agree_with_flop_counter_mode(tmp_path: Path) -> Non
             op = next(o for o in got.ops if o.name == name)
             assert op.flops == want, name
             assert op.cpu_time_us is not None and op.device_time_us is None
+
+
+# -- the command ------------------------------------------------------------------------------
+def _cli(*args: str) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-c", "from attnprof.cli import main; main()", "analyze", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+def test_analyze_ops_prints_the_per_shape_table_and_json_has_the_fields() -> None:
+    qwen = str(TRACES / "AMD-AGI__TraceLens__tests__traces__mi300__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+    p = _cli("--ops", "--top", "3", qwen)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "Per-op performance model" in out and "MFU" in out and "aten::linear" in out
+    assert "%roof" in out and "Not modelled:" in out
+    # the JSON contract gains ops and perf_model, with the fields the issue lists
+    p = _cli("--json", qwen)
+    doc = json.loads(p.stdout)
+    assert doc["schema"] == "attnprof.analysis/1"
+    op = doc["ops"][0]
+    for key in (
+        "name",
+        "input_dims",
+        "input_types",
+        "count",
+        "device_time_us",
+        "cpu_time_us",
+        "flops",
+        "bytes",
+        "tflops",
+        "tbps",
+        "intensity",
+        "bound",
+        "pct_of_bound",
+        "formula",
+    ):
+        assert key in op, key
+    pm = doc["perf_model"]
+    for key in ("model_flops", "mfu_pct", "peak_tflops", "peak_source", "unmodelled"):
+        assert key in pm, key
+
+
+def test_peak_option_bad_input_is_one_line_and_exit_2() -> None:
+    bert = str(
+        TRACES / "AMD-AGI__TraceLens__tests__traces__h100__gaunernst_bert-small-uncased__1016001.json.gz"
+    )
+    for bad in ("989", "989,x", "-1,2", "0,3"):
+        p = _cli("--ops", "--peak", bad, bert)
+        assert p.returncode == 2, (bad, p.stderr)
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "--peak" in lines[0] and "Traceback" not in p.stderr
+    p = _cli("--ops", "--peak", "100,1", bert)
+    assert p.returncode == 0 and "--peak" in p.stdout

@@ -111,7 +111,7 @@ def _has(text: str, word: str) -> bool:
 # of the English catalog in an Indonesian one, is an untranslated word.
 CODE_NAMES = {
     # acronyms and units
-    "GPU", "CPU", "CUDA", "GEMM", "SDPA", "IQR", "TFLOP", "UTC", "JIT", "NaN", "inf", "KB", "ms", "s",
+    "GPU", "CPU", "CUDA", "GEMM", "SDPA", "IQR", "TFLOP", "GFLOP", "FLOP", "MFU", "TB", "UTC", "JIT", "NaN", "inf", "KB", "ms", "s",
     "x",  # the ratio sign in "1.3x"
     "B", "H", "S", "D", "N", "n", "Sq", "Skv",  # shape symbols: batch, heads, lengths, head dim
     # dtype names, and torch's word for them (the attribute the user passes: --dtype, x.dtype)

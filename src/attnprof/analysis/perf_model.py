@@ -27,7 +27,7 @@ import numpy as np
 
 from attnprof.analysis.idle import union
 from attnprof.analysis.op_model import OpCost, decode_inputs, known, model_op
-from attnprof.analysis.perf_records import OpPerf, PerfModel, Unmodelled
+from attnprof.analysis.perf_records import OpPerf, OpTime, PerfModel, Unmodelled
 from attnprof.device import peak_for
 from attnprof.trace.model import Kind, Trace, unique
 
@@ -327,5 +327,5 @@ def _unmodelled(
         no_op_us=round(float(dur[no_op].sum()), 3),
         no_shapes_us=round(float(dur[has & ~shaped].sum()), 3),
         not_modelled_us=round(float(dur[has & shaped].sum()), 3),
-        top_not_modelled=[f"{n}: {t:.1f} us" for n, t in top],
+        top_not_modelled=[OpTime(name=n, time_us=round(t, 3)) for n, t in top],
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["OpPerf", "PerfModel", "Unmodelled"]
+__all__ = ["OpPerf", "OpTime", "PerfModel", "Unmodelled"]
 
 
 class OpPerf(msgspec.Struct, kw_only=True):
@@ -38,6 +38,11 @@ class OpPerf(msgspec.Struct, kw_only=True):
     decode: bool = False  # decode-shaped attention: judged by bytes
 
 
+class OpTime(msgspec.Struct, kw_only=True):
+    name: str
+    time_us: float
+
+
 class Unmodelled(msgspec.Struct, kw_only=True):
     """Device (or CPU) time the model does not cover, and why."""
 
@@ -46,7 +51,7 @@ class Unmodelled(msgspec.Struct, kw_only=True):
     no_op_us: float  # GPU ops no cpu_op launched (no launch event, or outside every op)
     no_shapes_us: float  # launched by ops recorded without input shapes
     not_modelled_us: float  # launched by ops with shapes but no formula (their names below)
-    top_not_modelled: list[str] = []  # "name: time us", the largest first
+    top_not_modelled: list[OpTime] = []  # the ops with no formula, the most time first
 
 
 class PerfModel(msgspec.Struct, kw_only=True):

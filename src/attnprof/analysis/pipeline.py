@@ -20,9 +20,9 @@ from attnprof.analysis.intervals import Intervals, union
 from attnprof.analysis.links import Links, link
 from attnprof.analysis.occupancy import DeviceLimits, theoretical_occupancy
 from attnprof.analysis.overlap import CommOverlap, comm_overlap, compute_union
+from attnprof.analysis.perf_model import perf_model
 from attnprof.analysis.provenance import NAME_RULE, Provenance, attention_provenance
 from attnprof.analysis.provenance import RULE_NAMES as PROVENANCE_RULES
-from attnprof.analysis.perf_model import perf_model
 from attnprof.analysis.regions import RULE_NAMES, Instance, Region, backward_links, cpu_nesting, find_region
 from attnprof.analysis.replay import graph_replays
 from attnprof.analysis.result import (

@@ -81,6 +81,18 @@ def analyze_command(
         help="The graph capture trace (vLLM / SGLang) of the one execution trace given: each "
         "graph replay's kernels get the CPU op, shapes and ranges recorded when it was captured.",
     ),
+    ops: bool = typer.Option(
+        False,
+        "--ops",
+        help="Print the per-op performance model: FLOPs, bytes, achieved TFLOP/s and TB/s, bound "
+        "and % of the roof per op shape, by time (--top rows; needs record_shapes=True traces).",
+    ),
+    peak: str | None = typer.Option(
+        None,
+        "--peak",
+        metavar="TFLOPS,TBPS",
+        help="Roofs for the per-op model instead of the device table's, e.g. 989,3.35.",
+    ),
     no_color: NoColor = False,
 ) -> None:
     """Analyse PyTorch profiler traces: kernels, categories, regions, occupancy, findings."""
@@ -94,6 +106,7 @@ def analyze_command(
         workload = Workload(batch=b, heads=h, seq=s, head_dim=d, dtype=dtype or "fp32", causal=causal)
     elif dtype is not None:
         raise UserError("--dtype describes the workload for the roofline: give --shape B,H,S,D with it")
+    roofs = _parse_peak(peak) if peak is not None else None
     folders = [p for p in traces if p.is_dir()]
     pairs = _capture_pairs(traces, folders, capture)
     folders = [p for p in folders if p not in pairs]
@@ -111,7 +124,15 @@ def analyze_command(
     results = dict(
         zip(
             files,
-            analyze(files, region=region, workload=workload, top=top, max_memory=max_memory, threads=threads),
+            analyze(
+                files,
+                region=region,
+                workload=workload,
+                top=top,
+                max_memory=max_memory,
+                threads=threads,
+                peak=roofs,
+            ),
             strict=True,
         )
     )
@@ -124,6 +145,7 @@ def analyze_command(
             max_memory=max_memory,
             threads=threads,
             capture=cap,
+            peak=roofs,
         )
     runs: dict[Path, list[FolderRun]] = {}
     if folders:
@@ -164,8 +186,24 @@ def analyze_command(
 
             for run in runs[p]:
                 render_folder(run, console=console)
+        elif ops:
+            from attnprof.report.perf_view import render_ops
+
+            render_ops(results[p], console=console, top=top)
         else:
             render_analysis(results[p], console=console)
+
+
+def _parse_peak(text: str) -> tuple[float, float]:
+    """--peak TFLOPS,TBPS: two positive, finite numbers."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        tf, bw = (float(p) for p in parts) if len(parts) == 2 else (0.0, 0.0)
+    except ValueError:
+        tf = bw = 0.0
+    if not (0 < tf < float("inf") and 0 < bw < float("inf")):
+        raise UserError(f"--peak {text!r}: give two positive numbers, TFLOP/s and TB/s, e.g. --peak 989,3.35")
+    return tf, bw
 
 
 def _capture_pairs(

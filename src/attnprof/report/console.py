@@ -88,6 +88,12 @@ TERMINAL_WORDS: dict[str, str] = {
     "ranks.col.busy": "busy",
     "ranks.col.comm": "comm %",
     "ranks.col.attn": "attn %",
+    "perf.col.time": "time",
+    "perf.col.cpu_time": "CPU time",
+    "perf.col.share": "%time",
+    "perf.col.pct_bound": "%roof",
+    "perf.col.calls": "calls",
+    "perf.col.bound": "bound",
 }
 
 
