@@ -44,7 +44,7 @@ def roofline(
     t_us = float(region.gpu_time_us_per_instance if gpu else region.cpu_time_us_per_instance)
     # a --backward run's regions: attn_bwd holds the backward (2.5x the forward's FLOPs,
     # FlashAttention's convention), attn_fwd the forward, any wider region (a profiler step) both
-    from attnprof.workload import BACKWARD_FLOP_FACTOR
+    from attnprof.formulas import BACKWARD_FLOP_FACTOR
 
     name = region.name or ""
     factor = 1.0
