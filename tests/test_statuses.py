@@ -5,6 +5,7 @@ Real torch runs at tiny shapes, real subprocesses, real signals."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -126,3 +127,37 @@ def test_tensorboard_pointing_at_a_file_is_one_line(tmp_path: Path) -> None:
     assert p.returncode == 2 and len(lines) == 1, p.stderr
     assert "--tensorboard" in lines[0] and "is a file" in lines[0], lines[0]
     assert not (tmp_path / "r").exists()
+
+
+def test_a_grid_too_large_is_refused_before_expansion_with_its_size(tmp_path: Path) -> None:
+    seqs = ",".join(str(s) for s in range(16, 16 + 3000))
+    for extra in ([], ["--print-config"]):
+        p = attnprof("sweep", "--store", str(tmp_path / "s.db"), "-s", seqs, "-b", "1,2,3,4,5,6,7,8",
+                     "-H", "1,2,4,8,16", "--device", "cpu", *extra)  # fmt: skip
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert p.returncode == 2 and len(lines) == 1, p.stderr
+        assert "the grid has up to 840,000 jobs" in lines[0] and "--seq" in lines[0], lines[0]
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_print_config_of_a_large_grid_prints_its_size_and_a_sample() -> None:
+    seqs = ",".join(str(s) for s in range(16, 16 + 100))
+    p = attnprof("sweep", "--print-config", "-s", seqs, "-v", "naive,sdpa,sdpa-math", "--device", "cpu")
+    assert p.returncode == 0, p.stderr
+    assert "= 300 job(s)" in p.stdout
+    jobs = [ln for ln in p.stdout.splitlines() if ln.startswith("# ") and "B=1" in ln]
+    assert 0 < len(jobs) < 300 and "more job(s)" in p.stdout
+    small = attnprof("sweep", "--print-config", "-s", "16,32", "-v", "naive", "--device", "cpu")
+    assert "more job(s)" not in small.stdout  # a small grid is listed whole
+
+
+def test_workers_beyond_the_cpus_are_lowered_with_a_note(tmp_path: Path) -> None:
+    p = attnprof(
+        "sweep", "--store", str(tmp_path / "s.db"), "-s", "16", "-H", "1", "-d", "8", "-v", "naive",
+        "--device", "cpu", "--no-progress", "--workers", "1000", *FAST,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    cpus = len(os.sched_getaffinity(0))
+    assert f"note: --workers 1000 lowered to {cpus}" in p.stderr or "GiB available holds" in p.stderr, (
+        p.stderr
+    )

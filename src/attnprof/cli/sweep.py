@@ -189,7 +189,18 @@ def sweep_command(
         sys.stdout.write(render_config(cfg, jobs, notes))
         return
 
+    from attnprof.sweep.grid import check_size, default_variants
+
+    # before the store is made or opened: a grid too large is refused with nothing written
+    check_size(cfg, len(dict.fromkeys(cfg.grid.variants)) or len(default_variants()))
     require("torch", "attnprof sweep")  # --print-config above needs none: it only expands the grid
+    if cfg.sweep.executor == "local" and cfg.sweep.workers > 1:
+        from attnprof.sweep.local import worker_cap
+
+        cap, why = worker_cap()
+        if cfg.sweep.workers > cap:  # 1000 workers for one job made 400 processes and 20 GB
+            sys.stderr.write(f"note: --workers {cfg.sweep.workers} lowered to {cap}: {why}\n")
+            cfg.sweep.workers = cap
     from attnprof.report.sweep_view import SweepProgress, print_summary, summary_dict
 
     reporter = SweepProgress(enabled=not no_progress and not json_out)

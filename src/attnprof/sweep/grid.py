@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -63,11 +64,13 @@ from attnprof.records import Mode, WorkloadRecord, mode_of, variant_label
 from attnprof.workload import Workload, WorkloadId
 
 __all__ = [
+    "MAX_JOBS",
     "GridSpec",
     "JobSpec",
     "RunSettings",
     "SweepConfig",
     "SweepSettings",
+    "check_size",
     "check_variant_name",
     "expand",
     "job_key",
@@ -88,6 +91,12 @@ def default_variants() -> list[str]:
 
     return [v.name for v in builtin_variants() if v.sweep_default]
 
+
+# The largest grid a sweep expands (docs/sweeping.md): at half a second a job, about 14 hours
+# on one worker; beyond it a sweep is refused before its jobs are made, with its size
+MAX_JOBS = 100_000
+# --print-config lists every job of a grid up to this many, else a sample (the first and last)
+PRINT_JOBS = 200
 
 # The grid axes that make a workload, outermost first: the order jobs are expanded in
 _WORKLOAD_AXES = (
@@ -335,6 +344,7 @@ def expand(cfg: SweepConfig) -> tuple[list[JobSpec], list[str]]:
     # the spelling only: the executor checks that the GPUs are there where its jobs run
     device = resolve_device(g.device, flag="device", probe=False)
     variants = [check_variant_name(n) for n in dict.fromkeys(g.variants)] or default_variants()
+    check_size(cfg, len(variants))
     jobs: list[JobSpec] = []
     dropped: dict[str, int] = {}
     no_twin = _no_twin_reasons() if any(g.compile) else {}
@@ -366,6 +376,26 @@ def expand(cfg: SweepConfig) -> tuple[list[JobSpec], list[str]]:
     if not jobs:
         raise UserError("the grid expands to no job: " + ("; ".join(notes) or "check its axes"))
     return jobs, notes
+
+
+def check_size(cfg: SweepConfig, variants: int) -> int:
+    """The grid's size before expansion (the product of its axes' lengths: an upper bound, as
+    expansion drops impossible combinations); a grid over MAX_JOBS is refused with its size and
+    its longest axes, before any job is made (8.4 million made 15 GB of jobs)."""
+    g = cfg.grid
+    axes = [(axis, len(getattr(g, axis) or _EMPTY_AXIS[axis])) for axis in _WORKLOAD_AXES]
+    axes += [("compile", len(dict.fromkeys(g.compile))), ("variants", variants)]
+    size = math.prod(n for _, n in axes)
+    if size > MAX_JOBS:
+        many = sorted((a for a in axes if a[1] > 1), key=lambda a: -a[1])
+        longest = many[:3]
+        shown = " x ".join(f"{n} {axis}" for axis, n in longest) + (" x ..." if len(many) > 3 else "")
+        raise UserError(
+            f"the grid has up to {size:,} jobs ({shown}), more than the {MAX_JOBS:,} a sweep takes: "
+            f"give fewer values to --{longest[0][0].replace('_', '-')}, or split it into several sweeps "
+            "(--print-config shows a grid's size)"
+        )
+    return size
 
 
 def _no_twin_reasons() -> dict[str, str]:
@@ -409,5 +439,9 @@ def render_config(cfg: SweepConfig, jobs: Sequence[JobSpec], notes: Sequence[str
     lines.append(f"# {len(configs)} configuration(s) x variants = {len(jobs)} job(s)")
     lines.extend(f"# {n}" for n in notes)
     width = len(str(len(jobs)))
-    lines.extend(f"# {i:>{width}}  {j.describe()}" for i, j in enumerate(jobs, 1))
+    numbered = [f"# {i:>{width}}  {j.describe()}" for i, j in enumerate(jobs, 1)]
+    if len(numbered) > PRINT_JOBS:  # a sample: the first jobs and the last ones
+        head, tail = PRINT_JOBS - 5, 5
+        numbered = [*numbered[:head], f"# ... {len(jobs) - head - tail:,} more job(s) ...", *numbered[-tail:]]
+    lines.extend(numbered)
     return "\n".join(lines) + "\n"

@@ -21,7 +21,28 @@ from attnprof.sweep.executor import Finished, ShouldRun
 from attnprof.sweep.jobs import JobRequest
 from attnprof.sweep.pool import Task, WorkerPool
 
-__all__ = ["LocalExecutor"]
+__all__ = ["WORKER_BYTES", "LocalExecutor", "worker_cap"]
+
+# what one worker process holds once torch is imported and a small job has run (about 320 MiB
+# measured here), with room for the job's own tensors
+WORKER_BYTES = 512 * 2**20
+
+
+def worker_cap() -> tuple[int, str]:
+    """How many worker processes this machine can hold: one per CPU this process may use, and
+    no more than the available memory holds at WORKER_BYTES each; with the reason, for the note."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    from attnprof.harness.memory import available_bytes
+
+    by_memory = max(1, available_bytes("cpu") // WORKER_BYTES)
+    if by_memory < cpus:
+        return int(
+            by_memory
+        ), f"{available_bytes('cpu') / 2**30:.1f} GiB available holds {by_memory} at ~0.5 GiB each"
+    return cpus, f"{cpus} CPU(s) here"
 
 
 class LocalExecutor:
