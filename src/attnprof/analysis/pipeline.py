@@ -21,6 +21,7 @@ from attnprof.analysis.links import Links, link
 from attnprof.analysis.occupancy import DeviceLimits, theoretical_occupancy
 from attnprof.analysis.overlap import CommOverlap, comm_overlap, compute_union
 from attnprof.analysis.perf_model import perf_model
+from attnprof.analysis.phases import phases
 from attnprof.analysis.provenance import NAME_RULE, Provenance, attention_provenance
 from attnprof.analysis.provenance import RULE_NAMES as PROVENANCE_RULES
 from attnprof.analysis.regions import RULE_NAMES, Instance, Region, backward_links, cpu_nesting, find_region
@@ -182,6 +183,7 @@ def analyze_trace(
     region_stat.communication = _region_comm(trace, links, reg, gpu_cat, compute, clean.busy_end)
     graphs, graph_notes = graph_replays(trace, links, busy_mask, share.device_time_us)
     compiled = compiled_code(trace, links, busy_mask, unique_names, inv, share.device_time_us)
+    phase_split = phases(trace, links, busy_mask, prov.attention, unique_names, inv)
 
     roof = None
     if workload is not None:
@@ -267,6 +269,7 @@ def analyze_trace(
         compiled=compiled,
         ops=ops,
         perf_model=perf,
+        phases=phase_split,
     )
 
 

@@ -77,6 +77,11 @@ Top-level keys:
     compiled     {time_us, pct, name_only_us, ranges, graphs [{name, device_ops, time_us, pct}],
                   kernels [{name, kind, fused_ops, graph, count, time_us, by}]}: device time in
                   torch.compile's code (attnprof.analysis.compiled)
+    phases       {source, phases [{phase, steps, device_ops, device_us, pct, attention_us,
+                  attention_pct, ops [{op, device_ops, device_us}], batches [{tokens,
+                  prefill_requests, prefill_query_tokens, prefill_kv_tokens, decode_requests,
+                  decode_query_tokens, decode_kv_tokens}]}], unknown_us, unknown_pct}: prefill /
+                  decode / mixed steps of a serving trace (attnprof.analysis.phases)
 """
 
 from __future__ import annotations
@@ -114,6 +119,9 @@ __all__ = [
     "MemoryOp",
     "Occupancy",
     "Overrun",
+    "Phase",
+    "PhaseOp",
+    "Phases",
     "RegionComm",
     "RegionGpuOp",
     "RegionIdle",
@@ -121,6 +129,7 @@ __all__ = [
     "Roofline",
     "Sanitation",
     "Share",
+    "StepBatch",
     "ThreadOps",
     "TimeShare",
     "TopCpuOp",
@@ -504,6 +513,47 @@ class Compiled(msgspec.Struct, kw_only=True):
     kernels: list[CompiledKernel] = []  # the top 20 by time
 
 
+class StepBatch(msgspec.Struct, kw_only=True):
+    """A serving step's batch as its range name records it (vLLM's execute_... ranges); null
+    where the name does not say."""
+
+    tokens: int | None = None
+    prefill_requests: int | None = None
+    prefill_query_tokens: int | None = None
+    prefill_kv_tokens: int | None = None
+    decode_requests: int | None = None
+    decode_query_tokens: int | None = None
+    decode_kv_tokens: int | None = None
+
+
+class PhaseOp(msgspec.Struct, kw_only=True):
+    op: str  # the launching CPU op
+    device_ops: int
+    device_us: float
+
+
+class Phase(msgspec.Struct, kw_only=True):
+    phase: str  # prefill, decode, mixed (both in one step: not split)
+    steps: int  # step ranges of this phase (0 when found by kernel family)
+    device_ops: int
+    device_us: float
+    pct: float | None  # of the device time
+    attention_us: float
+    attention_pct: float | None  # of this phase's device time
+    ops: list[PhaseOp] = []  # the launching CPU ops with the most device time
+    batches: list[StepBatch] = []  # per step, where its range name records the batch
+
+
+class Phases(msgspec.Struct, kw_only=True):
+    """Prefill / decode split of a serving trace (attnprof.analysis.phases); empty when the
+    trace names no phase and its attention kernels are of one phase or none."""
+
+    source: str = ""  # "step ranges", or "attention kernel families (other ops: unknown)"
+    phases: list[Phase] = []
+    unknown_us: float = 0.0  # device time in no phase
+    unknown_pct: float | None = None
+
+
 class TraceAnalysis(msgspec.Struct, kw_only=True):
     schema: str = SCHEMA
     source: str
@@ -527,6 +577,7 @@ class TraceAnalysis(msgspec.Struct, kw_only=True):
     # input types), by time; and the whole trace through it
     ops: list[OpPerf] = []
     perf_model: PerfModel | None = None
+    phases: Phases = msgspec.field(default_factory=Phases)
 
     @property
     def codes(self) -> list[str]:

@@ -148,6 +148,31 @@ def _compiled(d: TraceAnalysis, console: Console) -> None:
     print_table(console, table)
 
 
+def _phases(d: TraceAnalysis, console: Console) -> None:
+    """One line per inference phase: its share of device time and its attention share."""
+    ph = d.phases
+    for p in ph.phases:
+        pct = f"{p.pct:.0f}%" if p.pct is not None else "-"
+        att = f"{p.attention_pct:.1f}%" if p.attention_pct is not None else "-"
+        steps = f"{p.steps} steps, " if p.steps else ""
+        line = (
+            f"{p.phase} ({ph.source}): {steps}{pct} of device time ({fmt_us(p.device_us)}), attention {att}"
+        )
+        b = p.batches[0] if len(p.batches) == 1 else None
+        if b is not None and b.prefill_requests is not None:
+            line += (
+                f"; batch: {b.prefill_requests} prefill requests ({b.prefill_query_tokens} query tokens), "
+                f"{b.decode_requests} decode requests ({b.decode_kv_tokens} KV tokens)"
+            )
+        if p.phase == "mixed":
+            line += "; prefill and decode share its kernels, so its time is not split"
+        console.print(line, overflow="fold")
+    if ph.phases and ph.unknown_us > 0:
+        console.print(
+            f"no phase: {fmt_us(ph.unknown_us)} ({ph.unknown_pct:.0f}% of device time)", overflow="fold"
+        )
+
+
 def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
     if console is None:
         console = make_console()
@@ -213,6 +238,7 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
         )
 
     _compiled(d, console)
+    _phases(d, console)
 
     if d.categories:
         cat = Table(title="GPU time by category", box=box.SIMPLE_HEAD, pad_edge=False)
