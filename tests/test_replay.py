@@ -251,3 +251,15 @@ def test_cli_refuses_capture_with_several_traces(tmp_path: Path) -> None:
     p = _cli(str(exe), str(exe), "--capture", str(exe))
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "--capture CAPTURE_TRACE belongs to one execution trace" in p.stderr
+
+
+def test_shared_vllm_pair_per_op_model_covers_the_replayed_gemms() -> None:
+    # the per-op model places a replayed kernel at its captured op: the captured aten::addmm
+    # shapes give the replayed GEMMs their FLOPs
+    a = analyze(VLLM_EXEC, capture=VLLM_CAPTURE)
+    plain = analyze(VLLM_EXEC)
+    assert isinstance(a, TraceAnalysis) and isinstance(plain, TraceAnalysis)
+    assert a.perf_model is not None and plain.perf_model is not None
+    assert "aten::addmm" in {o.name for o in a.ops} and "aten::addmm" not in {o.name for o in plain.ops}
+    assert a.perf_model.modelled_time_us > 10 * plain.perf_model.modelled_time_us > 0
+    assert a.perf_model.model_flops > 100 * plain.perf_model.model_flops

@@ -250,11 +250,11 @@ def host_activity(
 
     # data loading: host ranges whose names say so (a DataLoader's __next__), and what runs
     # inside them; by name only, as the profiler records no other sign of it
-    ranges = trace.rows(Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON)
+    ranges = trace.own(trace.rows(Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON))
     r_names = trace.name[ranges]
     dl_ids = [int(i) for i in unique(r_names).tolist() if _DATA_LOADING.search(names[int(i)])]
     loading = ranges[np.isin(r_names, dl_ids)]
-    py = trace.rows(Kind.PYTHON)
+    py = trace.own(trace.rows(Kind.PYTHON))
 
     def calls_of(kind: str) -> np.ndarray:
         return rt[rt_kind == kind]

@@ -232,14 +232,17 @@ def _pct(x: float, total: float) -> float | None:
 
 
 def _launch_order(trace: Trace, links: Links, work: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per lane: the launches of device work (GPU-op indices, launch timestamps), by time."""
-    idx = np.flatnonzero(work & (links.launch >= 0))
-    lrows = links.launch[idx]
+    """Per lane: the launches of device work (GPU-op indices, launch timestamps), by time. A
+    graph replay's kernel given its captured op (Links.captured, attnprof.analysis.replay) is
+    placed at that op's start on its lane: the capture's launch, which the replay repeats."""
+    idx = np.flatnonzero(work & ((links.launch >= 0) | links.captured))
+    lrows = np.where(links.captured[idx], links.cpu_op[idx], links.launch[idx])
     lanes = trace.lane[lrows]
     out = {}
     for lane in unique(lanes).tolist():
-        sel = idx[lanes == lane]
-        ts = trace.ts[links.launch[sel]]
+        on = lanes == lane
+        sel = idx[on]
+        ts = trace.ts[lrows[on]]
         o = np.argsort(ts, kind="stable")
         out[int(lane)] = (sel[o], ts[o])
     return out

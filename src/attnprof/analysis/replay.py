@@ -21,7 +21,8 @@ replays and gives each replayed device op the capture's launching CPU op:
    no match keeps its graph launch and no CPU op.
 4. Import: the capture trace's CPU ops and ranges on the threads that captured a matched graph
    are appended to the execution trace (rows from ``Trace.imported_from`` on, lanes named
-   ``<pid> (capture)``, names, shapes and dtype conversions kept, the capture's clock), and
+   ``<pid> (capture)``, names, shapes, recorded inputs and dtype conversions kept, Python frames
+   too, the capture's clock), and
    ``Trace.op_link`` names each replayed op's captured CPU op. attnprof.analysis.links.link reads
    that column first, so whatever reads a launch link (provenance, per-op shapes) works for a
    replay as for an eager kernel; regions, idle and time windows never see the imported rows.
@@ -56,8 +57,9 @@ _END = re.compile(r"^(cuda|hip|cu)StreamEndCapture")
 _MEMCPY, _MEMSET = "<memcpy>", "<memset>"
 # the file names vLLM writes for its capture traces (capture_traces/graph_capture_rank_N.*)
 CAPTURE_NAME = re.compile(r"graph_capture|capture_trace")
-# kinds imported from a capture trace: the host side that explains a launch
-_HOST_KINDS = (Kind.CPU_OP, Kind.ANNOTATION)
+# kinds imported from a capture trace: the host side that explains a launch (ops, ranges, Python
+# frames and nn.Module frames)
+_HOST_KINDS = (Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON)
 
 
 @dataclass
@@ -256,6 +258,7 @@ def _import(trace: Trace, cap: Trace, link_to_cap: I64, lanes: set[int]) -> Trac
         cat=cat_col(trace.cat, cat_map[cap.cat[host]]),
         shapes={**trace.shapes, **{shift[r]: v for r, v in cap.shapes.items() if r in shift}},
         conversions={**trace.conversions, **{shift[r]: v for r, v in cap.conversions.items() if r in shift}},
+        inputs={**trace.inputs, **{shift[r]: v for r, v in cap.inputs.items() if r in shift}},
         op_link=op_link,
         imported_from=n0 if trace.imported_from < 0 else trace.imported_from,
     )
