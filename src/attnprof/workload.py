@@ -64,6 +64,12 @@ def parse_shape(text: str) -> tuple[int, int, int, int]:
     if len(parts) != 4 or not all(p.lstrip("-").isdigit() for p in parts):
         raise UserError(f"--shape {text!r} is not B,H,S,D: give four integers, e.g. --shape 8,16,1024,64")
     b, h, s, d = (int(p) for p in parts)
+    # named here, as --shape, not by the -b/-H/-s/-d a command may not even have (analyze)
+    for letter, value in zip("BHSD", (b, h, s, d), strict=True):
+        if value < 1:
+            raise UserError(
+                f"--shape {text!r}: {letter} must be a positive integer, got {value}: e.g. --shape 8,16,1024,64"
+            )
     return b, h, s, d
 
 

@@ -73,7 +73,7 @@ def analyze_command(
         metavar="FILE",
         help="Also write the cross-rank view of the folder(s) as a self-contained HTML page.",
     ),
-    lang: str = typer.Option("en", "--lang", help="Language of the --html page: en, id or th."),
+    lang: str | None = typer.Option(None, "--lang", help="Language of the --html page: en, id or th."),
     capture: Path | None = typer.Option(
         None,
         "--capture",
@@ -107,6 +107,8 @@ def analyze_command(
     elif dtype is not None:
         raise UserError("--dtype describes the workload for the roofline: give --shape B,H,S,D with it")
     roofs = _parse_peak(peak) if peak is not None else None
+    if lang is not None and html is None:
+        raise UserError("--lang is the language of the --html page: add --html FILE, or drop --lang")
     folders = [p for p in traces if p.is_dir()]
     pairs = _capture_pairs(traces, folders, capture)
     folders = [p for p in folders if p not in pairs]
@@ -116,7 +118,7 @@ def analyze_command(
 
         if not folders:
             raise UserError("--html writes the cross-rank view of a folder of traces: give a folder")
-        translator = Translator(lang)  # an unknown language fails before any work
+        translator = Translator(lang or "en")  # an unknown language fails before any work
         from attnprof.outputs import refuse_inputs
 
         refuse_inputs(html, traces, option="--html")

@@ -18,11 +18,11 @@ from attnprof.cli.options import (
     Seed,
     TensorboardDir,
     check_tensorboard_dir,
+    positive,
     removed_if_empty,
     split_list,
 )
 from attnprof.device import resolve_device
-from attnprof.errors import UserError
 from attnprof.extras import require
 
 __all__: list[str] = []
@@ -83,8 +83,7 @@ def model_command(
     from attnprof.report.model_view import ModelProgress, render_model
 
     require_transformers()  # before anything else: the one-line install hint
-    if budget is not None and budget <= 0:
-        raise UserError("--time-budget must be positive, e.g. --time-budget 0.3")
+    positive(budget, "--time-budget", "0.3")
     dev = resolve_device(device)
     names = split_list(attn) or None
     opts = ModelOptions(

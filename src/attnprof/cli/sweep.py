@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from attnprof.cli import app
-from attnprof.cli.options import NoColor, Variants
+from attnprof.cli.options import NoColor, Variants, positive
 from attnprof.errors import AttnprofError, Interrupted, UserError
 from attnprof.extras import require
 
@@ -116,7 +116,11 @@ def sweep_command(
         int | None, typer.Option("--workers", help="Worker processes (default: one per GPU, 1 on CPU).")
     ] = None,
     timeout: Annotated[
-        float | None, typer.Option("--timeout", help="Seconds per job before its worker is killed.")
+        float | None,
+        typer.Option(
+            "--timeout",
+            help="Seconds per job before its worker is killed (default: none; a config's 0 = none).",
+        ),
     ] = None,
     keep_traces: Annotated[
         Path | None, typer.Option("--keep-traces", help="Keep every job's trace under this folder.")
@@ -177,6 +181,12 @@ def sweep_command(
         ("run", "profile", False if no_profile else None),
         ("run", "tensorboard_dir", str(tensorboard.resolve()) if tensorboard else None),
     ]
+    positive(time_budget, "--time-budget", "0.5")
+    positive(warmup, "--warmup", "0.1")
+    positive(timeout, "--timeout", "600")
+    positive(ray_num_cpus, "--ray-num-cpus", "1")
+    if min_samples is not None:
+        positive(min_samples, "--min-samples", "10")
     cfg = _config(config, axes, settings)
     if cfg.sweep.executor not in ("local", "ray"):
         raise UserError(f"unknown --executor {cfg.sweep.executor!r}: use local or ray")

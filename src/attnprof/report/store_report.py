@@ -18,7 +18,7 @@ from attnprof.errors import UserError
 from attnprof.recommend import Recommendation, recommend
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
-from attnprof.report.table import Cell, Column, Table, fit, to_markdown
+from attnprof.report.table import Cell, Column, Table, fit, md_text, to_markdown
 from attnprof.store import StoredResult
 from attnprof.units import NOTABLE_SPEEDUP, fmt_err, fmt_ms, fmt_ratio, number_locale
 from attnprof.workload import WorkloadId, kind_words
@@ -337,9 +337,9 @@ def render_store_markdown(data: StoreReportData, t: Translator) -> str:
     from attnprof.report.markdown import _bullets
 
     c = store_content(data, t, with_plots=False)
-    lines = [f"# {c.title}", "", c.generated, ""]
+    lines = [f"# {md_text(c.title)}", "", md_text(c.generated), ""]  # inert, as in the HTML
     lines += [f"## {t('h.summary')}", "", _bullets(c.summary)]
-    lines += [f"## {t('h.environment')}", ""] + [f"- **{k}**: {v}" for k, v in c.env] + [""]
+    lines += [f"## {t('h.environment')}", ""] + [f"- **{md_text(k)}**: {md_text(v)}" for k, v in c.env] + [""]
     lines += [f"## {t('h.recommendations')}", "", *(to_markdown(c.recommendations) or ["-"]), ""]
     lines += [t("rec.legend"), ""]
     lines += [f"## {t('h.results')}", "", *(to_markdown(c.results) or ["-"]), ""]

@@ -131,8 +131,36 @@ def to_rich(table: Table, *, title: bool = True, **layout: Any) -> Any:
     return out
 
 
+def md_text(s: str) -> str:
+    """Text copied into Markdown (kernel and file names from a trace, paths, messages), made
+    inert as the HTML report's autoescape makes it there: <, > and & as entities (a kernel named
+    `<img onerror=...>` or `<script>` is shown, not run, by renderers that pass HTML through),
+    [ and ] backslashed (no link or image made of a name), a newline a space."""
+    return (
+        s.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("[", "\\[")
+        .replace("]", "\\]")
+        .replace("\n", " ")
+    )
+
+
+def md_code(s: str) -> str:
+    """`s` as a Markdown code span that a backtick inside it cannot end."""
+    s = s.replace("\n", " ")
+    run = 0
+    longest = 0
+    for ch in s:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
 def _md_cell(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
+    return md_text(s).replace("|", "\\|")
 
 
 def to_markdown(table: Table) -> list[str]:

@@ -56,6 +56,10 @@ def get_variant(name: str, *, compiled: bool = False) -> Variant:
 
         v = load_user_variant(name)
     else:
+        if name.endswith(".py"):  # a file without its function: say what is missing
+            raise UserError(
+                f"-v {name} names a file but no function: give FILE.py:FUNCTION, e.g. -v {name}:my_attention"
+            )
         found = [b for b in builtin_variants() if b.name == name]
         if not found:
             raise UserError(

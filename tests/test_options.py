@@ -1,0 +1,106 @@
+"""Options a user can get wrong, each answered in one line naming the option of the command that
+was used; and the Markdown report copying nothing from a trace or a path that a renderer runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ATTNPROF = [sys.executable, "-m", "attnprof"]
+
+
+def attnprof(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ATTNPROF, *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def one_error_line(p: subprocess.CompletedProcess[str]) -> str:
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 2 and len(lines) == 1, (p.returncode, p.stderr)
+    assert lines[0].startswith("attnprof: error: "), lines[0]
+    return lines[0]
+
+
+def _trace(folder: Path, name: str, ops: list[str]) -> Path:
+    """A small CPU trace: one attn_fwd range over `ops`."""
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "attn_fwd", "pid": 1, "tid": 1, "ts": 0, "dur": 100}
+    ]
+    for i, op in enumerate(ops):
+        events.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": 10 + 20 * i,
+                       "dur": 15, "args": {"External id": i + 1}})  # fmt: skip
+    path = folder / name
+    path.write_text(json.dumps({"traceEvents": events, "schemaVersion": 1}))
+    return path
+
+
+@pytest.fixture
+def small_trace(tmp_path: Path) -> Path:
+    return _trace(tmp_path, "plain_trace.json", ["aten::bmm", "aten::softmax", "aten::bmm"])
+
+
+def test_a_bad_shape_names_shape_not_a_flag_the_command_lacks(small_trace: Path, tmp_path: Path) -> None:
+    line = one_error_line(attnprof("analyze", str(small_trace), "--shape", "0,0,0,0"))
+    assert "--shape" in line and "-b/--batch" not in line, line
+    line = one_error_line(attnprof("run", "-v", "naive", "--shape", "1,0,8,8", "-o", str(tmp_path / "r")))
+    assert "--shape '1,0,8,8': H must be a positive integer" in line, line
+
+
+def test_lang_without_html_is_refused(small_trace: Path) -> None:
+    line = one_error_line(attnprof("analyze", str(small_trace), "--lang", "th"))
+    assert "--lang" in line and "--html" in line, line
+    assert attnprof("analyze", str(small_trace)).returncode == 0  # without --lang: fine
+
+
+def test_a_variant_file_without_its_function_says_what_is_missing(tmp_path: Path) -> None:
+    (tmp_path / "mine.py").write_text("def attn(q, k, v, is_causal=True, scale=None):\n    return q\n")
+    line = one_error_line(attnprof("run", "-v", "mine.py", "-o", str(tmp_path / "r"), cwd=tmp_path))
+    assert "mine.py:FUNCTION" in line or "mine.py:my_attention" in line, line
+    assert "choose from" not in line  # not the list of built-ins
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "-v", "naive", "--time-budget", "nan"],
+        ["run", "-v", "naive", "--time-budget", "0"],
+        ["sweep", "-s", "16", "--time-budget", "nan"],
+        ["sweep", "-s", "16", "--timeout", "0"],
+        ["sweep", "-s", "16", "--warmup", "-1"],
+        ["sweep", "-s", "16", "--min-samples", "0"],
+    ],
+)
+def test_times_and_counts_must_be_finite_and_positive(args: list[str], tmp_path: Path) -> None:
+    flag = next(a for a in args if a.startswith("--"))
+    line = one_error_line(attnprof(*args, "--store" if args[0] == "sweep" else "-o", str(tmp_path / "x")))
+    assert f"{flag} must be a positive number" in line, line
+    assert not (tmp_path / "x").exists()
+
+
+# -- Markdown ---------------------------------------------------------------------------------------
+
+EVIL_OP = "<img src=x onerror=alert(1)>"
+
+
+def test_markdown_copies_no_html_or_links_from_trace_and_file_names(tmp_path: Path) -> None:
+    # the file name and one op carry HTML and a Markdown link
+    path = _trace(
+        tmp_path, "x<script>alert(1)[y](javascript:z).json", ["aten::bmm", EVIL_OP, "aten::softmax"]
+    )
+    p = attnprof("report", str(path), "--format", "md")
+    assert p.returncode == 0, p.stderr
+    md = p.stdout
+    assert "<script" not in md and "<img" not in md
+    assert "[y](javascript" not in md  # no link made of the name
+    assert "x&lt;script&gt;alert(1)" in md  # the name is shown, escaped
+
+
+def test_markdown_keeps_plain_names_as_they_are(small_trace: Path) -> None:
+    p = attnprof("report", str(small_trace), "--format", "md")
+    assert p.returncode == 0, p.stderr
+    assert "| plain_trace |" in p.stdout  # nothing escaped where there is nothing to escape
+    assert "&amp;" not in p.stdout and "&lt;" not in p.stdout
