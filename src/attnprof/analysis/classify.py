@@ -561,7 +561,10 @@ def classify(name: str) -> Classification:
 # the report stack CPU op time the way it stacks GPU time by category.
 _CPU_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("attention", ("scaled_dot_product", "flash_attention", "efficient_attention", "flex_attention")),
+    # convolutions before GEMMs: oneDNN's and cuDNN's convolution ops, the aten wrappers
+    ("conv", ("convolution", "conv1d", "conv2d", "conv3d", "conv_transpose", "conv_depthwise")),
     ("gemm", ("bmm", "matmul", "::mm", "addmm", "linear")),
+    ("norm", ("layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm")),
     ("softmax", ("softmax",)),
     (
         "mask",
@@ -596,7 +599,29 @@ _CPU_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "resolve_",
         ),
     ),
-    ("elementwise", ("::mul", "::div", "::add", "::sub", "::exp", "::neg")),
+    (
+        "elementwise",
+        (
+            "::mul",
+            "::div",
+            "::add",
+            "::sub",
+            "::exp",
+            "::neg",
+            "::relu",
+            "::gelu",
+            "::silu",
+            "::sigmoid",
+            "::tanh",
+            "::clamp",
+            "::hardtanh",
+            "::pow",
+            "::rsqrt",
+            "::sqrt",
+            "::dropout",
+            "::threshold_backward",
+        ),
+    ),
     ("reduction", ("::sum", "::max", "::amax", "::all", "::any", "::mean")),
 )
 

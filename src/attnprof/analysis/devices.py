@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from attnprof.analysis.classify import Classification
-from attnprof.analysis.links import Links
+from attnprof.analysis.links import LAUNCH_CALL, Links
 from attnprof.analysis.occupancy import DeviceLimits, device_limits
 from attnprof.analysis.result import Device, Gaps
 from attnprof.trace.model import Kind, Trace, unique
@@ -45,10 +45,7 @@ __all__ = [
 ]
 
 # calls that put work on the device: kernel launches, graph launches, async copies and sets
-_LAUNCH = re.compile(
-    r"Launch|EnqueueKernel|MemcpyAsync|MemsetAsync|memcpyHtoDAsync|memcpyDtoHAsync|runFunction|"
-    r"^cuMemcpy\w*Async|^hipMemcpyWithStream"
-)
+_LAUNCH = LAUNCH_CALL
 _KERNEL_LAUNCH = re.compile(r"LaunchKernel|KernelLaunch|GraphLaunch|ModuleLaunch|cuLaunch|EnqueueKernel")
 _AMD = re.compile(r"(?i)\bAMD\b|Radeon|Instinct|\bMI\d{3}")
 _NVIDIA = re.compile(r"(?i)NVIDIA|Tesla|Quadro|GeForce|\bRTX\b|\b[AHBL]\d{2,3}\b|GH200|GB200")
@@ -218,8 +215,34 @@ def gap_warnings(trace: Trace, links: Links) -> tuple[list[str], Gaps]:
                 "no device op in the trace (the profiler's device buffer overflowed, or the trace was "
                 "cut): device totals and regions miss that work"
             )
+    elif links.gpu_rows.size == 0 and trace.device_properties:
+        # deviceProperties lists a GPU, yet nothing ran on it: not a CPU-only trace
+        n_cpu = int((trace.kind == Kind.CPU_OP).sum())
+        out.append(
+            f"the trace lists {len(trace.device_properties)} GPU(s) in deviceProperties but holds no "
+            f"launches and no device ops ({n_cpu} CPU ops): device activity was not recorded (profile "
+            "with ProfilerActivity.CUDA, and a step that runs on the GPU), so device time, categories "
+            "and kernel findings are unknown"
+        )
     elif links.gpu_rows.size == 0 and (trace.kind == Kind.CPU_OP).any():
         out.append("no device ops and no launches: a CPU-only trace (device analysis does not apply)")
+    # device ops that no launch put there (graph kernels have their graph launch)
+    unlaunched = int((links.launch < 0).sum())
+    if unlaunched and not rows.size:
+        out.append(
+            f"no launch events: the trace holds {unlaunched} device ops and no runtime calls (a "
+            "device-only trace, or the CPU activity was not recorded), so their CPU ops, launch APIs "
+            "and the host's idle causes are unknown; regions own device ops by time"
+        )
+    elif unlaunched and unlaunched / links.gpu_rows.size >= 0.01:
+        out.append(
+            f"{unlaunched} of {links.gpu_rows.size} device ops "
+            f"({100 * unlaunched / links.gpu_rows.size:.1f}%) have no launch event (lost by the "
+            "profiler, or replayed from a graph whose launch was not recorded): their CPU ops are "
+            "unknown; regions own them by time (attribution rules gpu_user_annotation, window)"
+        )
+    if links.by_external:
+        facts.linked_by_external_id = links.by_external
     # clock skew: a device op that starts before the call that launched it
     has = links.launch >= 0
     if has.any():
@@ -235,7 +258,32 @@ def gap_warnings(trace: Trace, links: Links) -> tuple[list[str], Gaps]:
     dropped = {k: v for k, v in trace.dropped.items() if k.split("/")[0].lower() not in _ORDINARY_DROPS}
     if dropped:
         facts.dropped_categories = dropped
+    # every other category the loader dropped, with its count and why that is no gap in the
+    # analysis (metadata and process labels aside): nothing is dropped silently
+    skipped = {
+        k: v
+        for k, v in trace.dropped.items()
+        if k not in dropped and k.split("/")[-1] not in ("M",) and k.split("/")[0] not in ("-", "Trace")
+    }
+    if skipped:
+        facts.not_analysed = skipped
+        listed = ", ".join(
+            f"{k.split('/')[0]} {v:,}" + (f" ({_WHY[k.split('/')[0]]})" if k.split("/")[0] in _WHY else "")
+            for k, v in sorted(skipped.items(), key=lambda kv: -kv[1])
+        )
+        out.append(f"events not analysed (trace.gaps.not_analysed): {listed}")
     return out, facts
+
+
+# what each skipped category holds, and where the analysis reads the same fact instead
+_WHY = {
+    "cuda_sync": "device-side synchronisation records; waits are read from the runtime calls",
+    "python_function": "Python stack frames; not read yet",
+    "cpu_instant_event": "memory and marker instants",
+    "cpu_instant": "memory and marker instants",
+    "overhead": "profiler overhead",
+    "cuda_profiler_range": "profiler ranges",
+}
 
 
 # categories the analysis does not need (python stacks, instants, metadata): not a gap

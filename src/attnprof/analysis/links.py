@@ -7,8 +7,13 @@
   the graph, so graph kernels are attributed to the graph launch.
 - CPU op: the cpu_op whose External id the GPU op (or, failing that, its launch) carries; failing
   both, the innermost cpu_op on the launching thread whose time range contains the launch.
+- A GPU op whose correlation id matches no launch (the id is missing, or the runtime event
+  lost it) is paired with a launch that put no device op on the device and carries the same
+  External id, in time order within that id (an op that launched three kernels has three
+  launches with its id): Links.by_external counts them. Without this, one launch and one kernel
+  got two contradictory warnings (a launch without its kernel, a kernel without its launch).
 - Kernels with no launch event at all keep launch -1 and api "none"; regions place them by time
-  inside gpu_user_annotation ranges (attnprof.analysis.regions).
+  inside gpu_user_annotation ranges, else inside an instance's window (attnprof.analysis.regions).
 - A CPU op known by other means comes first: ``Trace.op_link`` (a column any module may fill
   before the analysis runs) names the launching CPU op of a device op directly. The graph-replay
   attribution (attnprof.analysis.replay) fills it with the op that launched each replayed kernel
@@ -20,6 +25,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,8 +33,13 @@ import numpy.typing as npt
 
 from attnprof.trace.model import Kind, Trace, unique
 
-__all__ = ["GRAPH_LAUNCHES", "Links", "launch_ops", "link"]
+__all__ = ["GRAPH_LAUNCHES", "LAUNCH_CALL", "Links", "launch_ops", "link"]
 
+# calls that put work on the device: kernel launches, graph launches, async copies and sets
+LAUNCH_CALL = re.compile(
+    r"Launch|EnqueueKernel|MemcpyAsync|MemsetAsync|memcpyHtoDAsync|memcpyDtoHAsync|runFunction|"
+    r"^cuMemcpy\w*Async|^hipMemcpyWithStream"
+)
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
 
 
@@ -43,6 +54,7 @@ class Links:
     graph: npt.NDArray[np.bool_]  # launched by a CUDA-graph launch
     # cpu_op came from Trace.op_link (a graph replay's kernel -> the op that launched it at capture)
     captured: npt.NDArray[np.bool_]
+    by_external: int = 0  # GPU ops paired with their launch through the External id
 
 
 def _lookup(keys: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -74,6 +86,11 @@ def link(trace: Trace) -> Links:
         lcorr = trace.corr[launch_rows].copy()
         lcorr[lmiss] = _flow_correlation(trace, launch_rows[lmiss], start=True)
         launch = _lookup(lcorr, launch_rows, corr)
+
+    # no launch by correlation: the unused launch with the same External id, in time order
+    by_external = 0
+    if (launch < 0).any() and launch_rows.size:
+        launch, by_external = _pair_by_external(trace, gpu_rows, launch_rows, launch)
 
     # cpu op: one known by other means (op_link), else External id on the GPU op, else on its
     # launch, else containment in time
@@ -109,7 +126,36 @@ def link(trace: Trace) -> Links:
         api_names=api_names,
         graph=graph,
         captured=captured,
+        by_external=by_external,
     )
+
+
+def _pair_by_external(
+    trace: Trace, gpu_rows: np.ndarray, launch_rows: np.ndarray, launch: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """Pair GPU ops without a launch with unused launches of the same External id, the k-th
+    op (by start) with the k-th launch (by time) of that id."""
+    g_ext = trace.ext[gpu_rows]
+    want = np.flatnonzero((launch < 0) & (g_ext >= 0))
+    if want.size == 0:
+        return launch, 0
+    puts = np.fromiter((bool(LAUNCH_CALL.search(n)) for n in trace.names), bool, len(trace.names))
+    used = np.zeros(trace.n_events, bool)
+    used[launch[launch >= 0]] = True
+    free = launch_rows[puts[trace.name[launch_rows]] & ~used[launch_rows] & (trace.ext[launch_rows] >= 0)]
+    if free.size == 0:
+        return launch, 0
+    by_ext: dict[int, list[int]] = {}
+    for r in free[np.lexsort((trace.ts[free], trace.ext[free]))].tolist():
+        by_ext.setdefault(int(trace.ext[r]), []).append(r)
+    out = launch.copy()
+    n = 0
+    for i in want[np.argsort(trace.ts[gpu_rows[want]], kind="stable")].tolist():
+        queue = by_ext.get(int(g_ext[i]))
+        if queue:
+            out[i] = queue.pop(0)
+            n += 1
+    return out, n
 
 
 def launch_ops(trace: Trace, launch_rows: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ from attnprof.analysis.classify import CATEGORIES, Classification, classify, dev
 from attnprof.analysis.compiled import compiled_code
 from attnprof.analysis.context import Context
 from attnprof.analysis.cpu_ops import cpu_evidence
+from attnprof.analysis.cpu_share import cpu_share
 from attnprof.analysis.devices import device_info, gap_warnings, low_precision_claim
 from attnprof.analysis.idle import HostActivity, IdleBreakdown, host_activity, idle_breakdown
 from attnprof.analysis.intervals import Intervals, union
@@ -173,6 +174,8 @@ def analyze_trace(
         np.isin(gpu_cat, [_CAT_INDEX["communication"], _CAT_INDEX["sync"]]),
     )
     share = _share(trace, links, gpu_cat, inv, classes, chain_fwd, chain_bwd, comm_ov, prov, unique_names)
+    if share.device_time_us <= 0:  # no device time: where the CPU time went instead
+        share = cpu_share(trace, chain_ops) or share
 
     device, limits = device_info(trace, links)
     kernels = _kernel_table(trace, links, inv, unique_names, classes, limits, kernel_time, device, prov)

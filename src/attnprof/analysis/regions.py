@@ -18,6 +18,10 @@ Per instance:
      data loading, communication threads);
   4. "gpu_user_annotation": device ops with no launch event, placed by time inside the
      gpu_user_annotation range of the same name;
+  5. "window": device ops with no launch event (graph replays whose launch was not recorded,
+     launches lost to a full buffer) that no gpu_user_annotation range places, owned by the
+     first instance whose [ts, ts + dur] holds their start: a ProfilerStep owns the device work
+     that ran in it even when nothing links that work to a thread;
   (the whole trace, as a region, owns every device op: rule "whole trace");
 - linked backward: the device ops launched by the backward ops of the instance's forward ops,
   found through fwdbwd flows, else through autograd sequence numbers (a forward op and its
@@ -53,7 +57,7 @@ __all__ = [
 
 DEFAULT_REGION = "attn_fwd"
 _STEP = re.compile(r"ProfilerStep#\d+")
-RULE_NAMES = ("thread", "autograd thread", "other thread", "gpu_user_annotation", "whole trace")
+RULE_NAMES = ("thread", "autograd thread", "other thread", "gpu_user_annotation", "whole trace", "window")
 _EVAL = "autograd::engine::evaluate_function"
 _BACKWARD = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function")
 
@@ -279,6 +283,26 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
             if held.size:
                 placed.setdefault(inst, []).append(held)
                 n_placed += int(held.size)
+    # rule 5: the unlaunched ops left, by the instance window that holds their start; an op
+    # another module linked to a CPU op (Links.cpu_op) is not "unlinked" and is left alone
+    taken = np.zeros(gpu_rows.size, bool)
+    for held_list in placed.values():
+        for arr in held_list:
+            taken[arr] = True
+    rest = unlaunched[~taken[unlaunched] & (links.cpu_op[unlaunched] < 0)]
+    rest = rest[np.argsort(gpu_ts[rest], kind="stable")]
+    windowed: dict[int, np.ndarray] = {}
+    if rest.size:
+        free = np.ones(rest.size, bool)
+        r_ts = gpu_ts[rest]
+        for i, r in enumerate(rows.tolist()):
+            lo = int(np.searchsorted(r_ts, trace.ts[r], side="left"))
+            hi = int(np.searchsorted(r_ts, trace.ts[r] + trace.dur[r], side="right"))
+            sel = np.arange(lo, hi)[free[lo:hi]]
+            if sel.size:
+                windowed[i] = rest[sel]
+                free[sel] = False
+                n_placed += int(sel.size)
     out.unplaced_gpu_ops = int(unlaunched.size) - n_placed
 
     # linked backward: forward op -> backward ops -> the device ops launched inside them
@@ -329,6 +353,9 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
             for pl in placed[i]:
                 parts.append(pl)
                 rules.append(np.full(pl.size, 3, np.int8))
+        if i in windowed:
+            parts.append(windowed[i])
+            rules.append(np.full(windowed[i].size, RULE_NAMES.index("window"), np.int8))
         gpu = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         rule_arr = np.concatenate(rules) if rules else np.zeros(0, np.int8)
         order = np.argsort(gpu_ts[gpu], kind="stable")

@@ -16,14 +16,17 @@ Top-level keys:
                   rules {rule: us}, name_only_us, name_only_kernels}, gemm, conv, communication,
                   memory, other (each {time_us, pct}; communication also {exposed_us, hidden_pct}:
                   the communication time no compute hides, and the share it hides, null without
-                  communication), basis}; pct null without device time
+                  communication), basis, cpu_self_time_us, norm, elementwise (the last three for
+                  a trace without device time: then every part is CPU self time, and basis says
+                  so; null otherwise)}; pct null without device time
     device       {kind: "gpu"|"cpu"|"unknown", accelerator: "cuda"|"rocm"|"xpu"|"mtia"|"other"|
                   null, name, compute_capability ("9.0", as deviceProperties says; on ROCm the gfx
                   version) or null, num_sms, total_memory_bytes, count, id, arch_limits_source
                   (CUDA only), tensor_core_dtypes (CUDA with a compute capability) or null}
     trace        {events, kept_events, dropped {category/phase: count}, schema_version, rank,
                   has_flows, has_device_properties, raw_json_bytes, gaps {kernel_launches,
-                  launches_without_device_op, device_ops_before_launch, dropped_categories}
+                  launches_without_device_op, device_ops_before_launch, dropped_categories,
+                  not_analysed, linked_by_external_id}
                   (each key only where the trace lets it be worked out), sanitation
                   {overlap_tolerance_us, overlaps, overlap_us, overlap_lanes, overruns,
                   overrun_clipped_us, overrun_examples [{name, lane, start_us, recorded_us,
@@ -188,6 +191,11 @@ class Share(msgspec.Struct, kw_only=True):
     memory: TimeShare
     other: TimeShare
     basis: str
+    # a trace without device time is shared by CPU self time (attnprof.analysis.cpu_share), and
+    # basis says so: its total, and the norm and elementwise groups a CPU model's time is in
+    cpu_self_time_us: float | None = None
+    norm: TimeShare | None = None
+    elementwise: TimeShare | None = None
 
 
 class Device(msgspec.Struct, kw_only=True):
@@ -211,6 +219,10 @@ class Gaps(msgspec.Struct, kw_only=True, omit_defaults=True):
     launches_without_device_op: int | None = None
     device_ops_before_launch: int | None = None
     dropped_categories: dict[str, int] | None = None
+    # events the loader skipped as not needed (cuda_sync, python_function, instants), by
+    # "category/phase", so that nothing is dropped silently
+    not_analysed: dict[str, int] | None = None
+    linked_by_external_id: int | None = None  # device ops paired with their launch by External id
 
 
 class Overrun(msgspec.Struct, kw_only=True):

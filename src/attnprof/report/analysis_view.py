@@ -17,7 +17,15 @@ from attnprof.report.console import make_console, print_table
 from attnprof.units import fmt_us
 
 if TYPE_CHECKING:
-    from attnprof.analysis.result import Device, GraphReplays, Occupancy, Share, TraceAnalysis
+    from attnprof.analysis.result import (
+        AttentionShare,
+        Device,
+        GraphReplays,
+        Occupancy,
+        Share,
+        TimeShare,
+        TraceAnalysis,
+    )
 
 __all__ = ["render_analysis"]
 
@@ -76,7 +84,7 @@ def _share_line(sh: Share) -> str | None:
     a reader of a model trace wants. None without device time."""
     total = sh.device_time_us or 0.0
     if total <= 0:
-        return None
+        return _cpu_share_line(sh)
     att = sh.attention
 
     def p(us: float) -> str:
@@ -100,6 +108,28 @@ def _share_line(sh: Share) -> str | None:
             parts[-1] += f" ({fmt_us(comm.exposed_us)} exposed, {comm.hidden_pct:.0f}% hidden)"
     parts.append(f"other {p(sh.other.time_us)}")
     return f"device time {fmt_us(total)}: " + " | ".join(parts)
+
+
+def _cpu_share_line(sh: Share) -> str | None:
+    """A trace without device time: the same line by CPU self time, saying so."""
+    total = sh.cpu_self_time_us or 0.0
+    if total <= 0:
+        return None
+
+    def p(part: TimeShare | AttentionShare | None) -> str:
+        return f"{100.0 * (part.time_us if part else 0.0) / total:.0f}%"
+
+    parts: list[tuple[str, TimeShare | AttentionShare | None]] = [
+        ("attention", sh.attention),
+        ("conv", sh.conv),
+        ("GEMM", sh.gemm),
+        ("norm", sh.norm),
+        ("elementwise", sh.elementwise),
+        ("comm", sh.communication),
+        ("memory", sh.memory),
+        ("other", sh.other),
+    ]
+    return f"CPU self time {fmt_us(total)} (no device time): " + " | ".join(f"{k} {p(v)}" for k, v in parts)
 
 
 def _attention_rules_lines(sh: Share) -> list[str]:
@@ -306,9 +336,13 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
         if r.gpu_ops and len(r.gpu_ops) <= 30:
             seq = " -> ".join(f"{o.category}" for o in r.gpu_ops)
             console.print(Text(f"GPU ops in order (first instance): {seq}", style="dim"), overflow="fold")
-        elif r.top_cpu_ops and not r.gpu_ops:
-            ops = ", ".join(f"{o.name} x{o.per_instance:g}" for o in r.top_cpu_ops[:8])
-            console.print(Text(f"CPU ops per instance: {ops}", style="dim"), overflow="fold")
+        elif r.cpu_ops_by_name and not r.gpu_ops:
+            # by self time, not by count: aten::empty x2000 costs less than one convolution
+            ops = ", ".join(
+                f"{o.name} {fmt_us(o.self_us_per_instance)} (x{o.per_instance:g})"
+                for o in r.cpu_ops_by_name[:8]
+            )
+            console.print(Text(f"CPU ops by self time per instance: {ops}", style="dim"), overflow="fold")
 
     if d.launch_apis:
         apis = ", ".join(f"{a.api} {a.gpu_ops:,}" for a in d.launch_apis)
