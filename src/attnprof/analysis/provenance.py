@@ -20,11 +20,10 @@ Each device op gets the first rule of RULES that holds (RULE_NAMES; -1 when none
 6. "dataflow": its op belongs to a GEMM -> softmax -> GEMM chain confirmed by shapes
    (attnprof.analysis.cpu_ops.unfused_chains), or to that chain's backward ops.
 
-The launching op is Links.cpu_op: found through the External id, else by containment of the
-launch (attnprof.analysis.links). Another module that knows a device op's launching CPU op by
-other means (a graph replay matched to its capture) supplies it by setting Links.cpu_op for that
-op before analysis; rules 1-3 then treat the op like any launched one (its anchor is the CPU
-op's start on the CPU op's thread). Names of ops are matched once per unique name.
+The launching op is Links.cpu_op: Trace.op_link where another module filled it (a graph replay
+matched to its capture, attnprof.analysis.replay), else the External id, else containment of
+the launch (attnprof.analysis.links). Rules 1-3 treat an op linked by any of these alike: its
+anchor is the CPU op's start on the CPU op's thread. Names of ops are matched once per name.
 """
 
 from __future__ import annotations
