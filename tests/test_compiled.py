@@ -130,6 +130,20 @@ def test_kernels_are_placed_in_their_compiled_range(tmp_path: Path) -> None:
     assert "elementwise_add_kernel" not in by_name
 
 
+def test_a_fused_kernel_names_the_python_frame_around_it(tmp_path: Path) -> None:
+    events = compiled_step()
+    events += [
+        ev("nn.Module: Attention_0", "python_function", 28, 12),
+        ev("model.py(40): forward", "python_function", 29, 10),
+        ev("torch/_inductor/runtime/triton_heuristics.py(1): run", "python_function", 29.5, 9),
+    ]
+    a = run(tmp_path, events, region="attn")
+    soft = next(k for k in a.compiled.kernels if k.name == "triton_red_fused__softmax_mul_0")
+    assert (soft.frame, soft.module) == ("model.py(40): forward", "nn.Module: Attention_0")
+    gemm = next(k for k in a.compiled.kernels if k.name == "ampere_sgemm_128x64_nn")
+    assert (gemm.frame, gemm.module) == (None, None)
+
+
 def test_fused_kernels_raise_no_eager_chain_findings(tmp_path: Path) -> None:
     # the same GEMM -> softmax -> GEMM, compiled: the softmax is inside a fused kernel, no aten op
     compiled = run(tmp_path, compiled_step(), region="attn")

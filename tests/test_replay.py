@@ -225,6 +225,11 @@ def test_shared_vllm_pair_attributes_every_replayed_kernel() -> None:
     links = link(t)
     ops = {t.names[int(t.name[o])] for o in links.cpu_op[links.captured].tolist()}
     assert {"aten::addmm", "aiter::rms_norm", "vllm::moe_forward", "_C::rotary_embedding"} <= ops
+    gemm = next(k for k in a.graphs.kernels if k.op == "aten::addmm")
+    assert gemm.frame == "vllm/model_executor/layers/utils.py(122): rocm_unquantized_gemm_impl"
+    assert (
+        gemm.module == "nn.Module: GraphModule_0"
+    )  # inductor's graph: the model's modules are compiled away
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -263,3 +268,27 @@ def test_shared_vllm_pair_per_op_model_covers_the_replayed_gemms() -> None:
     assert "aten::addmm" in {o.name for o in a.ops} and "aten::addmm" not in {o.name for o in plain.ops}
     assert a.perf_model.modelled_time_us > 10 * plain.perf_model.modelled_time_us > 0
     assert a.perf_model.model_flops > 100 * plain.perf_model.model_flops
+
+
+def test_replayed_kernels_name_their_captured_op_frame_and_module(tmp_path: Path) -> None:
+    capture = capture_events([GRAPH_A])
+    # Python frames around the captured mm, as with_stack=True records them: a module, user
+    # code, and PyTorch's own frames inside it (skipped: not the user's code)
+    mm = next(e for e in capture if e["name"] == "aten::mm")
+    t = mm["ts"]
+    capture += [
+        ev("nn.Module: Attention_0", "python_function", t - 5, 22),
+        ev("models/attn.py(12): forward", "python_function", t - 4, 20),
+        ev("torch/nn/functional.py(99): linear", "python_function", t - 2, 18),
+    ]
+    a = run_pair(tmp_path, capture, execution_events([kernels_of(GRAPH_A)]))
+    by_name = {k.name: k for k in a.graphs.kernels}
+    gemm, add = by_name["gemm_kernel_a"], by_name["add_kernel"]
+    assert (gemm.op, gemm.frame, gemm.module, gemm.count, gemm.time_us) == (
+        "aten::mm",
+        "models/attn.py(12): forward",
+        "nn.Module: Attention_0",
+        1,
+        10.0,
+    )
+    assert (add.op, add.frame, add.module) == ("aten::add", None, None)  # it starts after the frames end

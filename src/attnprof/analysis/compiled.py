@@ -8,7 +8,8 @@ kernel stands for.
   that contains its anchor: the start of its launching CPU op (attnprof.analysis.links, a graph
   replay's captured op included: its ranges were imported from the capture trace with it), else
   of its launch call. Every device op so placed is compiled code, extern GEMMs the generated code
-  calls included.
+  calls included. Each listed kernel names the user's Python frame and nn.Module around its
+  first launch, where the trace recorded frames (attnprof.analysis.frames).
 - **By name only**: an inductor kernel (``triton_poi_fused_...``) no compiled range holds (a
   trace recorded without the ranges, a graph replay without its capture) counts as compiled code
   by its name, and the record says how much (``name_only_us``).
@@ -30,6 +31,7 @@ import re
 import numpy as np
 import numpy.typing as npt
 
+from attnprof.analysis.frames import frames_of
 from attnprof.analysis.links import Links
 from attnprof.analysis.result import Compiled, CompiledGraph, CompiledKernel
 from attnprof.trace.model import Kind, Trace
@@ -151,6 +153,7 @@ def compiled_code(
     dur = trace.dur[g]
     n = g.size
     graph = _placed(trace, links)
+    anchors = np.where(links.cpu_op >= 0, links.cpu_op, links.launch)
     parsed = [fused_ops(nm) for nm in unique_names]
     is_inductor = np.array([p is not None for p in parsed], bool)[name_idx] if n else np.zeros(0, bool)
     in_range = (graph >= 0) & work
@@ -194,12 +197,16 @@ def compiled_code(
             sel = k_sel & (name_idx == i)
             rows = graph[sel & in_range]
             p = parsed[i]
+            first = int(np.flatnonzero(sel)[0])
+            frame, module = frames_of(trace, np.array([anchors[first]], np.int64))
             kernels.append(
                 CompiledKernel(
                     name=short_name(unique_names[i]),
                     kind=p[0] if p else None,
                     fused_ops=p[1] if p else None,
                     graph=_range_name(trace.names[int(trace.name[rows[0]])]) if rows.size else None,
+                    frame=frame[0],
+                    module=module[0],
                     count=int(counts[i]),
                     time_us=round(float(times[i]), 3),
                     by="range" if rows.size == int(sel.sum()) else "name" if not rows.size else "range, name",

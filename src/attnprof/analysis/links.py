@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from attnprof.trace.model import Kind, Trace, unique
 
-__all__ = ["GRAPH_LAUNCHES", "LAUNCH_CALL", "Links", "launch_ops", "link"]
+__all__ = ["GRAPH_LAUNCHES", "LAUNCH_CALL", "Links", "innermost", "launch_ops", "link"]
 
 # calls that put work on the device: kernel launches, graph launches, async copies and sets
 LAUNCH_CALL = re.compile(
@@ -179,6 +179,12 @@ def _flow_correlation(trace: Trace, rows: np.ndarray, *, start: bool = False) ->
     return np.fromiter(
         (table.get((int(trace.lane[r]), float(trace.ts[r])), -1) for r in rows.tolist()), np.int64, rows.size
     )
+
+
+def innermost(trace: Trace, rows: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Per point row, the innermost of the given rows on the point's lane whose time range holds
+    the point's start; -1 where none (rows: ops, ranges or Python frames)."""
+    return _containing(trace, rows, points)
 
 
 def _containing(trace: Trace, op_rows: np.ndarray, launch_rows: np.ndarray) -> np.ndarray:

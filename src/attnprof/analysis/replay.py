@@ -42,11 +42,12 @@ import numpy as np
 import numpy.typing as npt
 
 from attnprof.analysis.devices import is_launch
+from attnprof.analysis.frames import frames_of
 from attnprof.analysis.links import GRAPH_LAUNCHES, Links, launch_ops, link
-from attnprof.analysis.result import GraphReplays
+from attnprof.analysis.result import GraphReplays, ReplayedKernel
 from attnprof.errors import UserError
 from attnprof.trace.model import Kind, Trace
-from attnprof.units import fmt_us
+from attnprof.units import fmt_us, short_name
 
 __all__ = ["CAPTURE_NAME", "Captured", "attach", "captured_graphs", "find_pair", "graph_replays"]
 
@@ -315,6 +316,7 @@ def graph_replays(
         imported_rows=int(rep.get("imported_rows", 0)),
         matched_by=MATCHED_BY if rep else "",
     )
+    out.kernels = _replayed_kernels(trace, links, got, dur)
     notes: list[str] = []
     pct = f"{out.unattributed_pct:.1f}%" if out.unattributed_pct is not None else "unknown"
     if out.replayed_ops and out.capture is None:
@@ -338,3 +340,33 @@ def graph_replays(
             )
         notes.append(text)
     return out, notes
+
+
+def _replayed_kernels(
+    trace: Trace, links: Links, got: npt.NDArray[np.bool_], dur: np.ndarray
+) -> list[ReplayedKernel]:
+    """The replayed kernels with a captured op, per (kernel, op), the top 20 by time, each with
+    the Python frame and module of its first one."""
+    idx = np.flatnonzero(got & (trace.kind[links.gpu_rows] == Kind.KERNEL))
+    if not idx.size:
+        return []
+    width = len(trace.names) + 1
+    keys = trace.name[links.gpu_rows[idx]].astype(np.int64) * width + trace.name[links.cpu_op[idx]]
+    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    t = np.bincount(inv, weights=dur[idx], minlength=uniq.size)
+    c = np.bincount(inv, minlength=uniq.size)
+    top = np.argsort(-t, kind="stable")[:20]
+    heads = idx[first[top]]
+    frame, module = frames_of(trace, links.cpu_op[heads])
+    return [
+        ReplayedKernel(
+            name=short_name(trace.names[int(trace.name[links.gpu_rows[h]])]),
+            op=trace.names[int(trace.name[links.cpu_op[h]])],
+            frame=fr,
+            module=mo,
+            count=int(c[k]),
+            time_us=round(float(t[k]), 3),
+        )
+        for k, h, fr, mo in zip(top.tolist(), heads.tolist(), frame, module, strict=True)
+    ]

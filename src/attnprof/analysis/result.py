@@ -75,10 +75,11 @@ Top-level keys:
     warnings     [str]
     graphs       {replayed_ops, replayed_us, attributed_ops, unattributed_us, unattributed_pct,
                   capture, graphs_captured, graph_launches, replays_matched, replays_unmatched,
-                  config_differs, imported_rows, matched_by}: device ops replayed by graph
+                  config_differs, imported_rows, matched_by, kernels [{name, op, frame, module,
+                  count, time_us}]}: device ops replayed by graph
                   launches, and those given their captured CPU op (attnprof.analysis.replay)
     compiled     {time_us, pct, name_only_us, ranges, graphs [{name, device_ops, time_us, pct}],
-                  kernels [{name, kind, fused_ops, graph, count, time_us, by}]}: device time in
+                  kernels [{name, kind, fused_ops, graph, frame, module, count, time_us, by}]}: device time in
                   torch.compile's code (attnprof.analysis.compiled)
     phases       {source, phases [{phase, steps, device_ops, device_us, pct, attention_us,
                   attention_pct, ops [{op, device_ops, device_us}], batches [{tokens,
@@ -129,6 +130,7 @@ __all__ = [
     "RegionGpuOp",
     "RegionIdle",
     "RegionStat",
+    "ReplayedKernel",
     "Roofline",
     "Sanitation",
     "Share",
@@ -478,6 +480,17 @@ def _pandas(accessor: str) -> Any:
     return load("pandas", f"TraceAnalysis.{accessor}()")
 
 
+class ReplayedKernel(msgspec.Struct, kw_only=True):
+    """A replayed kernel and the captured CPU op that launched it (one row per kernel and op)."""
+
+    name: str  # shortened
+    op: str
+    frame: str | None  # the innermost user Python frame around the op (attnprof.analysis.frames)
+    module: str | None  # the innermost nn.Module frame around it
+    count: int
+    time_us: float
+
+
 class GraphReplays(msgspec.Struct, kw_only=True):
     """Device ops replayed by CUDA/HIP graph launches, and how many of them know the CPU op that
     launched them at capture (attnprof.analysis.replay, with a capture trace)."""
@@ -495,6 +508,7 @@ class GraphReplays(msgspec.Struct, kw_only=True):
     config_differs: int = 0  # matched ops whose grid or block differs from the capture's
     imported_rows: int = 0  # CPU ops and ranges appended from the capture trace
     matched_by: str = ""
+    kernels: list[ReplayedKernel] = []  # the top 20 by time, with their captured op
 
 
 class CompiledGraph(msgspec.Struct, kw_only=True):
@@ -509,6 +523,8 @@ class CompiledKernel(msgspec.Struct, kw_only=True):
     kind: str | None  # inductor's: pointwise, reduction, persistent reduction, template, foreach
     fused_ops: list[str] | None  # the aten ops its name lists; null: not an inductor name
     graph: str | None  # the compiled range of its first launch; null: compiled by name only
+    frame: str | None = None  # of its first launch (attnprof.analysis.frames)
+    module: str | None = None
     count: int
     time_us: float
     by: str  # "range", "name" (an inductor name outside every compiled range), or both

@@ -149,6 +149,26 @@ def _attention_rules_lines(sh: Share) -> list[str]:
     return out
 
 
+def _replayed(d: TraceAnalysis, console: Console) -> None:
+    """Graph-replayed kernels with the CPU op (and Python frame) that captured them."""
+    ks = d.graphs.kernels
+    if not ks:
+        return
+    table = Table(
+        title="Replayed kernels and their captured ops", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0)
+    )
+    for col, width, justify in (
+        ("kernel", 28, "left"),
+        ("captured op", 28, "left"),
+        ("python frame", 30, "left"),
+        ("total", 8, "right"),
+    ):
+        table.add_column(col, width=width, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+    for k in ks:
+        table.add_row(k.name, k.op, k.frame or "-", fmt_us(k.time_us))
+    print_table(console, table)
+
+
 def _compiled(d: TraceAnalysis, console: Console) -> None:
     """Compiled code's share, and each fused kernel with the ops its name lists."""
     c = d.compiled
@@ -267,6 +287,7 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
             )
         )
 
+    _replayed(d, console)
     _compiled(d, console)
     _phases(d, console)
 
