@@ -3,11 +3,15 @@ ends with its peak memory (the suite must pass on an 8 GB laptop: under 4 GiB pe
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import resource
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -99,13 +103,27 @@ def cpu_store(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unty
     return store
 
 
+# Every Python subprocess of the session reports its own peak RSS at exit (tests/_rss/
+# sitecustomize.py, loaded through PYTHONPATH) into this folder; children forked without an
+# exec (multiprocessing) are not measured, and are not claimed to be.
+_RSS_DIR = tempfile.mkdtemp(prefix="attnprof-rss-")
+os.environ["ATTNPROF_RSS_DIR"] = _RSS_DIR
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(Path(__file__).parent / "_rss"), os.environ.get("PYTHONPATH", "")) if p
+)
+
+
 def _peak_rss_mib() -> tuple[float, float]:
-    """Peak RSS of this pytest process and of the largest subprocess it waited for (ru_maxrss
-    of RUSAGE_CHILDREN is the maximum over children, not a sum), in MiB."""
+    """Peak RSS of this pytest process and of the largest Python subprocess, as each measured
+    its own (VmHWM at its exit), in MiB. Not RUSAGE_CHILDREN: a child's ru_maxrss starts at the
+    RSS of the pytest it was forked from, so it said pytest's size, not the child's."""
     unit = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit / 2**20
-    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * unit / 2**20
-    return own, child
+    peaks = []
+    for f in Path(_RSS_DIR).iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            peaks.append(int(f.read_text()) / 1024)
+    return own, max(peaks, default=0.0)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: ignore[no-untyped-def]
@@ -115,3 +133,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # type: igno
     if path:  # .ci/run reads it and fails the build above its limit
         with open(path, "w", encoding="utf-8") as fh:
             json.dump({"pytest_mib": round(own, 1), "largest_subprocess_mib": round(child, 1)}, fh)
+    shutil.rmtree(_RSS_DIR, ignore_errors=True)

@@ -121,12 +121,32 @@ def test_run_table_and_existing_out_dir(tmp_path: Path) -> None:
 
 
 def test_internal_error_is_short_without_debug(tmp_path: Path) -> None:
-    # a directory where run.json must go cannot be written: an internal error, exit 1, short message
-    out = tmp_path / "r"
-    out.mkdir()
-    (out / "run.json").mkdir()  # a directory named run.json: refused as an earlier run (exit 2)
-    p = attnprof("run", "-v", "naive", "--out", str(out))
-    assert p.returncode == 2 and "Traceback" not in p.stderr
+    """A real internal error (a bug: an exception attnprof did not raise on purpose) through the
+    real command line: exit 1, one short line naming it and --debug; the traceback only with
+    --debug. The bug is planted in attnprof's own analysis entry point, in the child process."""
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": []}')
+    plant = (
+        "import sys, attnprof.analysis as a\n"
+        "def bug(*args, **kwargs):\n"
+        "    raise KeyError('a bug, not the user')\n"
+        "a.analyze = bug\n"
+        "from attnprof.cli import main\n"
+        "sys.argv = ['attnprof', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    for debug in ([], ["--debug"]):
+        p = subprocess.run(
+            [sys.executable, "-c", plant, "analyze", str(trace), *debug],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert p.returncode == 1, (p.returncode, p.stderr)
+        last = p.stderr.strip().splitlines()[-1]
+        assert last.startswith("attnprof: error: internal error: KeyError"), p.stderr
+        assert "--debug" in last
+        assert ("Traceback" in p.stderr) == bool(debug), p.stderr
 
 
 def test_run_expect_strict(tmp_path: Path) -> None:

@@ -104,3 +104,26 @@ def test_markdown_keeps_plain_names_as_they_are(small_trace: Path) -> None:
     assert p.returncode == 0, p.stderr
     assert "| plain_trace |" in p.stdout  # nothing escaped where there is nothing to escape
     assert "&amp;" not in p.stdout and "&lt;" not in p.stdout
+
+
+@pytest.mark.parametrize("command", ["run", "model", "report", "results", "bundle"])
+def test_every_output_option_takes_o_output_and_out(command: str) -> None:
+    p = attnprof(command, "--help")
+    assert p.returncode == 0, p.stderr
+    text = " ".join(p.stdout.split())
+    assert "-o" in text and "--output" in text and "--out" in text, text
+
+
+def test_results_filters_take_the_shape_and_variant_spellings_of_run_and_sweep(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    p = attnprof(
+        "sweep", "--store", str(store), "-s", "16,32", "-H", "1", "-d", "8", "-v", "naive-inplace,sdpa-math",
+        "--device", "cpu", "--no-progress", "--no-profile", "--time-budget", "0.02", "--min-samples", "3",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    out = tmp_path / "r.csv"
+    p = attnprof("results", "--store", str(store), "-f", "csv", "-s", "16", "-H", "1", "-d", "8", "-b", "1",
+                 "-v", "sdpa-math", "--out", str(out))  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    rows = out.read_text().splitlines()[1:]
+    assert len(rows) == 1 and "sdpa-math" in rows[0]

@@ -16,7 +16,7 @@ __all__ = ["bundle_command"]
 def bundle_command(
     run_dir: Path = typer.Argument(..., help="A run directory, as `attnprof run` writes it."),
     output: Path | None = typer.Option(
-        None, "-o", "--output", help="The archive to write (default: <RUN_DIR>.zip beside the run)."
+        None, "-o", "--output", "--out", help="The archive to write (default: <RUN_DIR>.zip beside the run)."
     ),
     lang: str = typer.Option("en", "--lang", help="Language of the HTML report: en, id or th."),
     force: bool = typer.Option(False, "--force", help="Replace an existing archive."),

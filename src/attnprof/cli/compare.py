@@ -101,6 +101,7 @@ def report_cmd(
         None,
         "-o",
         "--output",
+        "--out",
         help="Output file ('-' for stdout). Default: RUN_DIR/report.<lang>.html (a trace file, or "
         "--store: <name>.report.<lang>.html beside it); md goes to stdout.",
     ),

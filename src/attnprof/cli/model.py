@@ -41,6 +41,8 @@ def model_command(
         list[str] | None,
         typer.Option(
             "--attn",
+            "-v",
+            "--variants",
             help="Attention implementations (comma-separated or repeated): eager, sdpa, flex_attention, "
             "flash_attention_2, attnprof-naive, attnprof-naive-inplace, attnprof-sdpa-MATH|FLASH|EFFICIENT|CUDNN. "
             "Default: all of them (flex_attention only when asked for on a CPU).",
@@ -67,7 +69,8 @@ def model_command(
         float | None, typer.Option("--time-budget", help="Seconds of clean timing per implementation.")
     ] = None,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Run directory (default ./attnprof-runs/<timestamp>).")
+        Path | None,
+        typer.Option("--out", "-o", "--output", help="Run directory (default ./attnprof-runs/<timestamp>)."),
     ] = None,
     tensorboard: TensorboardDir = None,
     json_out: JsonOut = False,

@@ -79,7 +79,9 @@ def run_command(
     ] = False,
     steps: Annotated[str, typer.Option("--steps", help="Profiler schedule WAIT,WARMUP,ACTIVE.")] = "1,1,3",
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Run directory (default ./attnprof-runs/<timestamp>).")
+        Path | None,
+        # every command's output is -o, --output or --out (run and model: a run directory)
+        typer.Option("--out", "-o", "--output", help="Run directory (default ./attnprof-runs/<timestamp>)."),
     ] = None,
     force: Annotated[
         bool,

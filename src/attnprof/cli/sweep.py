@@ -263,19 +263,20 @@ def results_command(
     store: StoreOpt = Path("attnprof-results.db"),
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, json or parquet.")] = "table",
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to this file (needed for parquet).")
+        Path | None, typer.Option("--output", "-o", "--out", help="Write to this file (needed for parquet).")
     ] = None,
     variant: Annotated[
-        str | None, typer.Option("--variant", help="Only these variants (comma list).")
+        str | None, typer.Option("--variants", "-v", "--variant", help="Only these variants (comma list).")
     ] = None,
     status: Annotated[
         str | None, typer.Option("--status", help="Only these statuses, e.g. ok or crashed,timeout.")
     ] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="Only these dtypes.")] = None,
-    seq: Annotated[str | None, typer.Option("--seq", help="Only these query lengths.")] = None,
-    head_dim: Annotated[str | None, typer.Option("--head-dim", help="Only these head dims.")] = None,
-    batch: Annotated[str | None, typer.Option("--batch", help="Only these batch sizes.")] = None,
-    heads: Annotated[str | None, typer.Option("--heads", help="Only these head counts.")] = None,
+    # the shape filters are spelled as run's and sweep's shape options, short names included
+    seq: Annotated[str | None, typer.Option("-s", "--seq", help="Only these query lengths.")] = None,
+    head_dim: Annotated[str | None, typer.Option("-d", "--head-dim", help="Only these head dims.")] = None,
+    batch: Annotated[str | None, typer.Option("-b", "--batch", help="Only these batch sizes.")] = None,
+    heads: Annotated[str | None, typer.Option("-H", "--heads", help="Only these head counts.")] = None,
     device: Annotated[str | None, typer.Option("--device", help="Only these devices.")] = None,
     causal: Annotated[str | None, typer.Option("--causal", help="true or false.")] = None,
     samples: Annotated[
