@@ -79,7 +79,8 @@ def cpu_run(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
     record = run(
         Workload(batch=1, heads=2, seq=64, head_dim=16),
         out=out,
-        options=RunOptions(time_budget_s=0.05, min_samples=5),
+        # 6 rounds at least: the fewest a 95% interval of a ratio needs (compare/rank.py)
+        options=RunOptions(time_budget_s=0.05, min_samples=6),
     )
     return out, record
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from attnprof.harness.run import RunOptions, run, run_variant
+from attnprof.records import TimingSummary
 from attnprof.workload import BACKWARD_FLOP_FACTOR, Workload
 
 FAST = RunOptions(profile=False, time_budget_s=0.02, min_samples=3, warmup_calls=1, warmup_s=0.0)
@@ -171,7 +172,11 @@ def test_the_report_of_a_backward_run_says_what_was_measured(backward_run: Path)
     assert "- **Measured**: forward and backward (--backward)" in md
     header = next(line for line in md.splitlines() if line.startswith("| Variant |"))
     assert "| Backward |" in header and "| Forward + backward |" in header
-    line = next(b for b in md.splitlines() if "the speeds above are of the forward alone" in b)
+    line = next(
+        b for b in md.splitlines() if "the speeds above are of forward + backward timed as one call" in b
+    )
+    # the speed column says which timing its ratios are of (compare/rank.py ranks by it)
+    assert "Speed vs naive-inplace (per forward + backward)" in header
     listed = line.split("(clean medians): ")[1].rstrip(".").split(", ")
     rows = {r.label: r for r in data.comparison.rows if r.total_median_ms is not None}
     order = [x.split(" ")[0] for x in listed]
@@ -201,9 +206,43 @@ def test_compare_of_a_backward_run_says_its_table_is_the_forward(
 
     assert main(["compare", str(backward_run), "--no-color"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "--backward: the table is of the forward; forward + backward per step: " in out
+    assert "--backward: times are of the forward, speeds of forward + backward (one call) per step: " in out
     fwd = tmp_path / "fwd"
     run(Workload(batch=1, heads=2, seq=32, head_dim=16), ["naive-inplace"], out=fwd,
         options=RunOptions(time_budget_s=0.02, min_samples=3))  # fmt: skip
     assert main(["compare", str(fwd), "--no-color"]) == 0
     assert "--backward" not in capsys.readouterr().out
+
+
+def _timing(ms: float) -> TimingSummary:
+    samples = [ms * f for f in (0.98, 1.0, 1.0, 1.01, 1.02, 0.99, 1.0)]
+    return TimingSummary(
+        median_ms=ms, iqr_ms=ms / 50, mean_ms=ms, min_ms=min(samples), n=len(samples), threads=1,
+        method="perf_counter", noisy=False, samples_ms=samples, rounds_paired=True,
+    )  # fmt: skip
+
+
+def test_forward_and_backward_below_the_backward_alone_is_flagged(tmp_path: Path) -> None:
+    """A record whose one-call forward + backward is shorter than its backward alone (as a load
+    burst between the two timings can make it): compare flags it, a sound one is not flagged."""
+    import msgspec
+
+    from _records import environment
+    from attnprof.compare.compare import compare
+    from attnprof.records import RunRecord, RunResult
+
+    wl = Workload(batch=1, heads=2, seq=32, head_dim=16, backward=True).to_record()
+    results = [
+        RunResult(variant="odd", status="ok", timing=_timing(1.0), timing_bwd=_timing(3.0), timing_total=_timing(2.5)),
+        RunResult(variant="sound", status="ok", timing=_timing(1.0), timing_bwd=_timing(2.0), timing_total=_timing(3.1)),
+    ]  # fmt: skip
+    rec = RunRecord(
+        schema="attnprof.run/1", created="now", environment=environment(), workload=wl, results=results
+    )
+    (tmp_path / "run.json").write_bytes(msgspec.json.encode(rec))
+    comp = compare([tmp_path], analyse=False)
+    assert "TOTAL_BELOW_BACKWARD" in comp.row("odd").finding_codes
+    assert "TOTAL_BELOW_BACKWARD" not in comp.row("sound").finding_codes
+    # ranked by forward + backward (compare/rank.py): odd's 2.5 ms against sound's 3.1 ms
+    assert comp.row("odd").ranked_by == "forward + backward"
+    assert comp.row("sound").speedup == pytest.approx(2.5 / 3.1)

@@ -147,3 +147,27 @@ def test_sweep_and_recommend_reject_incorrect(tmp_path: Path) -> None:
     (rec,) = recommend(rows)
     assert rec.best is not None and rec.best.variant == "naive-inplace"
     assert any("double_q" in k and "tolerance" in v for k, v in rec.rejected.items())
+
+
+def test_a_nan_output_shows_its_counts_not_a_max_error(broken_run, capsys) -> None:  # type: ignore[no-untyped-def]
+    """An all-NaN output's max error over its finite values is 0.0e+00: every error cell (the
+    report's tables in en/id/th, compare's terminal, run's table) shows its NaN count instead."""
+    from attnprof.report.run_view import render_run
+    from attnprof.report.tables import comparison_table, error_cell
+
+    out, record = broken_run
+    data = build_report_data(out, expect=None)
+    row = data.comparison.row("nan_attention")
+    nan_cells = TINY.batch * TINY.heads * TINY.seq * TINY.head_dim
+    for lang, word in (("en", "non-finite"), ("id", "tak berhingga"), ("th", "ค่าไม่จำกัด")):
+        cell = error_cell(row, Translator(lang))
+        assert word in cell and "NaN" in cell and "e+00" not in cell
+        assert cell.emphasis == "bad"
+        table = comparison_table(data, Translator(lang))
+        assert any(str(cell) == str(c) for r in table.rows for c in r)
+    # a finite wrong answer keeps its max error
+    assert "e" in error_cell(data.comparison.row("double_q"), Translator("en"))
+    capsys.readouterr()
+    render_run(record, out, no_color=True)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.lstrip().startswith("nan_attention"))
+    assert f"non-finite ({nan_cells} NaN)" in line and "0.0e+00" not in line

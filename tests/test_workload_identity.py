@@ -27,7 +27,7 @@ from attnprof.workload import Workload, WorkloadId
 @pytest.fixture(scope="module")
 def two_shapes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("shapes")
-    opts = RunOptions(profile=False, time_budget_s=0.05, min_samples=5)
+    opts = RunOptions(profile=False, time_budget_s=0.05, min_samples=6)
     run(
         Workload(batch=1, heads=2, seq=64, head_dim=16),
         ["naive-inplace", "sdpa"],
@@ -103,7 +103,7 @@ def test_report_of_a_folder_compares_within_each_workload(two_shapes: Path) -> N
 @pytest.fixture(scope="module")
 def two_masks(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("masks")
-    opts = RunOptions(profile=False, time_budget_s=0.05, min_samples=5)
+    opts = RunOptions(profile=False, time_budget_s=0.05, min_samples=6)
     for name, mask in (("none", "none"), ("sliding", "sliding=16")):
         run(
             Workload(batch=1, heads=2, seq=64, head_dim=16, mask=mask),

@@ -60,7 +60,6 @@ def fmt_num(x: float | None, spec: str = ".3g") -> str:
 
 
 __all__ = [
-    "NOTABLE_SPEEDUP",
     "fmt_bytes",
     "fmt_count",
     "fmt_delta_us",
@@ -70,7 +69,6 @@ __all__ = [
     "fmt_num",
     "fmt_pct",
     "fmt_ratio",
-    "fmt_speed",
     "fmt_us",
     "localize",
     "number_locale",
@@ -128,27 +126,8 @@ def fmt_ratio(x: float | None) -> str:
     return _n(f"{x:.1f}" if x >= 1.5 else f"{x:.2f}")
 
 
-NOTABLE_SPEEDUP = 1.1  # without an interval, within 10% a colour would claim more than noise allows
-
-
-def fmt_speed(speedup: float, low: float | None = None, high: float | None = None) -> tuple[str, str, bool]:
-    """Relative speed (baseline time / this time) as (way, ratio, notable): way is "faster",
-    "slower", or "tie" when the speedup's interval [low, high] holds 1; ratio is the larger of the
-    two times over the smaller, as fmt_ratio writes it; notable: a claim the data support (the
-    interval excludes 1; without an interval, a difference of 10% or more)."""
-    if low is not None and high is not None:
-        if low <= 1.0 <= high:
-            return "tie", fmt_ratio(max(speedup, 1 / speedup)), False
-        notable = True
-    else:
-        notable = max(speedup, 1 / speedup) >= NOTABLE_SPEEDUP
-    if speedup >= 1:
-        return "faster", fmt_ratio(speedup), notable
-    return "slower", fmt_ratio(1 / speedup), notable
-
-
 def fmt_interval(speedup: float, low: float | None, high: float | None) -> str:
-    """The speedup's interval in the direction fmt_speed states it: "1.19–1.31" (times as fast),
+    """The speedup's interval in the direction a speed cell states it: "1.19–1.31" (times as fast),
     inverted for a slower one; empty without an interval."""
     if low is None or high is None:
         return ""

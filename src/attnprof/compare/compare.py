@@ -36,8 +36,9 @@ import msgspec
 
 from attnprof.analysis.classify import cpu_category
 from attnprof.analysis.result import CpuOp, Finding, KernelStat, MemoryOp, RegionStat, TraceAnalysis
-from attnprof.analysis.stats import RatioInterval, ratio_interval
+from attnprof.analysis.stats import ratio_interval
 from attnprof.compare.diff import Diff, diff_rows
+from attnprof.compare.rank import speed
 from attnprof.errors import UserError
 from attnprof.records import (
     ReasonCode,
@@ -60,7 +61,6 @@ __all__ = [
     "baseline_for",
     "compare",
     "diffs_for",
-    "interval",
     "load_sources",
 ]
 
@@ -125,12 +125,21 @@ class Row(msgspec.Struct, kw_only=True):
     # --backward: the backward's clean median, and forward + backward timed as one call
     bwd_median_ms: float | None = None
     total_median_ms: float | None = None
+    total_samples_ms: list[float] = []
+    # the timing speedups and rankings read (compare/rank.py): forward, forward + backward
+    # (--backward), step (a model run)
+    ranked_by: Literal["forward", "forward + backward", "step"] = "forward"
     noisy: bool | None = None
     threads: int | None = None
-    speedup: float | None = None
-    # the speedup's 95% bootstrap interval (analysis/stats.py); a tie when it holds 1
+    speedup: float | None = None  # the baseline's ranked median / this one's (compare/rank.py)
+    # the speedup's 95% bootstrap interval (analysis/stats.py); a tie when it holds 1. Only with
+    # rank.MIN_INTERVAL_SAMPLES samples a side: with fewer, speedup_claim is "too_few" and
+    # speedup_range_low/high hold the range of the ratios instead
     speedup_low: float | None = None
     speedup_high: float | None = None
+    speedup_claim: str | None = None  # faster, slower, tie, too_few (rank.Speed.claim)
+    speedup_range_low: float | None = None
+    speedup_range_high: float | None = None
     paired_rounds: bool = False  # samples interleaved round by round with its run's other variants
     unreliable: bool = False  # the machine was busy while this row was timed (load_reasons says how)
     load_reasons: list[str] = []
@@ -223,12 +232,8 @@ class Row(msgspec.Struct, kw_only=True):
 
     @property
     def tie(self) -> bool:
-        """Its speedup's interval holds 1: no faster or slower claim can be made."""
-        return (
-            self.speedup_low is not None
-            and self.speedup_high is not None
-            and (self.speedup_low <= 1.0 <= self.speedup_high)
-        )
+        """Its speedup's 95% interval holds 1: no faster or slower claim can be made."""
+        return self.speedup_claim == "tie"
 
     @property
     def ran(self) -> bool:
@@ -562,6 +567,8 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         failed_gradients=res.failed_gradients(),
         bwd_median_ms=res.timing_bwd.median_ms if res.timing_bwd else None,
         total_median_ms=res.timing_total.median_ms if res.timing_total else None,
+        total_samples_ms=list(res.timing_total.samples_ms) if res.timing_total else [],
+        ranked_by="step" if record.model is not None else "forward + backward" if w.backward else "forward",
         nan_count=res.accuracy.nan_count if res.accuracy else None,
         inf_count=res.accuracy.inf_count if res.accuracy else None,
         atol=res.accuracy.tolerance if res.accuracy else None,
@@ -673,6 +680,26 @@ def _cold_check(row: Row, t: TimingSummary | None) -> None:
                 "cold_faults_per_call": round(cold_faults),
                 "warm_faults_per_call": round(warm_faults),
             },
+        )
+    )
+
+
+def _total_check(row: Row) -> None:
+    """TOTAL_BELOW_BACKWARD: forward + backward timed as one call came out shorter than the
+    backward alone. The one call does all the backward's work and more, so this is a measurement
+    problem (load that came and went between the two timings, or a backward timed with work the
+    one call skips), not a speed: the ranking by forward + backward is not to be trusted."""
+    bwd, total = row.bwd_median_ms, row.total_median_ms
+    if bwd is None or total is None or total >= bwd:
+        return
+    row.findings.append(
+        Finding(
+            code="TOTAL_BELOW_BACKWARD",
+            severity="warning",
+            message=f"Forward + backward timed as one call ({total:.3g} ms) is shorter than the backward "
+            f"alone ({bwd:.3g} ms): a measurement problem, not a speed; its ranking by forward + backward "
+            "cannot be trusted.",
+            evidence={"total_ms": round(total, 4), "bwd_ms": round(bwd, 4)},
         )
     )
 
@@ -795,14 +822,6 @@ def _dedupe_labels(rows: list[Row]) -> None:
             r.label = f"{d}/{r.label}" if dirs[d] == 1 else f"{d}#{r.input + 1}/{r.label}"
 
 
-def interval(row: Row, other: Row) -> RatioInterval | None:
-    """How many times faster `row` is than `other` (other's time / row's time), with its 95%
-    bootstrap interval; paired by round when both come from one interleaved run."""
-    paired = row.input == other.input and row.kind == other.kind == "run"
-    paired = paired and row.paired_rounds and other.paired_rounds
-    return ratio_interval(other.samples_ms, row.samples_ms, paired=paired)
-
-
 def choose_baseline(rows: Sequence[Row], name: str | None) -> str | None:
     """--baseline NAME matches a label, a variant or a trace name; default naive-inplace, else
     the first row with a timing, else the first row."""
@@ -873,6 +892,7 @@ def compare(
                 _peak_check(row, ctx)
                 _fault_check(row)
                 _cold_check(row, res.timing)
+                _total_check(row)
                 _gate(row, res, record.workload.dtype)
                 row.input = i
                 rows.append(row)
@@ -933,13 +953,21 @@ def compare(
 
 
 def _speedups(rows: Sequence[Row], base_row: Row | None) -> None:
-    ref = base_row.median_ms if base_row else None
+    """Each row against the baseline, by the rule of compare/rank.py."""
+    if base_row is None:
+        return
     for r in rows:
-        if ref and r.median_ms and r.status != INCORRECT:
-            r.speedup = ref / r.median_ms
-            iv = interval(r, base_row) if base_row is not None and r is not base_row else None
-            if iv is not None:
-                r.speedup_low, r.speedup_high = iv.low, iv.high
+        if r.status == INCORRECT:
+            continue
+        sp = speed(r, base_row)
+        if sp is None:
+            continue
+        r.speedup = sp.ratio
+        if r is base_row:
+            continue
+        r.speedup_claim = sp.claim
+        r.speedup_low, r.speedup_high = sp.low, sp.high
+        r.speedup_range_low, r.speedup_range_high = sp.range_low, sp.range_high
 
 
 def baseline_for(comp: Comparison, row: Row) -> Row | None:

@@ -25,7 +25,7 @@ from attnprof.units import fmt_bytes, fmt_ms
 from attnprof.workload import WorkloadId
 
 if TYPE_CHECKING:
-    from attnprof.records import RunRecord, RunResult, TimingSummary
+    from attnprof.records import RunRecord, RunResult
     from attnprof.variants.registry import Decision, Variant
     from attnprof.workload import Workload
 
@@ -73,18 +73,58 @@ class ProgressReporter:
             self.progress.update(self.task, description=f"{label}: {stage}")
 
 
-def _paced(r: RunResult, backward: bool) -> TimingSummary | None:
-    """The timing a run's variants are paced by: forward + backward with --backward, else the forward."""
-    return r.timing_total if backward else r.timing
+def _versus(record: RunRecord, out: Path) -> tuple[dict[str, str], list[str]]:
+    """Each result's "vs fastest" cell, by compare's rows and compare/rank.py's rule (the ranked
+    timing: forward + backward with --backward; a tie only where no variant is faster beyond
+    noise), and the reasons the run's timing is unreliable (as compare and report say them)."""
+    from attnprof.compare.compare import Source, compare
+    from attnprof.compare.rank import fastest, ranked_median
+    from attnprof.run_context import RunContext
+
+    ctx = RunContext.from_record(record, out)
+    comp = compare([Source(path=str(out), kind="run", context=ctx)], analyse=False)
+    cells: dict[str, str] = {}
+    top = fastest(comp.rows)
+    if top is not None:
+        best = ranked_median(top.fastest) or 0.0
+        tied = {r.label for r in top.tied}
+        untold = {r.label for r in top.untold}
+        for r in comp.rows:
+            mine = ranked_median(r)
+            if not r.ok or mine is None or best <= 0:
+                continue
+            ratio = mine / best
+            if r is top.fastest:
+                cells[r.label] = "[green]fastest[/]"
+            elif r.label in tied:
+                cells[r.label] = f"[green]tie {ratio:.2f}x[/]"
+            elif r.label in untold:
+                cells[r.label] = f"{ratio:.2f}x ?"
+            else:
+                cells[r.label] = f"[{'yellow' if ratio < 2 else 'red'}]{ratio:.2f}x[/]"
+    reasons = list(dict.fromkeys(x for r in comp.rows for x in r.load_reasons))
+    return cells, reasons
+
+
+def _total_cell(r: RunResult) -> str:
+    """Forward + backward as one call, marked where it is shorter than the backward alone (a
+    measurement problem: compare's TOTAL_BELOW_BACKWARD)."""
+    if r.timing_total is None:
+        return "-"
+    text = fmt_ms(r.timing_total.median_ms)
+    if r.timing_bwd is not None and r.timing_total.median_ms < r.timing_bwd.median_ms:
+        text += " [red]< bwd![/]"
+    return text
 
 
 def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
+    from attnprof.compare.rank import MIN_INTERVAL_SAMPLES
+
     console = _console(no_color)
-    # only correct results set the pace: an incorrect one is shown, in red, against nothing
-    ok = [r for r in record.results if r.status == "ok" and r.timing and not r.incorrect]
     backward = record.workload.backward
-    # with --backward the step a trainer pays is forward + backward: "vs fastest" is of that
-    fastest = min((t.median_ms for r in ok if (t := _paced(r, backward))), default=None)
+    versus_cells, unreliable = _versus(record, out)
+    if unreliable:  # first, above the table: its ranking cannot be trusted as it stands
+        console.print(f"[bold yellow]unreliable: {'; '.join(unreliable)}[/]")
     wide = console.width >= 130
     table = Table(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
     columns = [
@@ -102,15 +142,16 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
     for r in record.results:
         if r.status != "ok" or r.timing is None:
             continue
-        paced = _paced(r, backward)
-        ratio = paced.median_ms / fastest if fastest and paced else None
-        colour = "green" if (ratio or 0) < 1.05 else ("yellow" if (ratio or 0) < 2 else "red")
-        versus = f"[{colour}]{ratio:.2f}x[/]" if ratio is not None else "-"
+        versus = versus_cells.get(r.label, "-")
         if r.incorrect:
             versus = "[bold red]incorrect[/]"
         err = "-"
         if r.accuracy:
-            err = f"{r.accuracy.max_abs_err:.1e}" + ("" if r.accuracy.ok else " [red]✗[/]")
+            acc = r.accuracy
+            # a max error over the finite values of a non-finite output says nothing: say what it holds
+            bad = [f"{n} {what}" for n, what in ((acc.nan_count, "NaN"), (acc.inf_count, "inf")) if n]
+            err = f"non-finite ({', '.join(bad)})" if bad else f"{acc.max_abs_err:.1e}"
+            err += "" if acc.ok else " [red]✗[/]"
         mem = fmt_bytes(r.memory.peak_bytes if r.memory else None)
         row = [
             r.label + (" [yellow]~[/]" if r.timing.noisy else ""),
@@ -127,7 +168,7 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
                 grad_err = f"{worst:.1e}" + ("" if all(a.ok for a in grads) else " [red]✗[/]")
             row += [
                 fmt_ms(r.timing_bwd.median_ms) if r.timing_bwd else "-",
-                fmt_ms(r.timing_total.median_ms) if r.timing_total else "-",
+                _total_cell(r),
                 grad_err,
             ]
             row.insert(5, versus)
@@ -138,6 +179,12 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
             traces.append(r.trace)
         table.add_row(*row)
     print_table(console, table)
+    for r in record.results:
+        if r.timing_total and r.timing_bwd and r.timing_total.median_ms < r.timing_bwd.median_ms:
+            console.print(
+                f"[yellow]{r.label}: forward + backward as one call is shorter than the backward alone: "
+                "a measurement problem, not a speed[/]"
+            )
     for r in record.results:
         if r.status == "ok" and r.accuracy is not None and is_incorrect(r.accuracy):
             console.print(f"[bold red]{r.label}: {r.accuracy.failure(record.workload.dtype)}[/]")
@@ -152,6 +199,7 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
             f"[dim]traces: {out}/traces/ ({', '.join(Path(t).name.split('_', 4)[-1].removesuffix('.json.gz') for t in traces)})[/]"
         )
     env = record.environment
+    ok = [r for r in record.results if r.status == "ok" and r.timing and not r.incorrect]
     threads = ok[0].timing.threads if ok and ok[0].timing else env.threads
     # every field that changes the work, as compare and the reports write it (WorkloadId.label)
     ident = WorkloadId.of(record.workload)
@@ -161,6 +209,10 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
         f"{record.workload.dtype} on {env.device_name} ({env.device}, {threads} threads), torch {env.torch_version}; "
         f"~ marks noisy timings (IQR > 10% of median)[/]"
     )
+    legend = "tie: no variant faster beyond noise (95% interval)"
+    if any(c.endswith(" ?") for c in versus_cells.values()):
+        legend += f"; ?: too few samples to tell (a 95% interval needs {MIN_INTERVAL_SAMPLES} a side)"
+    console.print(f"[dim]vs fastest ({'forward + backward' if backward else 'forward'}): {legend}[/]")
     console.print(
         f"run directory: {out}  (run.json, traces/, tables/; open a trace in https://ui.perfetto.dev)"
     )

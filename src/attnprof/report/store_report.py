@@ -14,13 +14,14 @@ from pathlib import Path
 
 import msgspec
 
+from attnprof.compare.rank import NOTABLE
 from attnprof.errors import UserError
 from attnprof.recommend import Recommendation, recommend
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
 from attnprof.report.table import Cell, Column, Table, fit, md_text, to_markdown
 from attnprof.store import StoredResult
-from attnprof.units import NOTABLE_SPEEDUP, fmt_err, fmt_ms, fmt_ratio, number_locale
+from attnprof.units import fmt_err, fmt_ms, fmt_ratio, number_locale
 from attnprof.workload import WorkloadId, kind_words
 
 __all__ = [
@@ -183,7 +184,7 @@ def recommendation_table(recs: list[Recommendation], t: Translator, *, compact: 
         margin = Cell("-")
         if rec.margin:
             tie = t.maybe("rec.within_noise", " ~") if rec.within_noise else ""
-            notable = "good" if rec.margin >= NOTABLE_SPEEDUP else "warn"
+            notable = "good" if rec.margin >= NOTABLE else "warn"
             margin = Cell(f"{fmt_ratio(rec.margin)}x{tie}", rec.margin, "x", "dim" if tie else notable)
         table.add(
             [

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from attnprof.analysis.stats import RatioInterval
-from attnprof.compare.compare import INCORRECT, Row, baseline_for, interval
+from attnprof.compare.compare import INCORRECT, Row, baseline_for
+from attnprof.compare.rank import MIN_INTERVAL_SAMPLES, Speed, fastest, ranked_median, ranked_samples, speed
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
@@ -35,7 +35,6 @@ __all__ = [
     "BAD_CODES",
     "CAUSE_SHARE",
     "GOOD_CODES",
-    "SAME_SPEED",
     "Why",
     "cause_ms",
     "incorrect_line",
@@ -63,8 +62,6 @@ BAD_CODES: tuple[str, ...] = (
 GOOD_CODES: tuple[str, ...] = ("FUSED_ATTENTION", "CUDA_GRAPH")
 # trace time per forward over the clean median from which the summary says the profiler inflates
 INFLATION_NOTE = 1.5
-# without an interval (fewer than 3 samples), below this ratio two timings are "about the same"
-SAME_SPEED = 1.1
 
 
 def opaque(row: Row) -> bool:
@@ -246,29 +243,44 @@ def reasons(fast: Row, slow: Row, t: Translator) -> Why | None:
     return None
 
 
-def _ci(iv: RatioInterval, t: Translator) -> str:
-    low, high = (iv.low, iv.high) if iv.ratio >= 1 else (1 / iv.high, 1 / iv.low)
+def _ci(sp: Speed, t: Translator) -> str:
+    """The 95% interval in the direction the sentence states the ratio (slower over faster)."""
+    assert sp.low is not None and sp.high is not None
+    low, high = (sp.low, sp.high) if sp.ratio >= 1 else (1 / sp.high, 1 / sp.low)
     return t("summary.ci", low=fmt_ratio(low), high=fmt_ratio(high))
 
 
 def _speed_line(row: Row, base: Row, t: Translator) -> str:
-    """One comparison with the baseline: a tie when the ratio's interval holds 1, else "x
-    faster", with a "because" only for a reliable run and evidence that points the same way."""
-    assert row.median_ms is not None and base.median_ms is not None
-    fast, slow = (row, base) if row.median_ms < base.median_ms else (base, row)
-    assert fast.median_ms is not None and slow.median_ms is not None
-    ratio = slow.median_ms / fast.median_ms
+    """One comparison with the baseline, as compare/rank.py claims it: a tie when the ratio's
+    95% interval holds 1, "too few samples to tell" (with the range) below the samples an
+    interval needs, else "x faster", with a "because" only for a reliable run and evidence that
+    points the same way."""
+    fast, slow = (row, base) if (ranked_median(row) or 0.0) < (ranked_median(base) or 0.0) else (base, row)
+    sp = speed(fast, slow)
+    assert sp is not None
+    ratio = sp.ratio
     dtype = row.dtype or "-"
-    iv = interval(fast, slow)
-    if iv is None:
-        if ratio < SAME_SPEED:
-            return t("summary.same", a=row.label, b=base.label, dtype=dtype, ratio=fmt_ratio(ratio))
-        ci = t("summary.no_ci")
-    elif not iv.excludes_one:
-        return t("summary.tie", a=row.label, b=base.label, dtype=dtype, ratio=fmt_ratio(ratio), ci=_ci(iv, t))
-    else:
-        ci = _ci(iv, t)
-    why = None if (fast.unreliable or slow.unreliable) else reasons(fast, slow, t)
+    if sp.claim == "too_few":
+        if sp.range_low is None or sp.range_high is None:
+            return t("summary.too_few_bare", a=row.label, b=base.label, dtype=dtype, ratio=fmt_ratio(ratio))
+        return t(
+            "summary.too_few",
+            a=row.label,
+            b=base.label,
+            dtype=dtype,
+            ratio=fmt_ratio(ratio),
+            n=sp.n,
+            low=fmt_ratio(sp.range_low),
+            high=fmt_ratio(sp.range_high),
+            min=MIN_INTERVAL_SAMPLES,
+        )
+    if sp.claim == "tie":
+        return t("summary.tie", a=row.label, b=base.label, dtype=dtype, ratio=fmt_ratio(ratio), ci=_ci(sp, t))
+    ci = _ci(sp, t)
+    # causes are sized against the forward's clean gap from the forward's trace: a claim about
+    # another timing (forward + backward, a model step) gets no "because" from them
+    sized = fast.ranked_by == slow.ranked_by == "forward"
+    why = None if (fast.unreliable or slow.unreliable or not sized) else reasons(fast, slow, t)
     head = dict(fast=fast.label, slow=slow.label, ratio=fmt_ratio(ratio), dtype=dtype, ci=ci)
     if why is None:
         return t("summary.faster", **head)
@@ -285,27 +297,28 @@ def _speed_line(row: Row, base: Row, t: Translator) -> str:
     )
 
 
-def _fastest_line(ran: Sequence[Row], t: Translator) -> str:
-    """The fastest, or the rows tied for fastest: every row whose ratio to the quickest median
-    has an interval holding 1."""
-    fastest = min(ran, key=lambda r: r.median_ms or 0.0)
-    tied = [fastest]
-    for r in ran:
-        if r is fastest:
-            continue
-        iv = interval(fastest, r)
-        if iv is not None and not iv.excludes_one:
-            tied.append(r)
-    n = len(fastest.samples_ms)
-    if len(tied) == 1:
-        return t("summary.fastest", variant=fastest.label, time=fmt_ms(fastest.median_ms), n=n)
-    return t(
-        "summary.fastest_tie",
-        list=t.join([r.label for r in tied]),
-        variant=fastest.label,
-        time=fmt_ms(fastest.median_ms),
-        n=n,
+def _fastest_lines(ran: Sequence[Row], t: Translator) -> list[str]:
+    """The fastest, or the rows tied for fastest (compare/rank.py `fastest`: no row is faster
+    than a tied one beyond noise), and those too few samples leave untold."""
+    top = fastest(ran)
+    if top is None:
+        return []
+    best = top.fastest
+    head = dict(
+        variant=best.label,
+        time=fmt_ms(ranked_median(best)),
+        n=len(ranked_samples(best)),
+        per=t(f"per.{best.ranked_by}"),
     )
+    if top.tied:
+        out = [t("summary.fastest_tie", list=t.join([best.label, *(r.label for r in top.tied)]), **head)]
+    else:
+        out = [t("summary.fastest", **head)]
+    if top.untold:
+        out.append(
+            t("summary.fastest_untold", list=t.join([r.label for r in top.untold]), variant=best.label)
+        )
+    return out
 
 
 def incorrect_line(r: Row, t: Translator) -> str:
@@ -411,16 +424,22 @@ def _summarize(data: ReportData, t: Translator) -> list[str]:
         def tag(line: str, g: list[Row] = group) -> str:
             return t("summary.in_workload", workload=g[0].workload, line=line) if grouped else line
 
-        out.append(tag(_fastest_line(group, t)))
+        out.extend(tag(line) for line in _fastest_lines(group, t))
         for r in group:
             base = baseline_for(comp, r)
-            if base is not None and base.median_ms is not None and r.label != base.label and base.ok:
+            if (
+                base is not None
+                and ranked_median(base)
+                and ranked_median(r)
+                and r.label != base.label
+                and base.ok
+            ):
                 out.append(tag(_speed_line(r, base, t)))
         out.extend(tag(line) for line in _ops_line(group, t))
         steps = sorted(
             (r for r in group if r.total_median_ms is not None), key=lambda r: r.total_median_ms or 0.0
         )
-        if steps:  # --backward: the ratios above are the forward's; what a training step costs is this
+        if steps:  # --backward: the ratios above are of forward + backward (rank.py); listed here
             listed = ", ".join(f"{r.label} {fmt_ms(r.total_median_ms)}" for r in steps)
             out.append(tag(t("summary.backward", list=listed)))
     # over both passes: the tables show each variant's rich and lean figure, and the range the

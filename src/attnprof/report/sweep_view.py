@@ -16,11 +16,12 @@ from rich import box
 from rich.console import Console
 from rich.text import Text
 
+from attnprof.compare.rank import NOTABLE
 from attnprof.records import variant_label
 from attnprof.report.console import make_console, print_table, terminal_words
 from attnprof.report.store_report import recommendation_table, short_variant
 from attnprof.report.table import Cell, Column, Table, fit, to_rich
-from attnprof.units import NOTABLE_SPEEDUP, fmt_bytes, fmt_count, fmt_err, fmt_ms, fmt_ratio
+from attnprof.units import fmt_bytes, fmt_count, fmt_err, fmt_ms, fmt_ratio
 from attnprof.workload import WorkloadId
 
 if TYPE_CHECKING:
@@ -179,7 +180,7 @@ def _config_key(r: StoredResult) -> tuple[Any, ...]:
 
 def _speed_emphasis(ratio: float) -> str:
     """A time relative to the fastest of its configuration (1.0 = the fastest)."""
-    return "good" if ratio < NOTABLE_SPEEDUP else ("warn" if ratio < 2 else "bad")
+    return "good" if ratio < NOTABLE else ("warn" if ratio < 2 else "bad")
 
 
 def _tflops(x: float | None) -> Cell | None:

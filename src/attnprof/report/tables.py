@@ -32,7 +32,6 @@ from attnprof.units import (
     fmt_num,
     fmt_pct,
     fmt_ratio,
-    fmt_speed,
     fmt_us,
     number_locale,
     short_name,
@@ -45,6 +44,7 @@ __all__ = [
     "comparison_table",
     "diff_table",
     "env_items",
+    "error_cell",
     "expectation_table",
     "finding_items",
     "inflation_cell",
@@ -71,12 +71,32 @@ def speed_cell(r: Row, baseline: str | None, t: Translator) -> Cell:
         return Cell("-")
     if r.label == baseline:
         return Cell(t("speed.baseline"), r.speedup, "x", "strong")
-    way, ratio, notable = fmt_speed(r.speedup, r.speedup_low, r.speedup_high)
+    # the claim is compare/rank.py's: a colour only for a difference beyond noise
+    ratio = fmt_ratio(max(r.speedup, 1 / r.speedup))
+    claim = r.speedup_claim or "too_few"
+    if claim == "too_few":
+        text = t("speed.too_few", ratio=ratio)
+        spread = fmt_interval(r.speedup, r.speedup_range_low, r.speedup_range_high)
+        if spread:
+            text = t("speed.with_range", speed=text, range=spread)
+        return Cell(text, r.speedup, "x", "")
+    way = "tie" if claim == "tie" else "faster" if r.speedup >= 1 else "slower"
     text = t(f"speed.{way}", ratio=ratio)
     ci = fmt_interval(r.speedup, r.speedup_low, r.speedup_high)
     if ci:
         text = t.maybe("speed.with_interval", "{speed} ({ci})").format(speed=text, ci=ci)
-    return Cell(text, r.speedup, "x", ("good" if way == "faster" else "bad") if notable else "")
+    return Cell(text, r.speedup, "x", {"faster": "good", "slower": "bad"}.get(way, ""))
+
+
+def error_cell(r: Row, t: Translator) -> Cell:
+    """The output's max error against the fp64 reference, or, for an output holding NaN or inf,
+    their counts: the max over its finite values alone would pass for a small error (an all-NaN
+    output once showed 0.0e+00)."""
+    counts = [t(key, n=fmt_count(n)) for key, n in (("err.nan", r.nan_count), ("err.inf", r.inf_count)) if n]
+    bad = "bad" if r.accuracy_ok is False else ""
+    if counts:
+        return Cell(t("err.non_finite", counts=", ".join(counts)), None, emphasis="bad")
+    return Cell(fmt_err(r.max_abs_err), r.max_abs_err, emphasis=bad)
 
 
 def occupancy_cell(r: Row, t: Translator) -> Cell:
@@ -122,6 +142,9 @@ def comparison_table(data: ReportData, t: Translator) -> Table:
         if not comp.baselines
         else t("col.speed_each", baselines=", ".join(comp.baselines.values()))
     )
+    ranked = {r.ranked_by for r in comp.rows if r.kind == "run"}
+    if ranked and ranked != {"forward"}:  # the speeds are not of the median column beside them
+        speed = t("col.speed_ranked", speed=speed, per=", ".join(t(f"per.{x}") for x in sorted(ranked)))
     table = Table(
         columns=[
             Column(t("col.variant")),
@@ -171,7 +194,7 @@ def comparison_table(data: ReportData, t: Translator) -> Table:
                 ", ".join(r.fused_families) or "-",
                 occupancy_cell(r, t),
                 Cell(fmt_bytes(r.peak_bytes), r.peak_bytes, "B"),
-                Cell(fmt_err(r.max_abs_err), r.max_abs_err),
+                error_cell(r, t),
                 tflops_cell(r, t),
                 ", ".join(r.finding_codes) or "-",
             ],

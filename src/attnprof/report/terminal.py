@@ -25,13 +25,14 @@ from attnprof.report.summary import time_source_line
 from attnprof.report.table import Cell, Column, Table, fit, to_rich
 from attnprof.report.tables import (
     diff_table,
+    error_cell,
     expectation_table,
     inflation_cell,
     occupancy_cell,
     speed_cell,
     tflops_cell,
 )
-from attnprof.units import fmt_bytes, fmt_count, fmt_err, fmt_ms, fmt_pct, fmt_us, short_name
+from attnprof.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct, fmt_us, short_name
 
 __all__ = [
     "print_comparison",
@@ -93,7 +94,7 @@ def timing_table(comp: Comparison) -> Table:
                 Cell(fmt_ms(r.iqr_ms), r.iqr_ms, "ms"),
                 speed_cell(r, comp.baselines.get(r.workload or "", comp.baseline), t),
                 Cell(fmt_bytes(r.peak_bytes), r.peak_bytes, "B"),
-                Cell(fmt_err(r.max_abs_err), r.max_abs_err, emphasis="bad" if r.accuracy_ok is False else ""),
+                error_cell(r, t),
                 tflops_cell(r, t),
             ]
         )
@@ -184,11 +185,12 @@ def _footer(console: Console, comp: Comparison) -> None:
         (r for r in comp.rows if r.ok and r.total_median_ms is not None),
         key=lambda r: r.total_median_ms or 0.0,
     )
-    if steps:  # --backward: the table's times and speeds are the forward's
+    if steps:  # --backward: the table's times are the forward's, its speeds forward + backward's
         listed = ", ".join(f"{r.label} {fmt_ms(r.total_median_ms)}" for r in steps)
         console.print(
             Text(
-                f"  --backward: the table is of the forward; forward + backward per step: {listed}",
+                "  --backward: times are of the forward, speeds of forward + backward (one call) per "
+                f"step: {listed}",
                 style="yellow",
             )
         )
