@@ -15,6 +15,11 @@ from pathlib import Path
 
 import pytest
 
+# the folder analysis keeps per-trace summaries between runs (attnprof.analysis.rank_cache): off
+# for the suite, so that a test that analyses a folder twice analyses it twice, and nothing is
+# written to the home directory; tests/test_rank_cache.py turns it on in a temporary directory
+os.environ.setdefault("ATTNPROF_CACHE", "off")
+
 
 @functools.cache
 def _has_cuda() -> bool:

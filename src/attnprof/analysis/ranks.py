@@ -361,14 +361,25 @@ def _one(
     top: int,
     max_memory: float | None,
     parallel: bool | None = None,
+    cache: bool = True,
 ) -> tuple[TraceAnalysis, RankStats]:
+    from attnprof.analysis import rank_cache
     from attnprof.analysis.pipeline import analyze_trace
     from attnprof.trace.limits import MAX_MEMORY
     from attnprof.trace.load import load_trace
 
+    # a summary kept from an earlier run with the same file, options and code (rank_cache.py)
+    key = rank_cache.summary_key(path, region=region, top=top, workload=workload) if cache else None
+    if key is not None:
+        kept = rank_cache.load(key, tuple[TraceAnalysis, RankStats])
+        if kept is not None:
+            return kept[0], kept[1]
     trace = load_trace(path, max_memory=MAX_MEMORY if max_memory is None else max_memory, parallel=parallel)
     analysis = analyze_trace(trace, path=str(path), region=region, workload=workload, top=top)
-    return analysis, rank_stats(trace, path)
+    stats = rank_stats(trace, path)
+    if key is not None:
+        rank_cache.store(key, analysis, stats)
+    return analysis, stats
 
 
 def analyze_folder(
@@ -379,8 +390,12 @@ def analyze_folder(
     top: int = 20,
     workers: int | None = None,
     max_memory: float | None = None,
+    cache: bool = True,
 ) -> list[FolderRun]:
     """Every trace under folder analysed (in parallel processes), grouped into runs by sub-folder.
+
+    cache: reuse (and write) each trace's summary where its file, the options and the code are
+    unchanged (attnprof.analysis.rank_cache; $ATTNPROF_CACHE=off turns it off everywhere).
 
     Each worker process holds one trace at a time, so with the default workers (the CPU count)
     the memory limit applies to each of them against what is available when it starts.
@@ -390,13 +405,13 @@ def analyze_folder(
     paths = [p for files in runs.values() for p in files]
     n = min(len(paths), workers or os.cpu_count() or 1)
     if n <= 1:
-        done = [_one(p, region, workload, top, max_memory) for p in paths]
+        done = [_one(p, region, workload, top, max_memory, None, cache) for p in paths]
     else:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=n) as pool:
             # one trace per CPU already: no second decoding process inside each worker
-            futures = [pool.submit(_one, p, region, workload, top, max_memory, False) for p in paths]
+            futures = [pool.submit(_one, p, region, workload, top, max_memory, False, cache) for p in paths]
             done = [f.result() for f in futures]
     results = dict(zip(paths, done, strict=True))
     out = []
