@@ -70,11 +70,14 @@ def test_enclosing_sdpa_op_makes_its_copies_attention(tmp_path: Path) -> None:
     assert _kernel_rules(a, ELEMENTWISE) == {"enclosing op": 1}
 
 
-def test_a_range_that_says_attention_holds_its_kernels_but_not_projections_or_collectives(
-    tmp_path: Path,
-) -> None:
+def test_a_range_that_says_attention_holds_its_unknown_kernels_only(tmp_path: Path) -> None:
+    """An attention module's range claims the kernels no name rule places (a serving stack's own
+    attention kernel), not its RoPE / norm elementwise kernels, projections or collectives."""
     events = [
         ev("LlamaAttention.forward", "user_annotation", 0, 1000),
+        ev("my_stack::decode", "cpu_op", 50, 20),
+        launch(55, 4),
+        kernel(ANON, 150, 45, 4),
         ev("aten::add", "cpu_op", 100, 20),
         launch(105, 1),
         kernel(ELEMENTWISE, 200, 30, 1),
@@ -87,14 +90,37 @@ def test_a_range_that_says_attention_holds_its_kernels_but_not_projections_or_co
         kernel(NCCL, 600, 80, 3),
     ]
     a = run(tmp_path, events)
-    assert a.share.attention.rules == {"named op or range": 30}
+    assert a.share.attention.rules == {"named op or range": 45}
+    assert _kernel_rules(a, ANON) == {"named op or range": 1}
+    assert _kernel_rules(a, ELEMENTWISE) is None  # RoPE / residual add inside the module
     assert _kernel_rules(a, GEMM) is None  # the projection GEMM stays a GEMM
     assert _kernel_rules(a, NCCL) is None  # FSDP's gather inside the module stays communication
     assert a.share.gemm.time_us == 60 and a.share.communication.time_us == 80
 
 
+def _framed(frame: str, kname: str) -> list[dict[str, Any]]:
+    return [
+        ev(frame, "python_function", 40, 200),
+        ev("my_stack::decode", "cpu_op", 50, 20),
+        launch(55, 1),
+        kernel(kname, 150, 45, 1),
+    ]
+
+
+def test_a_python_module_frame_that_says_attention_holds_its_unknown_kernel(tmp_path: Path) -> None:
+    a = run(tmp_path, _framed("nn.Module: Qwen2Attention_0", ANON))
+    assert a.share.attention.rules == {"python frame or module": 45}
+    assert run(tmp_path, _framed("nn.Module: Qwen2MLP_0", ANON)).share.attention.time_us == 0
+
+
+def test_a_frame_confirms_a_named_kernel_without_the_caveat(tmp_path: Path) -> None:
+    a = run(tmp_path, _framed("vllm/attention/backends/rocm_flash_attn.py(600): forward", PAGED))
+    att = a.share.attention
+    assert att.rules == {"python frame or module": 45} and att.name_only_us == 0
+
+
 def test_a_range_with_another_name_holds_nothing(tmp_path: Path) -> None:
-    a = run(tmp_path, _launched("aten::add", ELEMENTWISE, outer="LlamaMLP.forward", cat="user_annotation"))
+    a = run(tmp_path, _launched("aten::add", ANON, outer="LlamaMLP.forward", cat="user_annotation"))
     assert a.share.attention.time_us == 0
 
 

@@ -491,9 +491,10 @@ RULES: tuple[Rule, ...] = (
     _r(
         "elementwise",
         "elementwise",
-        r"(?i)elementwise|functor|_kernel_cuda|index_put|scatter|gather|fill_kernel",
+        r"(?i)elementwise|functor|_kernel_cuda|index_put|scatter|gather|fill_kernel|index_?select",
         False,
         "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>>(...)",
+        "void at::native::(anonymous namespace)::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2>(...)",
     ),
 )
 

@@ -42,7 +42,7 @@ _GROUP_OF = {"conv": "conv", "gemm": "gemm", "norm": "norm", "elementwise": "ele
 
 def cpu_share(trace: Trace, chain_ops: npt.NDArray[np.int64]) -> Share | None:
     """The share by CPU self time; None when the trace has no CPU op time either."""
-    cpu = trace.rows(Kind.CPU_OP)
+    cpu = trace.own(trace.rows(Kind.CPU_OP))  # not a capture trace's imported ops
     names = trace.names
     step = np.array([bool(_STEP.match(n)) for n in names], dtype=np.bool_)
     cpu = cpu[~step[trace.name[cpu]]] if cpu.size else cpu
@@ -56,7 +56,7 @@ def cpu_share(trace: Trace, chain_ops: npt.NDArray[np.int64]) -> Share | None:
     # attention: inside an attention op, an op or range that says attention, or a chain op
     att_name = np.array([is_attention_op(n) is not None for n in names], dtype=np.bool_)
     says = np.array([says_attention(n) and n not in PROJECTION_OPS for n in names], dtype=np.bool_)
-    ann = trace.rows(Kind.ANNOTATION)
+    ann = trace.own(trace.rows(Kind.ANNOTATION))
     holders = np.concatenate([cpu[(att_name | says)[trace.name[cpu]]], ann[says[trace.name[ann]]], chain_ops])
     is_att = inside(trace, holders, cpu) if holders.size else np.zeros(cpu.size, bool)
     proj = np.array([n in PROJECTION_OPS for n in names], dtype=np.bool_)[trace.name[cpu]]

@@ -172,6 +172,8 @@ def analyze_trace(
         gpu_cat == _CAT_INDEX["attention"],
         np.concatenate([chain_fwd, chain_bwd]),
         np.isin(gpu_cat, [_CAT_INDEX["communication"], _CAT_INDEX["sync"]]),
+        gpu_cat == _CAT_INDEX["gemm"],
+        np.isin(gpu_cat, [_CAT_INDEX["other"], _CAT_INDEX["triton"]]),
     )
     share = _share(trace, links, gpu_cat, inv, classes, chain_fwd, chain_bwd, comm_ov, prov, unique_names)
     if share.device_time_us <= 0:  # no device time: where the CPU time went instead

@@ -13,12 +13,24 @@ Each device op gets the first rule of RULES that holds (RULE_NAMES; -1 when none
    (SAYS_ATTENTION: FooAttention.forward, self_attn, mylib::my_attention ...) encloses it,
    except the projection GEMMs (PROJECTION_OPS: q/k/v/o projections live inside an attention
    module but are not attention);
-4. "gpu range": a device op with no launch lies inside a gpu_user_annotation range whose name
+4. "python frame or module": a python_function frame (with_stack=True) on the launching thread
+   whose name says attention encloses it: "nn.Module: Qwen2Attention_0",
+   "vllm/attention/layer.py(300): forward", "<built-in function scaled_dot_product_attention>";
+5. "gpu range": a device op with no launch lies inside a gpu_user_annotation range whose name
    says attention (graph replays keep their device-side ranges);
-5. "kernel name": its name is an attention kernel's (attnprof.analysis.classify) and no rule
+6. "kernel name": its name is an attention kernel's (attnprof.analysis.classify) and no rule
    above holds: the fallback, listed as such (graph replays without a capture, lost launches);
-6. "dataflow": its op belongs to a GEMM -> softmax -> GEMM chain confirmed by shapes
+7. "dataflow": its op belongs to a GEMM -> softmax -> GEMM chain confirmed by shapes
    (attnprof.analysis.cpu_ops.unfused_chains), or to that chain's backward ops.
+
+Rules 3 and 4 (a name that merely says attention: a module, a range, a frame) claim only the
+device ops that the kernel-name rules leave without a category of their own (other, triton): a
+serving stack's unknown kernel inside vllm/attention/..., not the RoPE, norms, residual adds and
+copies an attention module also runs (HF's BertAttention holds its output LayerNorm).
+Rules 2-4 hold what an op, range or frame encloses, less the collectives and the projection
+GEMMs: GEMM kernels not launched by an activation GEMM op (ACTIVATION_GEMMS: the Q K^T and P V
+products use bmm / matmul / baddbmm / einsum; the q, k, v, o projections use linear / addmm / mm
+or a library's own quantised GEMM op), and anything inside aten::linear.
 
 The launching op is Links.cpu_op: Trace.op_link where another module filled it (a graph replay
 matched to its capture, attnprof.analysis.replay), else the External id, else containment of
@@ -40,6 +52,7 @@ from attnprof.analysis.regions import backward_ops, inside
 from attnprof.trace.model import Kind, Trace
 
 __all__ = [
+    "ACTIVATION_GEMMS",
     "ATTENTION_OPS",
     "PROJECTION_OPS",
     "RULE_NAMES",
@@ -50,7 +63,15 @@ __all__ = [
     "says_attention",
 ]
 
-RULE_NAMES = ("launching op", "enclosing op", "named op or range", "gpu range", "kernel name", "dataflow")
+RULE_NAMES = (
+    "launching op",
+    "enclosing op",
+    "named op or range",
+    "python frame or module",
+    "gpu range",
+    "kernel name",
+    "dataflow",
+)
 NAME_RULE = RULE_NAMES.index("kernel name")
 DATAFLOW_RULE = RULE_NAMES.index("dataflow")
 
@@ -88,6 +109,8 @@ SAYS_ATTENTION = re.compile(
 
 # the projection GEMMs (q, k, v, o) that run inside an attention module: not attention
 PROJECTION_OPS = frozenset({"aten::linear", "aten::addmm", "aten::mm", "aten::_addmm_activation"})
+# the GEMM ops of attention itself (scores and the weighted sum of values)
+ACTIVATION_GEMMS = frozenset({"aten::bmm", "aten::matmul", "aten::baddbmm", "aten::einsum"})
 
 
 def is_attention_op(name: str) -> str | None:
@@ -126,12 +149,21 @@ def _names_where(trace: Trace, pred: Callable[[str], object]) -> B:
 
 
 def attention_provenance(
-    trace: Trace, links: Links, by_name: B, chain_gpu: npt.NDArray[np.int64], never: B
+    trace: Trace,
+    links: Links,
+    by_name: B,
+    chain_gpu: npt.NDArray[np.int64],
+    never: B,
+    gemm: B | None = None,
+    unplaced: B | None = None,
 ) -> Provenance:
     """The rule that makes each device op attention. by_name: per GPU op, whether its kernel name
     is an attention kernel's; chain_gpu: the GPU ops of confirmed unfused chains; never: the GPU
     ops no enclosing op or range can make attention (collectives: FSDP gathers an attention
-    module's weights inside its range, and that is communication)."""
+    module's weights inside its range, and that is communication); gemm: the GEMM kernels
+    (their launching op tells a projection from an attention product); unplaced: the device
+    ops the kernel-name rules leave in no category of their own (other, triton), the only ones
+    a name that merely says attention may claim (rules 3 and 4)."""
     n = links.gpu_rows.size
     rule = np.full(n, -1, np.int8)
     if n == 0:
@@ -158,6 +190,11 @@ def attention_provenance(
     # out-projections inside aten::_native_multi_head_attention) and the collectives
     excluded = never.copy()
     excluded[has_op] |= proj_name[trace.name[op[has_op]]]
+    if gemm is not None:
+        act_name = _names_where(trace, lambda s: s in ACTIVATION_GEMMS)
+        activation = np.zeros(n, bool)
+        activation[has_op] = act_name[trace.name[op[has_op]]]
+        excluded |= gemm & ~activation
     linear = cpu[trace.name[cpu] == _name_id(trace, "aten::linear")]
     if linear.size:
         excluded[anchored] |= inside(trace, linear, a_rows)
@@ -170,9 +207,23 @@ def attention_provenance(
     saying = np.concatenate([cpu[says_name[trace.name[cpu]]], ann[says_name[trace.name[ann]]]])
     named = np.zeros(n, bool)
     named[anchored] = inside(trace, saying, a_rows)
-    rule[(rule < 0) & named & ~excluded] = 2
+    # rules 3 and 4 claim only what the names leave unplaced: an attention module also runs
+    # RoPE, norms, residual adds and copies that are not attention (BertAttention holds the
+    # output LayerNorm), while an unknown kernel inside vllm/attention/... is attention
+    # (and confirm what a kernel's name already says: no caveat then)
+    broad = ~excluded & ((unplaced if unplaced is not None else np.ones(n, bool)) | by_name)
+    rule[(rule < 0) & named & broad] = 2
 
-    # rule 4: unlaunched device ops inside an attention-named gpu_user_annotation range
+    # rule 4: Python frames and nn.Module frames (with_stack) that say attention
+    # every frame, the capture trace's imported ones too: a replayed kernel anchors at its captured op
+    py = trace.rows(Kind.PYTHON)
+    py = py[says_name[trace.name[py]] | att_name[trace.name[py]]] if py.size else py
+    if py.size:
+        framed = np.zeros(n, bool)
+        framed[anchored] = inside(trace, py, a_rows)
+        rule[(rule < 0) & framed & broad] = 3
+
+    # rule 5: unlaunched device ops inside an attention-named gpu_user_annotation range
     gpu_ann = trace.rows(Kind.GPU_ANNOTATION)
     gpu_ann = gpu_ann[(att_name | says_name)[trace.name[gpu_ann]]] if gpu_ann.size else gpu_ann
     free = np.flatnonzero((links.launch < 0) & ~has_op & (rule < 0) & ~never)
@@ -186,7 +237,7 @@ def attention_provenance(
         for r, p in zip(gpu_ann.tolist(), a_pid.tolist(), strict=True):
             s, e = trace.ts[r], trace.ts[r] + trace.dur[r]
             hit |= (k_pid == p) & (t >= s) & (t <= e)
-        rule[free[hit]] = 3
+        rule[free[hit]] = RULE_NAMES.index("gpu range")
 
     rule[(rule < 0) & by_name] = NAME_RULE
     chain = np.zeros(n, bool)
