@@ -139,3 +139,55 @@ def test_shared_vllm_step_is_one_mixed_step(with_capture: bool) -> None:
     # with the capture the replayed kernels have their captured ops; without, only eager ones do
     assert ("vllm::moe_forward" in ops) is with_capture
     assert "vllm::unified_attention_with_output" in ops
+
+
+def _sdpa(q_len: int, kv_len: int) -> dict[str, Any]:
+    """Recorded inputs of one aten::_scaled_dot_product_flash_attention call, bf16, 8 heads of 64."""
+    return {
+        "Input Dims": [[1, 8, q_len, 64], [1, 8, kv_len, 64], [1, 8, kv_len, 64], [], [], []],
+        "Input type": ["c10::BFloat16"] * 3 + ["Scalar", "Scalar", ""],
+        "Concrete Inputs": ["", "", "", "0.0", "False", ""],
+    }
+
+
+def test_decode_attention_is_judged_by_bandwidth(tmp_path: Path) -> None:
+    from attnprof.analysis.op_model import decode_inputs, model_op
+
+    h100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0, "numSms": 132}
+    events = step("execute_8_context_0()_generation_1(sq1sk4096sqsq1sqsk4096)", 0, [], 1)
+    events += [
+        ev(
+            "aten::_scaled_dot_product_flash_attention",
+            "cpu_op",
+            10,
+            20,
+            **{"External id": 1},
+            **_sdpa(1, 4096),
+        ),
+        ev("cudaLaunchKernel", "cuda_runtime", 15, 5, correlation=1, **{"External id": 1}),
+        ev("flash_fwd_splitkv_kernel", "kernel", 60, 4.0, pid=0, tid=7, correlation=1, device=0),
+    ]
+    events += step(
+        "execute_4096_context_1(sq4096sk4096sqsq16777216sqsk16777216)_generation_0()", 2000, PREFILL_OPS, 50
+    )
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events, "deviceProperties": [h100]}))
+    a = analyze(p)
+    assert isinstance(a, TraceAnalysis)
+    ph = {x.phase: x for x in a.phases.phases}
+    dec, pre = ph["decode"], ph["prefill"]
+    sig = _sdpa(1, 4096)
+    cost = model_op(
+        "aten::_scaled_dot_product_flash_attention",
+        decode_inputs(
+            tuple(json.dumps(sig[k]).encode() for k in ("Input Dims", "Input type", "Concrete Inputs"))
+        ),  # type: ignore[arg-type]
+    )
+    assert cost is not None and cost.decode
+    assert dec.attention_modelled_us == 4.0
+    assert dec.attention_tbps == pytest.approx(cost.bytes / 4.0 / 1e6, rel=1e-3)
+    assert dec.attention_bw_pct == pytest.approx(
+        100 * dec.attention_tbps / 3.35, abs=0.1
+    )  # H100 SXM: 3.35 TB/s
+    # the prefill step's ops recorded no inputs: nothing modelled, no rate claimed
+    assert (pre.modelled_us, pre.achieved_tflops, pre.attention_tbps) == (0.0, None, None)

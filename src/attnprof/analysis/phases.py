@@ -19,8 +19,11 @@ A mixed step runs both phases in the same kernels (vLLM's unified attention serv
 decode requests in one launch), so its time is not split: it is reported as "mixed", with its
 batch's composition. Per phase: the steps, device time, attention time and share (attention as
 the share counts it), and the CPU ops with the most device time (launched-op attribution, a
-graph replay's captured op included). FLOP and byte rates per op, and decode attention judged by
-bandwidth, need the per-op model's shapes and are not computed here.
+graph replay's captured op included). Rates: the per-op model (attnprof.analysis.op_model) over
+the launching ops that have a formula and recorded inputs gives the phase's model FLOPs and
+bytes and their achieved rates over those ops' device time; attention's bytes over its time
+(``attention_tbps``, and its share of the HBM peak where the device's is known) is how decode
+attention is judged: it streams the KV cache.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ import numpy as np
 import numpy.typing as npt
 
 from attnprof.analysis.links import Links
-from attnprof.analysis.result import Phase, PhaseOp, Phases, StepBatch
+from attnprof.analysis.op_model import OpCost, decode_inputs, known, model_op
+from attnprof.analysis.perf_model import roofs_for
+from attnprof.analysis.result import Device, Phase, PhaseOp, Phases, StepBatch
 from attnprof.trace.model import Kind, Trace
 
 __all__ = ["PHASES", "phase_of_kernel", "phase_of_range", "phases"]
@@ -90,6 +95,8 @@ def phases(
     attention: npt.NDArray[np.bool_],
     unique_names: list[str],
     name_idx: npt.NDArray[np.int64],
+    device: Device,
+    peak: tuple[float, float] | None = None,
 ) -> Phases:
     g = links.gpu_rows
     dur = trace.dur[g]
@@ -132,7 +139,14 @@ def phases(
         att = float(dur[sel & attention].sum())
         batches = [b for r in step_rows.tolist() if (b := _batch(trace, r)) is not None]
         out.append(
-            Phase(
+            _rated(
+                trace,
+                links,
+                sel,
+                attention,
+                dur,
+                device,
+                peak,
                 phase=name,
                 steps=int(step_rows.size),
                 device_ops=int(sel.sum()),
@@ -184,3 +198,49 @@ def _top_ops(trace: Trace, links: Links, sel: npt.NDArray[np.bool_], dur: np.nda
         PhaseOp(op=trace.names[int(uniq[i])], device_ops=int(c[i]), device_us=round(float(t[i]), 3))
         for i in np.argsort(-t, kind="stable")[:_TOP_OPS].tolist()
     ]
+
+
+def _rated(
+    trace: Trace,
+    links: Links,
+    sel: npt.NDArray[np.bool_],
+    attention: npt.NDArray[np.bool_],
+    dur: np.ndarray,
+    device: Device,
+    peak: tuple[float, float] | None,
+    **fields: object,
+) -> Phase:
+    """The phase with the per-op model's figures over the ops that launched its device work."""
+    ph = Phase(**fields)  # type: ignore[arg-type]
+    idx = np.flatnonzero(sel & (links.cpu_op >= 0))
+    costs: dict[int, OpCost | None] = {}
+    for r in np.unique(links.cpu_op[idx]).tolist():
+        sig = trace.inputs.get(r)
+        name = trace.names[int(trace.name[r])]
+        args = decode_inputs(sig) if sig is not None and known(name) else None
+        costs[r] = model_op(name, args) if args is not None else None
+    modelled = np.array([costs[int(r)] is not None for r in links.cpu_op[idx].tolist()], bool)
+    if not modelled.any():
+        return ph
+    m_idx = idx[modelled]
+    rows = {int(r) for r in links.cpu_op[m_idx].tolist()}
+    t = float(dur[m_idx].sum())
+    flops = sum(c.flops for r in rows if (c := costs[r]) is not None)
+    nbytes = sum(c.bytes for r in rows if (c := costs[r]) is not None)
+    ph.modelled_us, ph.model_flops, ph.model_bytes = round(t, 3), float(flops), float(nbytes)
+    if t > 0:
+        ph.achieved_tflops = round(flops / t / 1e6, 3)
+        ph.achieved_tbps = round(nbytes / t / 1e6, 4)
+    a_idx = m_idx[attention[m_idx]]
+    if a_idx.size:
+        a_rows = {int(r) for r in links.cpu_op[a_idx].tolist()}
+        a_t = float(dur[a_idx].sum())
+        a_bytes = sum(c.bytes for r in a_rows if (c := costs[r]) is not None)
+        ph.attention_modelled_us = round(a_t, 3)
+        if a_t > 0:
+            tbps = a_bytes / a_t / 1e6
+            ph.attention_tbps = round(tbps, 4)
+            first = costs[min(a_rows)]
+            bw = roofs_for(device, first, peak=peak)[1] if first is not None else None
+            ph.attention_bw_pct = round(100.0 * tbps / bw, 1) if bw else None
+    return ph

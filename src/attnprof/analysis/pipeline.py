@@ -188,7 +188,7 @@ def analyze_trace(
     region_stat.communication = _region_comm(trace, links, reg, gpu_cat, compute, clean.busy_end)
     graphs, graph_notes = graph_replays(trace, links, busy_mask, share.device_time_us)
     compiled = compiled_code(trace, links, busy_mask, unique_names, inv, share.device_time_us)
-    phase_split = phases(trace, links, busy_mask, prov.attention, unique_names, inv)
+    phase_split = phases(trace, links, busy_mask, prov.attention, unique_names, inv, device, peak)
 
     roof = None
     if workload is not None:

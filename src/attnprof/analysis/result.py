@@ -570,6 +570,15 @@ class Phase(msgspec.Struct, kw_only=True):
     attention_pct: float | None  # of this phase's device time
     ops: list[PhaseOp] = []  # the launching CPU ops with the most device time
     batches: list[StepBatch] = []  # per step, where its range name records the batch
+    # the per-op model (attnprof.analysis.op_model) over the ops that launched this phase's work
+    modelled_us: float = 0.0  # device time of ops the model has a formula and shapes for
+    model_flops: float = 0.0
+    model_bytes: float = 0.0
+    achieved_tflops: float | None = None  # model_flops over modelled_us
+    achieved_tbps: float | None = None
+    attention_modelled_us: float = 0.0
+    attention_tbps: float | None = None  # attention's bytes over its time: decode is judged by it
+    attention_bw_pct: float | None = None  # of the device's HBM peak, where one is known
 
 
 class Phases(msgspec.Struct, kw_only=True):

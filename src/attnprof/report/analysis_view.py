@@ -214,6 +214,11 @@ def _phases(d: TraceAnalysis, console: Console) -> None:
                 f"; batch: {b.prefill_requests} prefill requests ({b.prefill_query_tokens} query tokens), "
                 f"{b.decode_requests} decode requests ({b.decode_kv_tokens} KV tokens)"
             )
+        if p.achieved_tflops is not None:
+            line += f"; modelled ops ({fmt_us(p.modelled_us)}): {p.achieved_tflops:.3g} TFLOP/s"
+        if p.attention_tbps is not None:
+            bw = f" ({p.attention_bw_pct:.0f}% of HBM peak)" if p.attention_bw_pct is not None else ""
+            line += f"; attention {p.attention_tbps:.3g} TB/s{bw}"
         if p.phase == "mixed":
             line += "; prefill and decode share its kernels, so its time is not split"
         console.print(line, overflow="fold")
