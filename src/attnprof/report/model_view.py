@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from rich import box
 from rich.table import Table as RichTable
 
-from attnprof.report.console import make_console, terminal_words
+from attnprof.report.console import make_console, print_table, terminal_words
 from attnprof.report.model_tables import layers_table
 from attnprof.report.run_view import ProgressReporter
 from attnprof.report.table import to_rich
@@ -131,12 +131,13 @@ def render_model(record: RunRecord, out: Path | None, *, no_color: bool = False)
     console = make_console(no_color=no_color)
     m = record.model
     assert m is not None
-    console.print(_summary_table(record))
+    # print_table: at 80 columns a column is left out (and named) rather than a number cut to "…"
+    print_table(console, _summary_table(record))
     layers = _layers_table(record)
     if layers is not None:
         what = "ms forward + ms backward" if m.backward else "time"
         console.print(f"[bold]attention per layer[/] ({what} per step in the profiled steps):")
-        console.print(layers)
+        print_table(console, layers)
     _findings(console, record)
     for r in record.results:
         if r.status in ("unsupported", "skipped"):
