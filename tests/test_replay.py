@@ -292,3 +292,95 @@ def test_replayed_kernels_name_their_captured_op_frame_and_module(tmp_path: Path
         10.0,
     )
     assert (add.op, add.frame, add.module) == ("aten::add", None, None)  # it starts after the frames end
+
+
+# -- eager and replayed: the same step, the same figures -----------------------------------------
+
+_MM = {"Input Dims": [[256, 512], [512, 1024]], "Input type": ["float", "float"], "Concrete Inputs": ["", ""]}
+_SDPA = {
+    "Input Dims": [[1, 8, 256, 64], [1, 8, 256, 64], [1, 8, 256, 64], [], [], []],
+    "Input type": ["c10::BFloat16"] * 3 + ["Scalar", "Scalar", ""],
+    "Concrete Inputs": ["", "", "", "0.0", "True", ""],
+}
+# (op, its recorded inputs, kernel, kernel duration): one layer of a small model
+LAYER = [
+    ("aten::mm", _MM, "ampere_sgemm_128x64_nn", 40.0),
+    ("aten::_scaled_dot_product_flash_attention", _SDPA, "flash_fwd_kernel", 25.0),
+    ("aten::add", None, "vectorized_elementwise_kernel", 5.0),
+]
+
+
+def _eager(layers: int) -> list[dict[str, Any]]:
+    out, t, c = [ev("step", "user_annotation", 0, 100_000)], 10.0, 1
+    k_t = 5000.0
+    for _ in range(layers):
+        for op, inputs, kernel, dur in LAYER:
+            out.append(ev(op, "cpu_op", t, 30, **{"External id": c, **(inputs or {})}))
+            out.append(ev("cudaLaunchKernel", "cuda_runtime", t + 5, 5, correlation=c, **{"External id": c}))
+            out.append(ev(kernel, "kernel", k_t, dur, pid=0, tid=7, correlation=c, device=0, stream=7))
+            t, k_t, c = t + 40, k_t + dur + 2, c + 1
+    return out
+
+
+def _captured(layers: int) -> list[dict[str, Any]]:
+    out = [ev("cudaStreamBeginCapture", "cuda_runtime", 0, 1, correlation=9000)]
+    t, c = 10.0, 1
+    for _ in range(layers):
+        for op, inputs, kernel, _dur in LAYER:
+            out.append(ev(op, "cpu_op", t, 30, **{"External id": c, **(inputs or {})}))
+            out.append(
+                ev(
+                    "cudaLaunchKernel",
+                    "cuda_runtime",
+                    t + 5,
+                    5,
+                    correlation=c,
+                    kernel=kernel,
+                    **{"External id": c},
+                )
+            )
+            t, c = t + 40, c + 1
+    out.append(ev("cudaStreamEndCapture", "cuda_runtime", t, 1, correlation=9001))
+    return out
+
+
+def _replayed(layers: int) -> list[dict[str, Any]]:
+    out = [
+        ev("step", "user_annotation", 0, 100_000),
+        ev("cudaGraphLaunch", "cuda_runtime", 10, 20, correlation=77),
+    ]
+    k_t = 5000.0
+    for _ in range(layers):
+        for _op, _inputs, kernel, dur in LAYER:
+            out.append(ev(kernel, "kernel", k_t, dur, pid=0, tid=7, correlation=77, device=0, stream=7))
+            k_t += dur + 2
+    return out
+
+
+def test_a_replayed_step_has_the_eager_steps_figures(tmp_path: Path) -> None:
+    h100 = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0, "numSms": 132}]
+
+    def save(name: str, events: list[dict[str, Any]]) -> Path:
+        p = tmp_path / name
+        p.write_text(json.dumps({"traceEvents": events, "deviceProperties": h100}))
+        return p
+
+    eager = analyze(save("eager.json", _eager(2)))
+    graph = analyze(save("exec.json", _replayed(2)), capture=save("cap.json", _captured(2)))
+    bare = analyze(save("exec.json", _replayed(2)))
+    assert (
+        isinstance(eager, TraceAnalysis)
+        and isinstance(graph, TraceAnalysis)
+        and isinstance(bare, TraceAnalysis)
+    )
+    assert graph.graphs.attributed_ops == 6
+    # attention share by provenance: the same with the capture; without it, by kernel name only
+    assert graph.share.attention.time_us == eager.share.attention.time_us == 50.0
+    assert graph.share.attention.rules == eager.share.attention.rules
+    assert bare.share.attention.name_only_us == 50.0 and eager.share.attention.name_only_us == 0.0
+    # per-op FLOPs and rates from the captured shapes
+    assert eager.perf_model is not None and graph.perf_model is not None and bare.perf_model is not None
+    assert graph.perf_model.model_flops == eager.perf_model.model_flops > 0
+    assert graph.perf_model.modelled_time_us == eager.perf_model.modelled_time_us == 130.0
+    assert [(o.name, o.flops) for o in graph.ops] == [(o.name, o.flops) for o in eager.ops]
+    assert bare.perf_model.model_flops == 0
