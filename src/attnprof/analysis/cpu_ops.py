@@ -25,10 +25,18 @@ from typing import Any
 
 import numpy as np
 
-from attnprof.analysis.regions import Region
+from attnprof.analysis.regions import Region, backward_ops, inside
 from attnprof.trace.model import Trace, unique
 
-__all__ = ["CpuEvidence", "UnfusedChains", "count_gemm_softmax_gemm", "cpu_evidence", "unfused_chains"]
+__all__ = [
+    "OUT_OF_PLACE_CLONERS",
+    "CpuEvidence",
+    "UnfusedChains",
+    "count_gemm_softmax_gemm",
+    "cpu_evidence",
+    "is_downcast",
+    "unfused_chains",
+]
 
 # out-of-place ops that PyTorch implements as clone() + the in-place op: their clone is a copy
 # the in-place variant would not make
@@ -77,6 +85,23 @@ _GEMM_OPS = {
 _SOFTMAX_OPS = {"aten::softmax", "aten::_softmax", "aten::_safe_softmax", "aten::softmax.int"}
 _HALF_TYPES = {"c10::BFloat16", "c10::Half", "BFloat16", "Half"}
 _FLOAT_CODES = {"6", "7"}  # ScalarType Float, Double
+_FLOAT_TYPES = {"float", "double", "Float", "Double"}
+_HALF_CODES = {"5", "15"}  # ScalarType Half, BFloat16
+# what a stability upcast is for: the softmax or normalisation computed in fp32 between the
+# upcast and the downcast (RMSNorm written by hand computes rsqrt of a mean)
+_STABILITY_OPS = {
+    *_SOFTMAX_OPS,
+    "aten::log_softmax",
+    "aten::_log_softmax",
+    "aten::layer_norm",
+    "aten::native_layer_norm",
+    "aten::rms_norm",
+    "aten::_fused_rms_norm",
+    "aten::group_norm",
+    "aten::native_group_norm",
+    "aten::rsqrt",
+}
+_STABILITY_LOOKAHEAD = 64  # ops after an upcast searched for its downcast
 
 
 @dataclass
@@ -88,7 +113,13 @@ class CpuEvidence:
     conversions: int = 0
     upcasts_confirmed: int = 0
     upcasts_in_sdpa: int = 0  # of those, inside scaled_dot_product_attention (its math path)
+    sdpa_upcast_rows: list[int] = field(default_factory=list)
     upcast_rows: list[int] = field(default_factory=list)  # the confirmed upcasts' cpu-op rows
+    # of those, stability upcasts: upcast -> softmax / norm -> downcast with no GEMM in between
+    # (T5's softmax in fp32): the math around them stays 16-bit
+    stability_rows: list[int] = field(default_factory=list)
+    # aten::clone rows made by out-of-place ops (OUT_OF_PLACE_CLONERS), with the parent's name
+    oop_clones: list[tuple[int, str]] = field(default_factory=list)
     dtypes_known: bool = False
     conversion_types: Counter[str] = field(default_factory=Counter)
     mask_ops: Counter[str] = field(default_factory=Counter)
@@ -133,6 +164,30 @@ def _within(trace: Trace, outer: np.ndarray, r: int) -> bool:
     return bool(((trace.ts[o] <= t0) & (trace.ts[o] + trace.dur[o] >= t1)).any())
 
 
+def is_downcast(trace: Trace, r: int) -> bool:
+    src, tgt = trace.conversions.get(r, (None, None))
+    return src in _FLOAT_TYPES and tgt in _HALF_CODES
+
+
+def _stability(trace: Trace, ops: np.ndarray, r: int) -> bool:
+    """Whether the upcast at row r is a stability upcast: on its thread, the ops after it reach a
+    downcast (fp32 -> fp16 / bf16) having passed a softmax or normalisation and no GEMM, so the
+    next GEMM runs in 16 bits. ops: the instance's ops, sorted by (start, -duration)."""
+    names = trace.names
+    lane, end = trace.lane[r], trace.ts[r] + trace.dur[r]
+    after = ops[(trace.lane[ops] == lane) & (trace.ts[ops] >= end)][:_STABILITY_LOOKAHEAD]
+    normalised = False
+    for q in after.tolist():
+        name = names[int(trace.name[q])]
+        if name in _GEMM_OPS:
+            return False
+        if name in _STABILITY_OPS:
+            normalised = True
+        elif name in ("aten::_to_copy", "aten::to") and is_downcast(trace, q):
+            return normalised
+    return False
+
+
 def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
     ev = CpuEvidence(instances=len(region.instances))
     names = trace.names
@@ -167,7 +222,10 @@ def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
             for p in np.flatnonzero(nm == clone_id).tolist():
                 ev.clones += 1
                 par = _parent(trace, ops, p)
-                ev.clone_parents[names[int(trace.name[par])] if par >= 0 else "(none)"] += 1
+                parent = names[int(trace.name[par])] if par >= 0 else "(none)"
+                ev.clone_parents[parent] += 1
+                if parent in OUT_OF_PLACE_CLONERS:
+                    ev.oop_clones.append((int(ops[p]), parent))
         if conv_ids.size:
             for r in ops[np.isin(nm, conv_ids)].tolist():
                 ev.conversions += 1
@@ -178,8 +236,11 @@ def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
                     if src in _HALF_TYPES and (tgt is None or tgt in _FLOAT_CODES):
                         ev.upcasts_confirmed += 1
                         ev.upcast_rows.append(int(r))
+                        if _stability(trace, ops, r):
+                            ev.stability_rows.append(int(r))
                         if sdpa_ids.size and _within(trace, ops[np.isin(nm, sdpa_ids)], r):
                             ev.upcasts_in_sdpa += 1
+                            ev.sdpa_upcast_rows.append(int(r))
         if mask_ids.size:
             m = np.isin(nm, mask_ids)
             if m.any():
@@ -273,6 +334,10 @@ class UnfusedChains:
     ops: np.ndarray = field(
         default_factory=lambda: np.zeros(0, np.int64)
     )  # rows of the confirmed chains' ops
+    # every confirmed chain: (first GEMM, softmax, second GEMM) rows, and the evidence dict of
+    # each (as examples); the finding quotes the costliest
+    chains: list[tuple[int, int, int]] = field(default_factory=list)
+    chain_evidence: list[dict[str, Any]] = field(default_factory=list)
 
 
 def unfused_chains(trace: Trace, region: Region, window: int = 8) -> UnfusedChains:
@@ -296,6 +361,10 @@ def unfused_chains(trace: Trace, region: Region, window: int = 8) -> UnfusedChai
         ops = inst.cpu_ops
         if ops.size == 0:
             continue
+        # a chain is the forward's: GEMMs and softmaxes inside backward ops (autograd's
+        # evaluate_function, *Backward*) are left out, so a classifier's softmax followed by the
+        # backward pass's mm is no chain
+        ops = ops[~inside(trace, backward_ops(trace, ops), ops)]
         for lane in unique(trace.lane[ops]).tolist():
             lo = ops[trace.lane[ops] == lane]
             lo = lo[np.lexsort((-trace.dur[lo], trace.ts[lo]))]
@@ -357,15 +426,16 @@ def unfused_chains(trace: Trace, region: Region, window: int = 8) -> UnfusedChai
                 out.confirmed += 1
                 chain_ops.extend((a, r, b))
                 out.spans.append((lane, float(trace.ts[a]), float(trace.ts[b] + trace.dur[b])))
+                example = {
+                    "gemm": names[int(trace.name[a])],
+                    "scores_shape": s_shape,
+                    "softmax": names[int(trace.name[r])],
+                    "gemm_after": names[int(trace.name[b])],
+                    "values_shape": trace.shapes[b][1],
+                }
+                out.chains.append((a, r, b))
+                out.chain_evidence.append(example)
                 if len(out.examples) < 3:
-                    out.examples.append(
-                        {
-                            "gemm": names[int(trace.name[a])],
-                            "scores_shape": s_shape,
-                            "softmax": names[int(trace.name[r])],
-                            "gemm_after": names[int(trace.name[b])],
-                            "values_shape": trace.shapes[b][1],
-                        }
-                    )
+                    out.examples.append(example)
     out.ops = unique(np.array(chain_ops, np.int64))
     return out

@@ -24,8 +24,10 @@ import numpy as np
 
 from attnprof.analysis.classify import CATEGORIES
 from attnprof.analysis.context import Context, gpu_unfused_count
-from attnprof.analysis.cpu_ops import OUT_OF_PLACE_CLONERS
+from attnprof.analysis.cpu_ops import is_downcast
 from attnprof.analysis.idle_findings import gpu_idle
+from attnprof.analysis.links import launched_in
+from attnprof.analysis.materiality import Cost, cost_of_gpu_ops, cost_of_ops, judge
 from attnprof.analysis.result import Finding, KernelStat, Occupancy
 from attnprof.trace.model import Kind, unique
 from attnprof.units import fmt_us, short_name
@@ -159,14 +161,25 @@ def unfused_attention(ctx: Context) -> list[Finding]:
         "softmax_kernels": [short_name(k) for k, _ in soft_names.most_common(3)],
     }
     if confidence == "confirmed":
-        ex = u.examples[0]
+        # each chain's cost: the device time of what its three ops launched (CPU time on a CPU
+        # trace); the message quotes the costliest, not the first
+        costs = [cost_of_ops(ctx, np.array(c, np.int64)) for c in u.chains]
+        order = sorted(range(len(costs)), key=lambda i: -costs[i].us)
+        ex = u.chain_evidence[order[0]]
+        evidence["shape_chains"] = [{**u.chain_evidence[i], "time_us": _r(costs[i].us)} for i in order[:3]]
+        cost = cost_of_ops(ctx, u.ops)
+        evidence |= cost.evidence()
+        severity, note = judge(cost)
+        what = "kernel time" if ctx.device.kind != "cpu" else "CPU time"
         return [
             Finding(
                 "UNFUSED_ATTENTION",
-                "warning",
+                severity,
                 f"Unfused attention: {ex['gemm']} -> {ex['softmax']} over scores {ex['scores_shape']} -> "
-                f"{ex['gemm_after']} with values {ex['values_shape']}, {total} time(s) ({total / n:g} "
-                f"{scope}); the S x S scores are written to memory and read back. A fused kernel "
+                f"{ex['gemm_after']} with values {ex['values_shape']} (the costliest of the chains: "
+                f"{fmt_us(costs[order[0]].us)} of {what}, a sum over its ops), {total} time(s) ({total / n:g} "
+                f"{scope}; {fmt_us(cost.us)} of {what} in all){note}; the S x S scores are written to "
+                "memory and read back. A fused kernel "
                 + (
                     "(F.scaled_dot_product_attention with a flash / efficient / cuDNN backend) avoids that"
                     if ctx.device.kind != "cpu"
@@ -241,13 +254,21 @@ def cuda_core_gemm(ctx: Context) -> list[Finding]:
     cc = ctx.device.compute_capability
     arch = f"sm{cc.replace('.', '')}" if cc else "compute capability unknown"
     hint = _gemm_advice(precisions, tc, arch)
+    # every kernel of the trace is read here, so the trace's device time is the scope
+    cost = Cost(
+        t,
+        float(ctx.totals.kernel_time_us + ctx.totals.memcpy_time_us + ctx.totals.memset_time_us),
+        "trace device time",
+    )
+    severity, note = judge(cost)
     return [
         Finding(
             "CUDA_CORE_GEMM",
-            "warning",
+            severity,
             f"{n} GEMM kernel(s) run on CUDA cores, not tensor cores: {fmt_us(t)}, "
-            f"{100 * t / gemm_time:.0f}% of GEMM time ({', '.join(precisions)}). {hint}",
+            f"{100 * t / gemm_time:.0f}% of GEMM time ({', '.join(precisions)}){note}. {hint}",
             {
+                **cost.evidence(),
                 "count": n,
                 "time_us": _r(t),
                 "pct_of_gemm_time": round(100 * t / gemm_time, 2),
@@ -270,17 +291,40 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
     # upcasts inside a confirmed unfused attention chain (first GEMM to second: autocast runs
     # the softmax in fp32) are attention's too
     t = ctx.trace
-    in_chain = sum(
-        1
+    chain_rows = [
+        r
         for r in ev.upcast_rows
         if any(lane == int(t.lane[r]) and start <= t.ts[r] <= end for lane, start, end in ctx.unfused.spans)
+    ]
+    named = ev.upcast_rows if annotated else sorted({*ev.sdpa_upcast_rows, *chain_rows})
+    # a stability upcast (upcast -> softmax / norm -> downcast, the next GEMM in 16 bits, as T5's
+    # softmax) is deliberate: only the others make the math run in fp32
+    stable = set(ev.stability_rows)
+    fp32_rows = [r for r in named if r not in stable]
+    n_stable = len(named) - len(fp32_rows)
+    in_sdpa = sum(1 for r in ev.sdpa_upcast_rows if r not in stable)
+    in_chain = sum(1 for r in chain_rows if r not in stable)
+    facts = {
+        "upcasts_per_instance": len(fp32_rows) / n,
+        "stability_upcasts_per_instance": n_stable / n,
+        "upcasts_in_sdpa_per_instance": in_sdpa / n,
+        "upcasts_in_unfused_attention_per_instance": in_chain / n,
+        "all_upcasts_per_instance": ev.upcasts_confirmed / n,
+        "conversions_per_instance": ev.conversions / n,
+        "conversions": dict(ev.conversion_types),
+        "dtypes_recorded": True,
+    }
+    stable_note = (
+        f"; {n_stable / n:g} more per instance are stability upcasts (upcast -> softmax or norm -> "
+        "downcast before the next GEMM), which keep the GEMMs in 16 bits"
+        if n_stable
+        else ""
     )
-    count = ev.upcasts_confirmed if annotated else ev.upcasts_in_sdpa + in_chain
-    if count:
+    if fp32_rows:
         places = []
-        if ev.upcasts_in_sdpa:
+        if in_sdpa:
             places.append(
-                f"{ev.upcasts_in_sdpa / n:g} inside scaled_dot_product_attention, whose math backend computes "
+                f"{in_sdpa / n:g} inside scaled_dot_product_attention, whose math backend computes "
                 "16-bit inputs in fp32"
             )
         if in_chain:
@@ -289,22 +333,30 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
         fp32_cc = any(
             k.category == "gemm" and k.tensor_cores is False and k.precision == "fp32" for k in ctx.kernels
         )
+        cost = cost_of_ops(ctx, _fp32_span_ops(ctx, fp32_rows))
+        severity, note = judge(cost)
         return [
             Finding(
                 "FP32_UPCAST",
-                "warning",
-                f"16-bit inputs are converted to fp32 in {ctx.region.name}: {count / n:g} upcast(s) per "
-                f"instance (aten::_to_copy from bf16/fp16 to float; {where}). The math after them runs in fp32"
-                + ("; fp32 GEMMs in this trace run on CUDA cores" if fp32_cc else ""),
-                {
-                    "upcasts_per_instance": count / n,
-                    "upcasts_in_sdpa_per_instance": ev.upcasts_in_sdpa / n,
-                    "upcasts_in_unfused_attention_per_instance": in_chain / n,
-                    "all_upcasts_per_instance": ev.upcasts_confirmed / n,
-                    "conversions_per_instance": ev.conversions / n,
-                    "conversions": dict(ev.conversion_types),
-                    "dtypes_recorded": True,
-                },
+                severity,
+                f"16-bit inputs are converted to fp32 in {ctx.region.name}: {len(fp32_rows) / n:g} upcast(s) per "
+                f"instance (aten::_to_copy from bf16/fp16 to float; {where}) with no downcast before the next "
+                f"GEMM: the math after them runs in fp32 ({fmt_us(cost.us / n)} per instance until the "
+                f"downcast){note}"
+                + ("; fp32 GEMMs in this trace run on CUDA cores" if fp32_cc else "")
+                + stable_note,
+                {**facts, **cost.evidence()},
+            )
+        ]
+    if n_stable:
+        return [
+            Finding(
+                "FP32_UPCAST",
+                "info",
+                f"{n_stable / n:g} stability upcast(s) per instance in {ctx.region.name} (upcast -> softmax "
+                "or norm -> downcast before the next GEMM): computed in fp32 on purpose, for numerical "
+                "stability; the GEMMs stay in 16 bits",
+                facts,
             )
         ]
     # without recorded dtypes, only an annotated call (attn_fwd, --region) is specific enough for
@@ -321,6 +373,24 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
             )
         ]
     return []
+
+
+def _fp32_span_ops(ctx: Context, upcasts: list[int]) -> np.ndarray:
+    """The CPU ops that run in fp32 after each upcast: on its thread, from the upcast to the end
+    of the next downcast (fp32 -> 16 bits), else to the end of the instance that holds it."""
+    t = ctx.trace
+    out: list[np.ndarray] = []
+    for inst in ctx.region.instances:
+        ops = inst.cpu_ops
+        for r in upcasts:
+            if not (inst.start <= t.ts[r] <= max(inst.end, inst.start)) and inst.row >= 0:
+                continue
+            lane_ops = ops[(t.lane[ops] == t.lane[r]) & (t.ts[ops] >= t.ts[r])]
+            lane_ops = lane_ops[np.argsort(t.ts[lane_ops], kind="stable")]
+            down = [q for q in lane_ops.tolist() if q != r and is_downcast(t, q)]
+            end = t.ts[down[0]] + t.dur[down[0]] if down else np.inf
+            out.append(lane_ops[t.ts[lane_ops] <= end])
+    return unique(np.concatenate(out)) if out else np.zeros(0, np.int64)
 
 
 def mask_rebuilt(ctx: Context) -> list[Finding]:
@@ -343,15 +413,31 @@ def mask_rebuilt(ctx: Context) -> list[Finding]:
     if not (cpu_every or gpu_every):
         return []
     ops = {k: v / max(n, 1) for k, v in ev.mask_ops.items()}
+    # the cost: the mask kernels the instances run (on a CPU trace, the tril / triu ops' time)
+    if ctx.device.kind == "cpu":
+        t = ctx.trace
+        tri = [i for i, nm in enumerate(t.names) if nm in ("aten::tril", "aten::triu")]
+        rows = np.concatenate(
+            [inst.cpu_ops[np.isin(t.name[inst.cpu_ops], tri)] for inst in ctx.region.instances]
+        )
+        cost = cost_of_ops(ctx, rows)
+    else:
+        idx = np.concatenate(
+            [inst.gpu[ctx.gpu_cat[inst.gpu] == CATEGORIES.index("mask")] for inst in ctx.region.instances]
+        )
+        cost = cost_of_gpu_ops(ctx, idx)
+    severity, note = judge(cost)
     return [
         Finding(
             "MASK_REBUILT_EACH_CALL",
-            "warning",
+            severity,
             f"The causal mask is built again on every call ({ctx.region.name}: "
             + ", ".join(f"{k} x{v:g}" for k, v in ops.items())
             + (f"; {sum(k.count for k in tri_gpu)} triu_tril kernels on GPU" if tri_gpu else "")
-            + "). Build it once outside the call, or pass is_causal=True to a fused backend",
+            + f"; {fmt_us(cost.us / max(n, 1))} per call{note}). Build it once outside the call, or pass "
+            "is_causal=True to a fused backend",
             {
+                **cost.evidence(),
                 "instances": n,
                 "cpu_ops_per_instance": ops,
                 "gpu_mask_kernels": [{"name": k.short_name, "count": k.count} for k in tri_gpu],
@@ -403,27 +489,38 @@ def transposes(ctx: Context) -> list[Finding]:
 
 
 def out_of_place_copy(ctx: Context) -> list[Finding]:
+    """aten::clone made by out-of-place ops PyTorch implements as clone + in-place op. Evidence
+    counts only those clones and the device copies launched inside them; the advice names each
+    op's own in-place variant."""
     ev = ctx.cpu
-    parents = {p: c for p, c in ev.clone_parents.items() if p in OUT_OF_PLACE_CLONERS}
+    if not ev.oop_clones:
+        return []
+    parents = Counter(p for _, p in ev.oop_clones)
     n = ev.instances or 1
     t = ctx.trace
-    dtod = 0
-    for inst in ctx.region.instances:
-        rows = ctx.links.gpu_rows[inst.gpu]
-        memcpy = rows[t.kind[rows] == Kind.MEMCPY]
-        dtod += sum(1 for r in memcpy.tolist() if "DtoD" in t.names[int(t.name[r])])
-    if not parents:
-        return []
+    rows = np.array([r for r, _ in ev.oop_clones], np.int64)
+    gpu = launched_in(t, ctx.links, rows)
+    memcpy = ctx.links.gpu_rows[gpu]
+    dtod = sum(1 for r in memcpy.tolist() if t.kind[r] == Kind.MEMCPY and "DtoD" in t.names[int(t.name[r])])
+    cost = cost_of_ops(ctx, rows)
+    severity, note = judge(cost)
     total = sum(parents.values())
+    inplace = ", ".join(f"{p.removeprefix('aten::')}_ for {p.removeprefix('aten::')}" for p in parents)
     return [
         Finding(
             "OUT_OF_PLACE_COPY",
-            "warning",
+            severity,
             f"{total / n:g} aten::clone per call from out-of-place op(s) "
             + ", ".join(f"{p} (x{c / n:g})" for p, c in parents.items())
-            + (f"; {dtod / n:g} Memcpy DtoD per call on the GPU" if dtod else "")
-            + ". Use the in-place variant (e.g. masked_fill_) on a tensor you own",
-            {"clones_per_instance": total / n, "parents": parents, "memcpy_dtod_per_instance": dtod / n},
+            + (f"; {dtod / n:g} Memcpy DtoD per call launched by those clones" if dtod else "")
+            + f"; the copies cost {fmt_us(cost.us / n)} per call{note}. Use the in-place variant "
+            f"({inplace}) on a tensor you own",
+            {
+                "clones_per_instance": total / n,
+                "parents": dict(parents),
+                "memcpy_dtod_per_instance": dtod / n,
+                **cost.evidence(),
+            },
         )
     ]
 

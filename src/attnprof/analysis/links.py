@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from attnprof.trace.model import Kind, Trace, unique
 
-__all__ = ["GRAPH_LAUNCHES", "LAUNCH_CALL", "Links", "innermost", "launch_ops", "link"]
+__all__ = ["GRAPH_LAUNCHES", "LAUNCH_CALL", "Links", "innermost", "launch_ops", "launched_in", "link"]
 
 # calls that put work on the device: kernel launches, graph launches, async copies and sets
 LAUNCH_CALL = re.compile(
@@ -211,3 +211,20 @@ def _containing(trace: Trace, op_rows: np.ndarray, launch_rows: np.ndarray) -> n
             if i >= 0 and starts[i] <= t <= ends[i]:
                 out[j] = ops[i]
     return out
+
+
+def launched_in(trace: Trace, links: Links, ops: np.ndarray) -> np.ndarray:
+    """GPU ops (indices into Links.gpu_rows) launched by the given cpu ops or ops inside them."""
+    if ops.size == 0 or links.gpu_rows.size == 0:
+        return np.zeros(0, np.int64)
+    has = links.launch >= 0
+    idx = np.flatnonzero(has)
+    l_rows = links.launch[has]
+    keep = np.zeros(idx.size, bool)
+    for lane in unique(trace.lane[ops]).tolist():
+        o = ops[trace.lane[ops] == lane]
+        sel = np.flatnonzero(trace.lane[l_rows] == lane)
+        t = trace.ts[l_rows[sel]]
+        for r in o.tolist():
+            keep[sel[(t >= trace.ts[r]) & (t <= trace.ts[r] + trace.dur[r])]] = True
+    return idx[keep].astype(np.int64)

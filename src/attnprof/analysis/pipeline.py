@@ -18,7 +18,7 @@ from attnprof.analysis.cpu_share import cpu_share
 from attnprof.analysis.devices import device_info, gap_warnings, low_precision_claim
 from attnprof.analysis.idle import HostActivity, IdleBreakdown, host_activity, idle_breakdown
 from attnprof.analysis.intervals import Intervals, union
-from attnprof.analysis.links import Links, link
+from attnprof.analysis.links import Links, launched_in, link
 from attnprof.analysis.occupancy import DeviceLimits, theoretical_occupancy
 from attnprof.analysis.overlap import CommOverlap, comm_overlap, compute_union
 from attnprof.analysis.perf_model import perf_model
@@ -161,8 +161,8 @@ def analyze_trace(
     if reg.selector != "whole trace":
         whole = Region("whole trace", "whole trace", [Instance(-1, 0.0, 0.0, cpu_all, np.zeros(0, np.int64))])
         chain_ops = unfused_chains(trace, whole).ops
-    chain_fwd = _chain_gpu_ops(trace, links, chain_ops)
-    chain_bwd = _chain_gpu_ops(trace, links, _linked_backward_ops(trace, cpu_all, chain_ops))
+    chain_fwd = launched_in(trace, links, chain_ops)
+    chain_bwd = launched_in(trace, links, _linked_backward_ops(trace, cpu_all, chain_ops))
     # every communication op, attention's or not, for what compute hides of it
     is_comm = gpu_cat == _CAT_INDEX["communication"]
     comm_ov = comm_overlap(g_ts[is_comm], clean.busy_end[is_comm], compute)
@@ -460,23 +460,6 @@ def _idle(
         first = float(trace.ts[la[la >= 0]].min()) if (la >= 0).any() else None
         out.append(idle_breakdown(host, inst.start, end, first))
     return out
-
-
-def _chain_gpu_ops(trace: Trace, links: Links, ops: np.ndarray) -> np.ndarray:
-    """GPU ops (indices into Links.gpu_rows) launched by the given cpu ops or ops inside them."""
-    if ops.size == 0 or links.gpu_rows.size == 0:
-        return np.zeros(0, np.int64)
-    has = links.launch >= 0
-    idx = np.flatnonzero(has)
-    l_rows = links.launch[has]
-    keep = np.zeros(idx.size, bool)
-    for lane in unique(trace.lane[ops]).tolist():
-        o = ops[trace.lane[ops] == lane]
-        sel = np.flatnonzero(trace.lane[l_rows] == lane)
-        t = trace.ts[l_rows[sel]]
-        for r in o.tolist():
-            keep[sel[(t >= trace.ts[r]) & (t <= trace.ts[r] + trace.dur[r])]] = True
-    return idx[keep].astype(np.int64)
 
 
 _MEMORY = ("memcpy", "memset", "copy")

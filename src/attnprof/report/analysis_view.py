@@ -307,16 +307,21 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
         console.print(cat)
 
     for r in d.regions:
-        reg = Table(title=f"Region: {r.name} ({r.selector})", box=box.SIMPLE_HEAD, pad_edge=False)
+        reg = Table(
+            title=f"Region: {r.name} ({r.selector}), per instance", box=box.SIMPLE_HEAD, pad_edge=False
+        )
         # a CPU-only trace has no device: no device columns of zeros, no "device idle 100%"
         cpu_only = d.device.kind == "cpu"
         cols = [
             ("instances", str(r.instances)),
-            ("cpu ops/inst", f"{r.cpu_ops_per_instance:g}"),
-            ("gpu ops/inst", f"{r.gpu_ops_per_instance:g}"),
-            ("cpu time/inst", fmt_us(r.cpu_time_us_per_instance)),
-            ("gpu busy/inst", fmt_us(r.gpu_time_us_per_instance)),
-            ("gpu span/inst", fmt_us(r.gpu_span_us_per_instance)),
+            ("cpu ops", f"{r.cpu_ops_per_instance:g}"),
+            ("gpu ops", f"{r.gpu_ops_per_instance:g}"),
+            ("cpu time", fmt_us(r.cpu_time_us_per_instance)),
+            # the sum of the device-op durations (overlapping streams each count), and their
+            # union (busy), never more than the span
+            ("gpu kernel sum", fmt_us(r.gpu_time_us_per_instance)),
+            ("gpu busy", fmt_us(r.gpu_busy_union_us_per_instance)),
+            ("gpu span", fmt_us(r.gpu_span_us_per_instance)),
         ]
         if cpu_only:
             cols = [c for c in cols if not c[0].startswith("gpu")]

@@ -1,0 +1,98 @@
+"""Materiality: a finding is a warning only when what it names costs enough to matter.
+
+A rule that names ops (the kernels of unfused chains, CUDA-core GEMMs, the copies of out-of-place
+ops, the fp32 math after upcasts, a mask built on every call) measures what they cost and
+compares it with the time of the scope it speaks of: the region's device time (the sum of the
+device-op durations its instances own), or the whole trace's for a rule that reads every kernel;
+on a CPU-only trace, CPU time instead (the region's instances' durations). Below MATERIAL_SHARE
+of that, the finding is info and says the share; a warning costs at least MATERIAL_SHARE.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnprof.analysis.classify import CATEGORIES
+from attnprof.analysis.context import Context
+from attnprof.analysis.intervals import measure, union
+from attnprof.analysis.links import launched_in
+
+__all__ = ["MATERIAL_SHARE", "Cost", "cost_of_gpu_ops", "cost_of_ops", "judge"]
+
+MATERIAL_SHARE = 0.01  # of the scope's device (or CPU) time
+_SYNC = CATEGORIES.index("sync")
+
+
+class Cost:
+    """What the named ops cost, against the scope's time."""
+
+    def __init__(self, us: float, basis_us: float, basis: str) -> None:
+        self.us = us
+        self.basis_us = basis_us
+        self.basis = basis  # "region device time", "trace device time", "region CPU time"
+
+    @property
+    def share(self) -> float | None:
+        return self.us / self.basis_us if self.basis_us > 0 else None
+
+    @property
+    def material(self) -> bool:
+        """At least MATERIAL_SHARE of the scope; unknown (no basis) counts as material."""
+        s = self.share
+        return s is None or s >= MATERIAL_SHARE
+
+    def severity(self, severity: str = "warning") -> str:
+        return severity if self.material else "info"
+
+    def evidence(self) -> dict[str, object]:
+        s = self.share
+        return {
+            "cost_us": round(self.us, 3),
+            "cost_basis": self.basis,
+            "cost_pct": round(100.0 * s, 3) if s is not None else None,
+            "material_pct": 100.0 * MATERIAL_SHARE,
+        }
+
+    def note(self) -> str:
+        """Said in the message when the finding is info because it costs little."""
+        s = self.share
+        if self.material or s is None:
+            return ""
+        return (
+            f" (info: {100.0 * s:.2g}% of the {self.basis}, below the {100.0 * MATERIAL_SHARE:g}% "
+            "a warning needs)"
+        )
+
+
+def _basis(ctx: Context, trace_wide: bool) -> tuple[float, str]:
+    r = ctx.region_stat
+    if ctx.device.kind == "cpu":
+        return r.cpu_time_us_per_instance * r.instances, "region CPU time"
+    if trace_wide:
+        return float(ctx.totals.kernel_time_us + ctx.totals.memcpy_time_us + ctx.totals.memset_time_us), (
+            "trace device time"
+        )
+    return r.gpu_time_us_per_instance * r.instances, "region device time"
+
+
+def cost_of_gpu_ops(ctx: Context, idx: np.ndarray, trace_wide: bool = False) -> Cost:
+    """Device ops (indices into Links.gpu_rows): the sum of their durations (waits excluded)."""
+    idx = np.unique(idx)
+    idx = idx[ctx.gpu_cat[idx] != _SYNC] if idx.size else idx
+    us = float(ctx.trace.dur[ctx.links.gpu_rows[idx]].sum()) if idx.size else 0.0
+    return Cost(us, *_basis(ctx, trace_wide))
+
+
+def cost_of_ops(ctx: Context, rows: np.ndarray) -> Cost:
+    """CPU ops (rows): the device time of what they (and the ops inside them) launched; on a
+    CPU-only trace the CPU time they cover (nested ops once)."""
+    t = ctx.trace
+    if ctx.device.kind == "cpu":
+        us = measure(union(t.ts[rows], t.ts[rows] + t.dur[rows])) if rows.size else 0.0
+        return Cost(us, *_basis(ctx, False))
+    return cost_of_gpu_ops(ctx, launched_in(t, ctx.links, rows))
+
+
+def judge(cost: Cost, severity: str = "warning") -> tuple[str, str]:
+    """(severity, note for the message) for a finding whose named ops cost `cost`."""
+    return cost.severity(severity), cost.note()
