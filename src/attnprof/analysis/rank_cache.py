@@ -14,9 +14,10 @@ on changed. The key holds:
   an older analysis wrote.
 
 What a summary holds is exactly what the folder view and its JSON use: the trace's whole
-TraceAnalysis (kernels, categories, regions, findings, ...) and its RankStats (steps, step time,
-window, busy and idle time, communication and attention shares, per-family times), about 20-60
-KB per trace, never the trace's events. A changed --region, --top or workload misses the cache
+TraceAnalysis (kernels, categories, regions, findings, ...), its RankStats (steps, step time,
+window, busy and idle time, communication and attention shares, per-family times) and its
+RankCollectives (each communication kernel's name, start and duration, in launch order), about
+20-60 KB per trace plus 20 bytes per collective, never the trace's other events. A changed --region, --top or workload misses the cache
 and re-reads the trace.
 
 Where: $ATTNPROF_CACHE if set (`off` or `0`: no cache), else $XDG_CACHE_HOME/attnprof/ranks,
@@ -103,7 +104,7 @@ def load(key: str, kind: Any) -> Any:
         return None
 
 
-def store(key: str, analysis: msgspec.Struct, stats: msgspec.Struct) -> None:
+def store(key: str, *records: msgspec.Struct) -> None:
     """Write the summary atomically (a temporary file renamed), or skip it when it cannot be."""
     d = cache_dir()
     if d is None:
@@ -113,7 +114,7 @@ def store(key: str, analysis: msgspec.Struct, stats: msgspec.Struct) -> None:
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".part-", suffix=".msgpack")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(msgspec.msgpack.encode((analysis, stats)))
+                f.write(msgspec.msgpack.encode(records))
             os.replace(tmp, d / f"{key}.msgpack")
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

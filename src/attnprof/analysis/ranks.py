@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from attnprof.analysis.collectives import CollectiveView, RankCollectives, cross_rank_collectives
 from attnprof.analysis.result import TraceAnalysis
 from attnprof.errors import UserError
 
@@ -106,6 +107,9 @@ class CrossRank(msgspec.Struct, kw_only=True):
     slowest: Slowest | None  # None with fewer than two ranks or no GPU ops and no steps
     families: list[FamilySpread]
     note: str | None = None
+    # communication kernels aligned across ranks (attnprof.analysis.collectives); None with fewer
+    # than two ranks that have any
+    collectives: CollectiveView | None = None
 
 
 class FolderRun(msgspec.Struct, kw_only=True):
@@ -253,6 +257,21 @@ def rank_stats(trace: Trace, path: Path) -> RankStats:
     )
 
 
+def rank_collectives(trace: Trace, rank: str) -> RankCollectives:
+    """The trace's communication kernels (by kernel name, attnprof.analysis.classify), in order."""
+    import numpy as np
+
+    from attnprof.analysis.classify import classify
+    from attnprof.analysis.collectives import collective_ops
+    from attnprof.trace.model import Kind
+
+    kern = np.flatnonzero(trace.kind == Kind.KERNEL)
+    ids = np.unique(trace.name[kern])
+    comm_ids = [int(i) for i in ids.tolist() if classify(trace.names[int(i)]).category == "communication"]
+    rows = kern[np.isin(trace.name[kern], comm_ids)] if comm_ids else kern[:0]
+    return collective_ops(trace, rank, rows.tolist())
+
+
 def _merge(parts: list[RankStats]) -> RankStats:
     """Several files of one rank added up; shares computed on the sums."""
     steps = sum(p.steps for p in parts)
@@ -290,8 +309,8 @@ def _rank_key(rank: str) -> tuple[int, int | str]:
     return (0, int(rank)) if rank.isdigit() else (1, rank)
 
 
-def cross_rank(stats: Sequence[RankStats]) -> CrossRank:
-    """The ranks of one run side by side: slowest rank, and kernel-family spread."""
+def cross_rank(stats: Sequence[RankStats], collectives: Sequence[RankCollectives] = ()) -> CrossRank:
+    """The ranks of one run side by side: slowest rank, kernel-family spread, collectives."""
     import statistics
 
     by_rank: dict[str, list[RankStats]] = {}
@@ -348,7 +367,8 @@ def cross_rank(stats: Sequence[RankStats]) -> CrossRank:
                 spread_pct=round(100.0 * (hi - lo) / mean, 2) if mean > 0 else 0.0,
             )
         )
-    return CrossRank(ranks=ranks, slowest=slowest, families=families, note=note)
+    colls = cross_rank_collectives(collectives, [r.rank for r in ranks]) if collectives else None
+    return CrossRank(ranks=ranks, slowest=slowest, families=families, note=note, collectives=colls)
 
 
 # -- the folder, in parallel ----------------------------------------------------------------------
@@ -362,7 +382,7 @@ def _one(
     max_memory: float | None,
     parallel: bool | None = None,
     cache: bool = True,
-) -> tuple[TraceAnalysis, RankStats]:
+) -> tuple[TraceAnalysis, RankStats, RankCollectives]:
     from attnprof.analysis import rank_cache
     from attnprof.analysis.pipeline import analyze_trace
     from attnprof.trace.limits import MAX_MEMORY
@@ -371,15 +391,16 @@ def _one(
     # a summary kept from an earlier run with the same file, options and code (rank_cache.py)
     key = rank_cache.summary_key(path, region=region, top=top, workload=workload) if cache else None
     if key is not None:
-        kept = rank_cache.load(key, tuple[TraceAnalysis, RankStats])
+        kept = rank_cache.load(key, tuple[TraceAnalysis, RankStats, RankCollectives])
         if kept is not None:
-            return kept[0], kept[1]
+            return kept[0], kept[1], kept[2]
     trace = load_trace(path, max_memory=MAX_MEMORY if max_memory is None else max_memory, parallel=parallel)
     analysis = analyze_trace(trace, path=str(path), region=region, workload=workload, top=top)
     stats = rank_stats(trace, path)
+    colls = rank_collectives(trace, stats.rank)
     if key is not None:
-        rank_cache.store(key, analysis, stats)
-    return analysis, stats
+        rank_cache.store(key, analysis, stats, colls)
+    return analysis, stats, colls
 
 
 def analyze_folder(
@@ -420,7 +441,7 @@ def analyze_folder(
             FolderRun(
                 folder=str(run_dir),
                 traces=[results[p][0] for p in files],
-                cross_rank=cross_rank([results[p][1] for p in files]),
+                cross_rank=cross_rank([results[p][1] for p in files], [results[p][2] for p in files]),
             )
         )
     return out
