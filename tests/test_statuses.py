@@ -161,3 +161,46 @@ def test_workers_beyond_the_cpus_are_lowered_with_a_note(tmp_path: Path) -> None
     assert f"note: --workers 1000 lowered to {cpus}" in p.stderr or "GiB available holds" in p.stderr, (
         p.stderr
     )
+
+
+# Runs the real command line and sends itself a real SIGINT when the named attnprof function is
+# entered: a Ctrl-C at a known point of the command's work, whatever the machine's load.
+_CTRL_C_AT = textwrap.dedent(
+    """
+    import os, signal, sys
+
+    target = sys.argv[1]
+
+    def hook(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == target and "attnprof" in frame.f_code.co_filename:
+            sys.settrace(None)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+    from attnprof.cli import main
+
+    sys.settrace(hook)
+    sys.argv = ["attnprof", *sys.argv[2:]]
+    main()
+    """
+)
+
+
+@pytest.mark.parametrize("command", ["report", "analyze"])
+def test_ctrl_c_during_report_or_analyze_says_interrupted_and_writes_nothing(
+    command: str, tmp_path: Path
+) -> None:
+    trace_file = tmp_path / "t.json"
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::bmm", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]
+    trace_file.write_text(json.dumps({"traceEvents": events}))
+    out = tmp_path / "out.html"
+    target, args = {
+        "report": ("build_report_data", ["report", str(trace_file), "-o", str(out)]),
+        "analyze": ("analyze", ["analyze", str(trace_file)]),
+    }[command]
+    p = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_AT, target, *args], capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 130, (p.returncode, p.stderr)
+    assert p.stderr.strip().splitlines() == ["attnprof: interrupted; no output file was written"], p.stderr
+    assert not out.exists()

@@ -170,6 +170,19 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+# Commands that write their output files only once their work is done, each atomically
+# (attnprof.outputs): a Ctrl-C before the end leaves no file of theirs, new or half-written
+_WRITE_AT_END = {"analyze", "compare", "report", "results", "recommend", "bundle", "list"}
+
+
+def _say_interrupted(args: list[str]) -> None:
+    """One line for a Ctrl-C that no command turned into its own message (run and sweep say
+    what they kept; a run stopped before its first variant leaves no directory)."""
+    command = next((a for a in args if not a.startswith("-")), "")
+    kept = "; no output file was written" if command in _WRITE_AT_END else ""
+    sys.stderr.write(f"attnprof: interrupted{kept}\n")
+
+
 def _internal(exc: BaseException, debug: bool) -> int:
     if debug:
         traceback.print_exc()
@@ -222,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         _register(args)  # in the try: Ctrl-C while importing is still "interrupted", exit 130
         rv = app(args=args, prog_name="attnprof", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
+        if code == 130:  # typer returns a Ctrl-C as a silent 130 (no command returns 130 itself)
+            _say_interrupted(args)
         if argv is None:
             sys.stdout.flush()  # here, so that a full or closed stdout is answered like any error
     except typer.Exit as exc:
@@ -245,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         _err(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         code = exc.exit_code
     except KeyboardInterrupt:
-        _err("interrupted")
+        _say_interrupted(args)
         code = 130
     except BrokenPipeError:
         code = 0
