@@ -181,3 +181,30 @@ def test_gpu_flush_buffer_is_counted_on_cuda() -> None:
     why = memory_gate(get_variant("sdpa-math"), w, Shared(w), RunOptions(), share=1e-12)
     assert why is not None
     assert {p.code: p.args for p in why.parts}["memory.flush"]["size_bytes"] == L2_FLUSH_BYTES
+
+
+def test_a_ray_workers_job_process_follows_the_gpus_ray_gives_each_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Ray reuses its worker processes and sets CUDA_VISIBLE_DEVICES per GPU task; the job process
+    # (real worker processes here, running tests/_sweep_helpers.py) must see this task's GPUs
+    import os
+
+    from attnprof.sweep import ray_exec
+
+    tests = Path(__file__).parent
+    monkeypatch.setenv("PYTHONPATH", str(tests) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setattr(ray_exec, "_POOL", None)
+    monkeypatch.setattr(ray_exec, "_POOL_GPUS", None)
+    seen = []
+    try:
+        for gpus in ("0", "0", "1"):
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", gpus)
+            pool = ray_exec._pool("_sweep_helpers")
+            got = pool.call("env", ["CUDA_VISIBLE_DEVICES"], timeout_s=60)
+            seen.append((got["CUDA_VISIBLE_DEVICES"], pool.call("echo", None, timeout_s=60)["pid"]))
+    finally:
+        if ray_exec._POOL is not None:
+            ray_exec._POOL.close()
+    assert [g for g, _ in seen] == ["0", "0", "1"]
+    assert seen[0][1] == seen[1][1] != seen[2][1]  # kept while the GPUs stay, replaced when they change

@@ -131,6 +131,8 @@ CODE_IN = {
     "harness.hub_alignment": ("prefill", "decode"),  # the values of --phase
     "harness.needs_triton": ("pip install triton",),  # a command to type
     "harness.needs_cxx": ("apt-get install g++",),  # a command to type
+    # a command to type, an environment variable, the C language's name
+    "harness.needs_cc": ("apt-get install gcc", "CC", "kompilator C"),
     "harness.memory_share": ("force = true", "[run]"),  # the setting in the TOML config
 }
 # words Indonesian writes as English does (KBBI entries), so an Indonesian message may hold them

@@ -35,6 +35,8 @@ ENGLISH: dict[str, str] = {
     "no_backward": "{name}: FlexAttention has no backward on {device} in this torch; "
     "run --backward on CUDA, or drop --backward",
     "needs_triton": "{name}: torch.compile on CUDA needs Triton: pip install triton",
+    "needs_cc": "{name}: Triton (torch.compile on CUDA) builds its launcher with a C compiler at first "
+    "use and finds none: apt-get install gcc, or set CC",
     "needs_cxx": "{name}: torch.compile on CPU needs a C++ compiler (inductor): apt-get install g++",
     "hub_mask": "{name}: flash_attn_func takes causal, window_size and alibi_slopes; a {kind} mask "
     "needs its varlen entry point, which attnprof does not drive: use flex or sdpa",

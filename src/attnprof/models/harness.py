@@ -4,7 +4,8 @@ For every implementation: check that the model accepts it (transformers' own che
 attnprof's pinned SDPA backends the same capability rules `attnprof run` uses), build a copy of
 the model that shares the weights, warm it up, profile a few steps (harness/profile.py, each
 step inside ``model_step``, each attention call inside ``attn_fwd/layer.N``), compare its output
-with eager's, and measure peak memory. Then all implementations that ran are timed together,
+with eager attention's in fp32 on the same weights (the reference: a bf16 eager run carries
+bf16's own error), and measure peak memory. Then all implementations that ran are timed together,
 interleaved (harness/timing.py), and each trace is analysed for attention's share of the step
 (attnprof.analysis.model_share) and for findings. The record is a `attnprof.run/1` RunRecord
 with `model` set, written as run.json beside traces/ and tables/, so `attnprof compare` and
@@ -360,6 +361,7 @@ def run_model(
 ) -> RunRecord:
     """Run `model` (a preset, a config or checkpoint path, or a cached Hub id) with each attention
     implementation; write <out>/run.json, traces/ and tables/ when `out` is given."""
+    import torch
 
     from attnprof.harness.env import environment
     from attnprof.harness.run import prepare_out_dir
@@ -409,15 +411,15 @@ def run_model(
     tag0 += "-train" if opts.backward else ""
     tag0 += f"_{batch}_{seq}"
 
-    # eager's output is the reference every implementation is compared with
+    # the reference every implementation (eager included) is compared with: eager attention in
+    # fp32 on the same weights; in fp32 that is eager's own output (no extra step)
     reference: dict[str, torch.Tensor] = {}
 
     def eager_output(given: torch.Tensor | None = None) -> torch.Tensor:
-        if given is not None:
+        if given is not None and torch_dtype == torch.float32:
             reference.setdefault("ref", given.detach().double())
         if "ref" not in reference:
-            m = _share_weights(base)
-            reference["ref"] = _step_call(m, inputs, opts)().detach().double()
+            reference["ref"] = _reference_output(base, inputs, opts)
         return reference["ref"]
 
     prepared: list[_Prepared] = []
@@ -485,6 +487,26 @@ def run_model(
     return record
 
 
+def _reference_output(base: Any, inputs: dict[str, Any], opts: ModelOptions) -> torch.Tensor:
+    """One step of eager attention in fp32 on `base`'s weights (upcast, so only the arithmetic
+    differs), as fp64. A bf16 eager run is no reference: it carries bf16's own error, and an
+    implementation as far from the truth as eager is would look exact against it."""
+    import torch
+
+    dtype = next(base.parameters()).dtype
+    if dtype == torch.float32:
+        model, given = _share_weights(base), inputs
+    else:
+        model = copy.deepcopy(base).float()  # the fp32 copy lives for this one step only
+        given = {
+            k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in inputs.items()
+        }
+    model.set_attn_implementation("eager")
+    out = _step_call(model, given, opts)().detach().double()
+    del model
+    return out
+
+
 def _is_unsupported(exc: BaseException) -> bool:
     text = str(exc)
     return "No available kernel" in text or "No viable backend" in text or "not supported" in text.lower()
@@ -515,7 +537,7 @@ def _prepare(
         if opts.device.startswith("cuda"):
             torch.cuda.synchronize(opts.device)
         stage = "accuracy"
-        if r.variant == "eager":  # eager's own output is the reference: no extra step for it
+        if r.variant == "eager":  # in fp32 eager's own output is the reference: no extra step
             eager_output(output)
         r.accuracy = accuracy.compare(output, eager_output(), workload.dtype)
         del output

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -31,7 +32,25 @@ def require_transformers() -> Any:
         import transformers
     except ImportError:
         raise MissingExtra("transformers", "models", "attnprof model") from None
+    have = _version_tuple(str(transformers.__version__))
+    if have < MIN_TRANSFORMERS:
+        need = ".".join(map(str, MIN_TRANSFORMERS))
+        raise UserError(
+            f"attnprof model needs transformers >= {need} (AttentionInterface.get_interface, "
+            f"set_attn_implementation); this is {transformers.__version__}: pip install -U 'transformers>={need}'"
+        )
     return transformers
+
+
+# the oldest transformers whose attention API models/attention.py and harness.py drive (the
+# models extra asks for the same, pyproject.toml); newer ones are allowed and tested as they come
+MIN_TRANSFORMERS = (5, 0)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    """(major, minor) of a version string ("5.24.0", "5.0.0.dev0", "4.57.1+local")."""
+    parts = re.findall(r"\d+", version.split("+")[0])[:2]
+    return tuple(int(x) for x in parts) if parts else (0,)
 
 
 @dataclass

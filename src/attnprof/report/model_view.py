@@ -164,7 +164,7 @@ def render_model(record: RunRecord, out: Path | None, *, no_color: bool = False)
     console.print(
         "[dim]step: clean time of one step (no profiler); attn: attention's share of the step, time "
         "inside the attn_fwd/layer.N ranges / step time in the profiled steps; analyser: the same share "
-        "from the ops the analyser classifies as attention (! = they disagree beyond noise); Δ eager: max absolute difference of the output from eager's; ~ marks noisy "
+        "from the ops the analyser classifies as attention (! = they disagree beyond noise); Δ eager: max absolute difference of the output from eager attention's in fp32 on the same weights; ~ marks noisy "
         "timings[/]"
     )
     if out is not None:

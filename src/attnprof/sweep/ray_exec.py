@@ -1,7 +1,7 @@
 """The Ray executor: each job is a Ray task; results stream back to the driver, which stores them.
 
 Ray schedules: a task asks for num_cpus (and num_gpus=1 on a GPU sweep, so Ray pins one GPU per
-task through CUDA_VISIBLE_DEVICES). Inside the task, the job does not run in the Ray worker
+task through CUDA_VISIBLE_DEVICES, which the job's process is started with: _pool). Inside the task, the job does not run in the Ray worker
 itself but in a local pool of one attnprof worker process that the Ray worker keeps between tasks
 (Ray reuses its workers, so torch is still imported once per Ray worker, not once per job). Why
 the extra process: a job that segfaults or aborts then kills only that process, and the task
@@ -15,6 +15,7 @@ Ray instance is started with the CPUs (and GPUs) of this machine and shut down a
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -35,14 +36,30 @@ __all__ = ["RayExecutor"]
 GRACE_S = 120.0
 
 _POOL: Any = None  # the attnprof worker pool of this Ray worker process, kept between tasks
+_POOL_GPUS: str | None = None  # the CUDA_VISIBLE_DEVICES that pool's worker was started with
+HANDLERS = "attnprof.sweep.handlers"
+VISIBLE = "CUDA_VISIBLE_DEVICES"
 
 
-def _pool() -> Any:
-    global _POOL
+def _pool(handlers: str | None = None) -> Any:
+    """This Ray worker's attnprof worker, started with the GPUs Ray gave the current task. Ray
+    reuses its worker processes and sets CUDA_VISIBLE_DEVICES for each GPU task anew, but a
+    child keeps the environment it was started with: a pool started for an earlier task on GPU
+    0 would run this task's job on GPU 0 while Ray has given it GPU 1 (and another task GPU 0).
+    So the pool is replaced whenever the task's visible GPUs differ from its own."""
+    global _POOL, _POOL_GPUS
+    visible = os.environ.get(VISIBLE)
+    if _POOL is not None and visible != _POOL_GPUS:
+        _POOL.close()
+        _POOL = None
     if _POOL is None:
         from attnprof.sweep.pool import WorkerPool
 
-        _POOL = WorkerPool("attnprof.sweep.handlers", 1, init={"preload": True})
+        def env_for(slot: int) -> dict[str, str]:
+            return {VISIBLE: visible} if visible is not None else {}
+
+        _POOL = WorkerPool(handlers or HANDLERS, 1, init={"preload": True}, env_for=env_for)
+        _POOL_GPUS = visible
     return _POOL
 
 

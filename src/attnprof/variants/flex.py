@@ -1,8 +1,9 @@
 """FlexAttention, compiled (eager flex materialises the scores): every mask as a mask_mod over a
 BlockMask (blocks with no visible pair are skipped), ALiBi and --mask bias as a score_mod.
 
-torch.compile needs a C++ compiler on CPU (inductor's C++ backend) and Triton on CUDA; without
-them the compiled call fails deep inside inductor, so the capability check says so up front.
+torch.compile needs a C++ compiler on CPU (inductor's C++ backend), and Triton plus a C compiler
+(for Triton's launcher) on CUDA; without them the compiled call fails deep inside inductor, so
+the capability check says so up front.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ def compiler_problem(workload: Workload) -> str | None:
             import triton  # noqa: F401
         except ImportError:
             return "needs_triton"
+        # Triton builds its launcher with a C compiler at first use (triton/runtime/build.py:
+        # $CC, else gcc, else clang; "Failed to find C compiler" otherwise), deep inside inductor
+        if not (os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")):
+            return "needs_cc"
         return None
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     if not cxx:
@@ -128,7 +133,13 @@ def _skipped_share(block_mask: Any, q_len: int, kv_len: int) -> float:
 
 
 def _build(workload: Workload, inputs: Inputs) -> Built:
-    from torch.nn.attention.flex_attention import create_block_mask
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    from attnprof.variants.compiling import make_room
+
+    # each build is one more entry of flex_attention's code object in dynamo's cache: past the
+    # recompile limit flex would run eager (materialising the scores), labelled compiled
+    make_room(flex_attention)
 
     mask_mod, score_mod, how = _mods(workload, inputs)
     block_mask = None
