@@ -159,13 +159,13 @@ def _replayed(d: TraceAnalysis, console: Console) -> None:
     )
     for col, width, justify in (
         ("kernel", 28, "left"),
-        ("captured op", 28, "left"),
-        ("python frame", 30, "left"),
         ("total", 8, "right"),
+        ("captured op", 26, "left"),
+        ("python frame", 30, "left"),
     ):
         table.add_column(col, width=width, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
     for k in ks:
-        table.add_row(k.name, k.op, k.frame or "-", fmt_us(k.time_us))
+        table.add_row(k.name, fmt_us(k.time_us), k.op, k.frame or "-")
     print_table(console, table)
 
 
@@ -186,15 +186,15 @@ def _compiled(d: TraceAnalysis, console: Console) -> None:
         return
     table = Table(title="Fused kernels (torch.compile)", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
     for col, width, justify in (
-        ("kernel", 34, "left"),
-        ("fused ops", 34, "left"),
+        ("kernel", 30, "left"),
         ("n", 6, "right"),
         ("total", 8, "right"),
+        ("fused ops", 30, "left"),
     ):
         table.add_column(col, width=width, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
     for k in fused:
         ops = ", ".join(k.fused_ops or []) or "(not in the name)"
-        table.add_row(k.name, ops, f"{k.count:,}", fmt_us(k.time_us))
+        table.add_row(k.name, f"{k.count:,}", fmt_us(k.time_us), ops)
     print_table(console, table)
 
 
@@ -204,7 +204,7 @@ def _phases(d: TraceAnalysis, console: Console) -> None:
     for p in ph.phases:
         pct = f"{p.pct:.0f}%" if p.pct is not None else "-"
         att = f"{p.attention_pct:.1f}%" if p.attention_pct is not None else "-"
-        steps = f"{p.steps} steps, " if p.steps else ""
+        steps = f"{p.steps} step{'s' if p.steps != 1 else ''}, " if p.steps else ""
         line = (
             f"{p.phase} ({ph.source}): {steps}{pct} of device time ({fmt_us(p.device_us)}), attention {att}"
         )
