@@ -361,6 +361,14 @@ def run_model(
 ) -> RunRecord:
     """Run `model` (a preset, a config or checkpoint path, or a cached Hub id) with each attention
     implementation; write <out>/run.json, traces/ and tables/ when `out` is given."""
+    from attnprof.harness.cuda import on_device
+
+    opts = options or ModelOptions()
+    with on_device(opts.device):  # cuda:N current: its events, streams and SDPA checks
+        return _run_model(model, opts, out=out, progress=progress)
+
+
+def _run_model(model: str, opts: ModelOptions, *, out: Path | None, progress: Progress | None) -> RunRecord:
     import torch
 
     from attnprof.harness.env import environment
@@ -368,7 +376,6 @@ def run_model(
     from attnprof.models.attention import layer_ranges, register_variants
     from attnprof.models.load import require_transformers
 
-    opts = options or ModelOptions()
     tf = require_transformers()
     plan = check_model(model, opts)
     loaded, batch, seq, workload = plan.loaded, plan.batch, plan.seq, plan.workload
