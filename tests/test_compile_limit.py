@@ -75,15 +75,3 @@ def test_make_room_resets_only_past_the_limit(low_limit: None) -> None:
 
     assert [make_room(f), make_room(g), make_room(f), make_room(g)] == [False, False, False, False]
     assert make_room(f) is True  # f's third build: dynamo is reset first
-
-
-@pytest.mark.gpu
-def test_gpu_flex_needs_a_c_compiler_for_triton(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("triton")
-    from attnprof.variants.flex import compiler_problem
-
-    w = Workload(batch=1, heads=2, seq=64, head_dim=16, dtype="bf16", device="cuda")
-    assert compiler_problem(w) is None
-    monkeypatch.delenv("CC", raising=False)
-    monkeypatch.setenv("PATH", "/nonexistent")
-    assert compiler_problem(w) == "needs_cc"

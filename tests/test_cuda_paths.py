@@ -14,7 +14,6 @@ from attnprof.harness.accuracy import compare_bytes
 from attnprof.harness.cuda import is_sticky, on_device, release_memory, unusable
 from attnprof.harness.memory import available_bytes, cached_free_bytes
 from attnprof.harness.run import RunOptions, Shared, memory_gate, record_failure, run
-from attnprof.harness.timing import L2_FLUSH_BYTES
 from attnprof.records import RunResult
 from attnprof.sweep.jobs import poisoned
 from attnprof.variants.registry import get_variant
@@ -143,44 +142,6 @@ def test_environment_records_the_fp32_matmul_precision() -> None:
     finally:
         torch.set_float32_matmul_precision(before)
     assert env.cuda_matmul_allow_tf32 is None  # recorded on CUDA only, where it applies
-
-
-@pytest.mark.gpu
-def test_gpu_cached_free_memory_counts_as_available() -> None:
-    dev = "cuda"
-    x = torch.empty(512 * 2**20, dtype=torch.uint8, device=dev)
-    del x  # back to the caching allocator, not to the driver
-    free, _ = torch.cuda.mem_get_info()
-    assert cached_free_bytes(dev) >= 512 * 2**20
-    assert available_bytes(dev) >= free + 512 * 2**20
-    assert environment_tf32_recorded(dev)
-
-
-def environment_tf32_recorded(device: str) -> bool:
-    from attnprof.harness.env import environment
-
-    env = environment(device)
-    return env.cuda_matmul_allow_tf32 is not None and env.cudnn_allow_tf32 is not None
-
-
-@pytest.mark.gpu
-def test_gpu_cuda_n_times_on_its_own_device() -> None:
-    if torch.cuda.device_count() < 2:
-        pytest.skip("needs two GPUs")
-    w = Workload(batch=1, heads=4, seq=512, head_dim=64, dtype="bf16", device="cuda:1")
-    opts = RunOptions(profile=False, time_budget_s=0.2, min_samples=5)
-    rec = run(w, ["naive-inplace"], options=opts)
-    r = rec.results[0]
-    assert r.status == "ok" and r.timing is not None
-    assert r.timing.median_ms > 0.005  # events on cuda:0's stream would read ~0
-
-
-@pytest.mark.gpu
-def test_gpu_flush_buffer_is_counted_on_cuda() -> None:
-    w = Workload(batch=1, heads=2, seq=64, head_dim=16, device="cuda")
-    why = memory_gate(get_variant("sdpa-math"), w, Shared(w), RunOptions(), share=1e-12)
-    assert why is not None
-    assert {p.code: p.args for p in why.parts}["memory.flush"]["size_bytes"] == L2_FLUSH_BYTES
 
 
 def test_a_ray_workers_job_process_follows_the_gpus_ray_gives_each_task(

@@ -107,29 +107,3 @@ def test_parse_warnings_reads_c10s_formats() -> None:
     assert found[1][1].endswith("Attn_mask.stride(-1): 0 instead.")
     assert found[2][1] == "two lines"
     assert rest == "unrelated"
-
-
-@pytest.mark.gpu
-def test_gpu_efficient_and_cudnn_take_a_dense_mask() -> None:
-    w = Workload(batch=2, heads=8, seq=512, head_dim=64, dtype="bf16", device="cuda", mask="sliding=128")
-    assert sdpa._cuda_reason("efficient", w) is None
-    assert sdpa.pytorch_choice(w) != "math"
-    reason = sdpa._cuda_reason("flash", w)
-    assert reason is not None and "attn_mask" in reason  # PyTorch's own words, from stderr
-
-
-@pytest.mark.gpu
-def test_gpu_causal_bias_decode_runs_flash_with_causal_flops() -> None:
-    w = Workload(
-        batch=2, heads=8, seq=4, kv_seq=1024, head_dim=64, dtype="bf16", device="cuda", phase="decode"
-    )
-    assert sdpa.lower_right_path(w) == "flash"
-    assert sdpa.pytorch_choice(w) == "flash"
-    built = get_variant("sdpa").build(w, w.make_inputs())
-    assert built.flops_executed is None  # the visible pairs, not the dense square
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        built.call()
-        torch.cuda.synchronize()
-    assert "aten::_scaled_dot_product_flash_attention" in {e.name for e in prof.events()}

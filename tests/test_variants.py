@@ -113,3 +113,49 @@ def test_hub_flash_says_what_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_pat
         assert "LOCAL_KERNELS" in (hub._missing_reason() or "")
     # on CPU the device comes first, whatever is installed
     assert "CUDA only" in (check(get_variant("hub-flash"), CPU).reason or "")
+
+
+# the CUDA paths of issue 21 (their CPU mechanisms: tests/test_sdpa_dispatch.py, test_compile_limit.py);
+# here so that ../shared/checks/gpu/gpu_check.sh's GPU-tests step runs them
+@pytest.mark.gpu
+def test_gpu_efficient_and_cudnn_take_a_dense_mask() -> None:
+    from attnprof.variants import sdpa
+
+    w = Workload(batch=2, heads=8, seq=512, head_dim=64, dtype="bf16", device="cuda", mask="sliding=128")
+    assert sdpa._cuda_reason("efficient", w) is None
+    assert sdpa.pytorch_choice(w) != "math"
+    reason = sdpa._cuda_reason("flash", w)
+    assert reason is not None and "attn_mask" in reason  # PyTorch's own words, from stderr
+
+
+@pytest.mark.gpu
+def test_gpu_causal_bias_decode_runs_flash_with_causal_flops() -> None:
+    import torch
+
+    from attnprof.variants import sdpa
+
+    w = Workload(
+        batch=2, heads=8, seq=4, kv_seq=1024, head_dim=64, dtype="bf16", device="cuda", phase="decode"
+    )
+    assert sdpa.lower_right_path(w) == "flash"
+    assert sdpa.pytorch_choice(w) == "flash"
+    built = get_variant("sdpa").build(w, w.make_inputs())
+    assert built.flops_executed is None  # the visible pairs, not the dense square
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        built.call()
+        torch.cuda.synchronize()
+    assert "aten::_scaled_dot_product_flash_attention" in {e.name for e in prof.events()}
+
+
+@pytest.mark.gpu
+def test_gpu_flex_needs_a_c_compiler_for_triton(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("triton")
+    from attnprof.variants.flex import compiler_problem
+
+    w = Workload(batch=1, heads=2, seq=64, head_dim=16, dtype="bf16", device="cuda")
+    assert compiler_problem(w) is None
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert compiler_problem(w) == "needs_cc"
