@@ -328,3 +328,43 @@ def test_backward_and_masked_jobs_are_buckets_of_their_own_ranked_by_what_they_r
     policy = build_policy(recs)
     assert [r["backend"] for r in policy["rules"]] == ["math"]
     assert len(policy["left_out"]) == 2
+
+
+def test_no_verdict_pins_nothing_and_the_fastest_backend_is_of_those_measured() -> None:
+    """A sweep that timed pinned math and efficient but never PyTorch's own dispatch (`sdpa`):
+    no verdict, so the policy keeps PyTorch's choice (it once pinned math there), and the
+    fastest SDPA backend is said to be the fastest of those measured, naming them."""
+    from attnprof.report.i18n import Translator
+    from attnprof.report.store_report import StoreReportData, recommendation_table, store_summary
+
+    rows = [
+        row("sdpa-math", 512, 1.0, samples=_spread(1.0), backend="math", choice="flash"),
+        row("sdpa-efficient", 512, 2.0, samples=_spread(2.0), backend="efficient", choice="flash"),
+    ]
+    (rec,) = recommend(rows)
+    assert rec.verdict is None and rec.best_sdpa == "math" and rec.sdpa_measured == ["math", "efficient"]
+    (rule,) = build_policy([rec])["rules"]
+    assert rule["backend"] == "default" and rule["verdict"] is None
+    data = StoreReportData(store="s.db", results=rows, recommendations=[rec])
+    en = store_summary(data, Translator("en"))
+    assert any("the fastest of the SDPA backends measured (math and efficient) is math" in x for x in en), en
+    # flash was never run: the dispatch column says it is a prediction
+    table = recommendation_table([rec], Translator("en"))
+    assert table.header[6] == "PyTorch's dispatch" and "flash (predicted)" in [str(c) for c in table.rows[0]]
+
+
+def test_the_store_report_says_the_machine_was_busy_first() -> None:
+    from attnprof.report.i18n import Translator
+    from attnprof.report.store_report import StoreReportData, store_summary
+
+    quiet = [row("sdpa", 512, 2.0, samples=_spread(2.0), backend="math"), row("naive", 512, 3.0)]
+    data = StoreReportData(store="s.db", results=quiet, recommendations=recommend(quiet))
+    assert not any("busy" in x for x in store_summary(data, Translator("en")))
+    busy = [quiet[0], row("naive", 512, 3.0, busy=True)]
+    data = StoreReportData(store="s.db", results=busy, recommendations=recommend(busy))
+    for lang in ("en", "id", "th"):
+        first = store_summary(data, Translator(lang))[1]  # after what the store holds
+        assert "1" in first and "2" in first and "50" in first  # 1 of 2 results, 50% of the CPUs
+    assert store_summary(data, Translator("en"))[1].startswith(
+        "1 of 2 results were timed while the machine was busy"
+    )

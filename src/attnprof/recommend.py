@@ -147,7 +147,7 @@ class Recommendation(msgspec.Struct, kw_only=True):
     within_noise: bool  # the margin is smaller than the timing noise of the two (or one kernel): a tie
     # the winner and the runner-up are one kernel (`sdpa` that ran the pinned one's backend)
     margin_same_kernel: bool = False
-    best_sdpa: str | None  # fastest correct pinned SDPA backend: math, flash, efficient, cudnn
+    best_sdpa: str | None  # fastest correct pinned SDPA backend among those measured (sdpa_measured)
     pytorch_choice: str | None  # what PyTorch's dispatch picks (majority over configurations)
     differs: bool  # best_sdpa is known and is not pytorch_choice
     gain_over_pytorch: float | None  # time(PyTorch's choice) / time(best_sdpa), when both ran
@@ -164,6 +164,9 @@ class Recommendation(msgspec.Struct, kw_only=True):
     # definition, not measured (two timings of one kernel differ by drift alone)
     same_kernel: bool = False
     verdict: str | None = None  # "pin", "default", "unknown" (busy machine), or None (nothing to compare)
+    # the pinned SDPA backends timed correct in this bucket, fastest first: best_sdpa is the
+    # fastest of these only, never of backends nobody measured
+    sdpa_measured: list[str] = []
     # why the timing of the measurements compared cannot be trusted (the load meter's reasons)
     unreliable: list[str] = []
 
@@ -362,6 +365,7 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
         pin_gain_low=iv.low if iv else None,
         pin_gain_high=iv.high if iv else None,
         verdict=verdict,
+        sdpa_measured=[SDPA_BACKENDS[c.variant] for c in pinned],
         unreliable=sorted(
             {why for c in compared + [x for x in (best, runner) if x] for why in busy.get(c.variant, [])}
         ),
@@ -387,8 +391,9 @@ def build_policy(recs: Iterable[Recommendation], *, source: str = "") -> dict[st
             left_out.append(rec.bucket.label(device=True))
         if rec.best_sdpa is None or not rec.bucket.plain:
             continue  # attnprof.policy matches plain forwards only: no rule it would misapply
-        # pin only what beats PyTorch's own dispatch; otherwise leave the choice to PyTorch
-        backend = rec.best_sdpa if rec.verdict in ("pin", None) else "default"
+        # pin only where the verdict is "pin" (it beat PyTorch's own dispatch beyond noise); no
+        # verdict (PyTorch's dispatch never measured, a busy machine) leaves the choice to PyTorch
+        backend = rec.best_sdpa if rec.verdict == "pin" else "default"
         b = rec.bucket
         rules.append(
             {
@@ -403,6 +408,8 @@ def build_policy(recs: Iterable[Recommendation], *, source: str = "") -> dict[st
                 "kv_seq_min": b.kv_seq_min,
                 "kv_seq_max": b.kv_seq_max,
                 "backend": backend,
+                "verdict": rec.verdict,
+                "sdpa_measured": rec.sdpa_measured,
                 "pin_gain": rec.pin_gain,
                 "pin_gain_interval": [rec.pin_gain_low, rec.pin_gain_high]
                 if rec.pin_gain_low is not None

@@ -19,6 +19,7 @@ from attnprof.errors import UserError
 from attnprof.recommend import Recommendation, recommend
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
+from attnprof.report.summary import load_reason
 from attnprof.report.table import Cell, Column, Table, fit, md_text, to_markdown
 from attnprof.store import StoredResult
 from attnprof.units import fmt_err, fmt_ms, fmt_ratio, number_locale
@@ -194,13 +195,21 @@ def recommendation_table(recs: list[Recommendation], t: Translator, *, compact: 
                 margin,
                 variant(rec.runner_up.variant) if rec.runner_up else "-",
                 rec.best_sdpa or "-",
-                (rec.default_backend or rec.pytorch_choice or "?")
-                + (" (sdpa)" if rec.default_variant == "sdpa" else ""),
+                _dispatch_cell(rec, t),
                 _pin_flag(rec) if compact else pin_cell(rec, t),
             ],
             cls="slower" if rec.verdict == "pin" else ("failed" if rec.best is None else ""),
         )
     return table
+
+
+def _dispatch_cell(rec: Recommendation, t: Translator) -> str:
+    """What PyTorch's own dispatch did: the backend it ran where `sdpa` was measured, else the
+    one it is predicted to pick (labelled so: a prediction is not a measurement)."""
+    if rec.default_backend and rec.default_variant == "sdpa":  # `sdpa` ran: the backend it ran
+        return f"{rec.default_backend} (sdpa)"
+    predicted = rec.pytorch_choice or rec.default_backend
+    return t("rec.predicted", backend=predicted) if predicted else "?"
 
 
 def store_summary(data: StoreReportData, t: Translator) -> list[str]:
@@ -221,6 +230,11 @@ def _store_summary(data: StoreReportData, t: Translator) -> list[str]:
             statuses=", ".join(f"{n} {t.maybe(f'status.{s}', s)}" for s, n in counts.most_common()),
         )
     ]
+    busy = [r for r in data.results if r.load is not None and r.load.unreliable]
+    if busy:  # right after what the store holds, as `results` and `recommend` say it
+        reasons = list(dict.fromkeys(x for r in busy if r.load is not None for x in r.load.reasons))
+        said = "; ".join(load_reason(x, t) for x in reasons[:2])
+        out.append(t("store.summary.busy", n=len(busy), total=len(data.results), reasons=said))
     for rec in data.recommendations:
         bucket = rec.bucket.label(device=True)
         if rec.best is None:
@@ -264,7 +278,13 @@ def _store_summary(data: StoreReportData, t: Translator) -> list[str]:
             )
         elif rec.differs and rec.best_sdpa and rec.pytorch_choice:
             out.append(
-                t("store.summary.differs", bucket=bucket, choice=rec.pytorch_choice, best=rec.best_sdpa)
+                t(
+                    "store.summary.differs",
+                    bucket=bucket,
+                    choice=rec.pytorch_choice,
+                    best=rec.best_sdpa,
+                    measured=t.join(rec.sdpa_measured),
+                )
             )
     not_run: dict[str, str] = {}
     for r in data.results:
