@@ -42,6 +42,7 @@ SLOW_MODULES = frozenset(
         "test_model",
         "test_user_edges",
         "test_ray",
+        "test_ray_folder",
         "test_slow_calls",
         "test_cli_run",
         "test_backward",

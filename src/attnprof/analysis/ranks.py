@@ -412,20 +412,30 @@ def analyze_folder(
     workers: int | None = None,
     max_memory: float | None = None,
     cache: bool = True,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> list[FolderRun]:
     """Every trace under folder analysed (in parallel processes), grouped into runs by sub-folder.
 
     cache: reuse (and write) each trace's summary where its file, the options and the code are
     unchanged (attnprof.analysis.rank_cache; $ATTNPROF_CACHE=off turns it off everywhere).
+    executor: "local" (a process pool here) or "ray" (one Ray task per trace, attnprof.analysis
+    .ray_folder: a local instance on 127.0.0.1, or the cluster at ray_address).
 
     Each worker process holds one trace at a time, so with the default workers (the CPU count)
     the memory limit applies to each of them against what is available when it starts.
     """
+    if executor not in ("local", "ray"):
+        raise UserError(f"--executor {executor!r}: use 'local' or 'ray'")
     root = Path(folder)
     runs = find_runs(root)
     paths = [p for files in runs.values() for p in files]
     n = min(len(paths), workers or os.cpu_count() or 1)
-    if n <= 1:
+    if executor == "ray":
+        from attnprof.analysis.ray_folder import ray_map
+
+        done = ray_map(_one, paths, (region, workload, top, max_memory, False, cache), ray_address)
+    elif n <= 1:
         done = [_one(p, region, workload, top, max_memory, None, cache) for p in paths]
     else:
         from concurrent.futures import ProcessPoolExecutor

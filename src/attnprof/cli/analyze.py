@@ -93,6 +93,15 @@ def analyze_command(
         metavar="TFLOPS,TBPS",
         help="Roofs for the per-op model instead of the device table's, e.g. 989,3.35.",
     ),
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        help="Where a folder's traces are analysed: local (a process pool here) or ray (one Ray "
+        "task per trace; a local Ray on 127.0.0.1 unless --ray-address).",
+    ),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", help="With --executor ray: the cluster to use (e.g. ray://head:10001, auto)."
+    ),
     no_color: NoColor = False,
 ) -> None:
     """Analyse PyTorch profiler traces: kernels, categories, regions, occupancy, findings."""
@@ -107,6 +116,10 @@ def analyze_command(
     elif dtype is not None:
         raise UserError("--dtype describes the workload for the roofline: give --shape B,H,S,D with it")
     roofs = _parse_peak(peak) if peak is not None else None
+    if executor not in ("local", "ray"):
+        raise UserError(f"--executor {executor!r}: use 'local' or 'ray'")
+    if ray_address is not None and executor != "ray":
+        raise UserError("--ray-address is where --executor ray sends a folder's traces: add --executor ray")
     if lang is not None and html is None:
         raise UserError("--lang is the language of the --html page: add --html FILE, or drop --lang")
     folders = [p for p in traces if p.is_dir()]
@@ -155,7 +168,13 @@ def analyze_command(
 
         for folder in folders:
             runs[folder] = analyze_folder(
-                folder, region=region, workload=workload, top=top, max_memory=max_memory
+                folder,
+                region=region,
+                workload=workload,
+                top=top,
+                max_memory=max_memory,
+                executor=executor,
+                ray_address=ray_address,
             )
     if html is not None and translator is not None:
         from attnprof.report.ranks_report import render_ranks_html
