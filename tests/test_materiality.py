@@ -179,3 +179,31 @@ def test_a_softmax_followed_by_a_backward_mm_is_no_unfused_attention(tmp_path: P
 def test_a_softmax_between_two_forward_gemms_is_possible_attention(tmp_path: Path) -> None:
     f = run(tmp_path, _mlp(backward=False)).finding("UNFUSED_ATTENTION")
     assert f is not None and f.evidence["confidence"] == "possible" and f.severity == "info"
+
+
+def test_a_mm_inside_a_flow_linked_backward_op_is_no_chain(tmp_path: Path) -> None:
+    # the backward node's name says nothing; the fwdbwd flow from the forward mm says backward
+    events = [
+        ev("ProfilerStep#1", "user_annotation", 0, 200),
+        ev("aten::mm", "cpu_op", 10, 10),
+        ev("aten::softmax", "cpu_op", 30, 10),
+        ev("autograd_node_7", "cpu_op", 55, 30),
+        ev("aten::mm", "cpu_op", 60, 10),
+        {"ph": "s", "cat": "fwdbwd", "name": "fwdbwd", "id": 1, "pid": 1, "tid": 1, "ts": 10},
+        {"ph": "f", "cat": "fwdbwd", "name": "fwdbwd", "id": 1, "pid": 1, "tid": 1, "ts": 55, "bp": "e"},
+    ]
+    assert run(tmp_path, events).finding("UNFUSED_ATTENTION") is None
+    events = events[:5]  # without the flow, the order says possible attention
+    assert run(tmp_path, events).finding("UNFUSED_ATTENTION") is not None
+
+
+def _kernels_only(softmax: str) -> list[dict[str, Any]]:
+    names = ["ampere_sgemm_128x64_nn", softmax, "ampere_sgemm_128x64_nt"]
+    return [kernel(n, 10 + 20 * i, 10, i) for i, n in enumerate(names)]
+
+
+def test_kernel_order_with_a_backward_softmax_is_no_chain(tmp_path: Path) -> None:
+    bwd = "void (anonymous namespace)::softmax_warp_backward<float, float, float, 10, false, false>(float*)"
+    assert run(tmp_path, _kernels_only(bwd)).finding("UNFUSED_ATTENTION") is None
+    fwd = "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>(float*)"
+    assert run(tmp_path, _kernels_only(fwd)).finding("UNFUSED_ATTENTION") is not None

@@ -51,6 +51,10 @@ class Context:
 def gpu_unfused_count(ctx: Context, idx: np.ndarray) -> int:
     """GEMM -> softmax -> GEMM among GPU ops idx (in time order), within 6 ops each way."""
     cats = ctx.gpu_cat[idx]
+    # a backward softmax kernel (softmax_warp_backward) is no forward chain's softmax
+    bwd = np.array(
+        [ctx.gpu_class[int(i)].direction in ("bwd", "bwd-aux") for i in ctx.gpu_name_idx[idx].tolist()], bool
+    )
     return count_gemm_softmax_gemm(
-        cats == CATEGORIES.index("gemm"), cats == CATEGORIES.index("softmax"), window=6
+        cats == CATEGORIES.index("gemm"), (cats == CATEGORIES.index("softmax")) & ~bwd, window=6
     )

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from attnprof.analysis.regions import Region, backward_ops, inside
+from attnprof.analysis.regions import Region, backward_links, backward_ops, inside
 from attnprof.trace.model import Trace, unique
 
 __all__ = [
@@ -362,9 +362,11 @@ def unfused_chains(trace: Trace, region: Region, window: int = 8) -> UnfusedChai
         if ops.size == 0:
             continue
         # a chain is the forward's: GEMMs and softmaxes inside backward ops (autograd's
-        # evaluate_function, *Backward*) are left out, so a classifier's softmax followed by the
+        # evaluate_function, *Backward*, the ends of fwdbwd flows) are left out, so a classifier's softmax followed by the
         # backward pass's mm is no chain
-        ops = ops[~inside(trace, backward_ops(trace, ops), ops)]
+        flowed, _ = backward_links(trace, ops)  # fwdbwd flows' targets: backward whatever their names
+        targets = np.array(sorted({b for bs in flowed.values() for b in bs}), np.int64)
+        ops = ops[~inside(trace, np.concatenate([backward_ops(trace, ops), targets]), ops)]
         for lane in unique(trace.lane[ops]).tolist():
             lo = ops[trace.lane[ops] == lane]
             lo = lo[np.lexsort((-trace.dur[lo], trace.ts[lo]))]
