@@ -21,11 +21,8 @@ unknown op is unmodelled, never guessed). The counts themselves are attnprof.for
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-import msgspec
-
+from attnprof.analysis.op_args import Args, OpCost, broadcast, decode_inputs, nbytes
+from attnprof.analysis.op_vector import VECTOR_OPS, vector_cost
 from attnprof.formulas import (
     BACKWARD_FLOP_FACTOR,
     attention_bytes,
@@ -42,26 +39,6 @@ __all__ = ["DECODE_MAX_QUERIES", "OpCost", "decode_inputs", "known", "model_op"]
 # a query length up to this, against a longer KV, is decode-shaped (speculative decoding
 # verifies a few tokens at once): K and V are read for few queries, bandwidth is the roof
 DECODE_MAX_QUERIES = 16
-
-# "Input type" strings -> (attnprof dtype, bytes per element)
-_DTYPES: dict[str, tuple[str, int]] = {
-    "c10::BFloat16": ("bf16", 2),
-    "c10::Half": ("fp16", 2),
-    "float": ("fp32", 4),
-    "double": ("fp64", 8),
-    "c10::Float8_e4m3fn": ("fp8", 1),
-    "c10::Float8_e5m2": ("fp8", 1),
-    "c10::Float8_e4m3fnuz": ("fp8", 1),
-    "c10::Float8_e5m2fnuz": ("fp8", 1),
-    "long int": ("int64", 8),
-    "int64_t": ("int64", 8),
-    "int": ("int32", 4),
-    "short int": ("int16", 2),
-    "signed char": ("int8", 1),
-    "unsigned char": ("uint8", 1),
-    "bool": ("bool", 1),
-    "c10::complex<float>": ("complex64", 8),
-}
 # ScalarType codes (Concrete Inputs of a dtype argument) -> bytes per element
 _CODE_SIZE = {
     "0": 1,
@@ -77,92 +54,10 @@ _CODE_SIZE = {
     "23": 1,
     "24": 1,
 }
-_FLOATS = ("fp8", "bf16", "fp16", "fp32", "fp64")
-
-
-@dataclass(frozen=True)
-class OpCost:
-    flops: float
-    bytes: float
-    formula: str  # which model, in words ("gemm", "attention fwd, causal top-left", ...)
-    dtype: str  # the dtype whose peak bounds the op (its first floating input's)
-    matrix: bool  # tensor-core / matrix work (GEMM, attention, conv) vs vector work
-    family: str  # gemm, attention, conv, norm, softmax, elementwise, reduction, embedding, copy
-    decode: bool = False  # decode-shaped attention: judged by bytes
-
-
-class _Args:
-    """An op's decoded inputs: tensors (dims + dtype) and scalar values, by position."""
-
-    def __init__(self, dims: list[Any], types: list[Any], concrete: list[Any]) -> None:
-        self.dims, self.types, self.concrete = dims, types, concrete
-
-    def tensor(self, i: int) -> tuple[list[int], str, int] | None:
-        """(shape, dtype, element size) of input i when it is a recorded tensor."""
-        if i >= len(self.dims) or i >= len(self.types):
-            return None
-        d, t = self.dims[i], self.types[i]
-        if not isinstance(t, str) or t not in _DTYPES or not isinstance(d, list):
-            return None
-        if not all(isinstance(x, int) for x in d):
-            return None
-        name, size = _DTYPES[t]
-        return d, name, size
-
-    def scalar(self, i: int) -> str | None:
-        if i >= len(self.concrete):
-            return None
-        v = self.concrete[i]
-        return v if isinstance(v, str) and v != "" else None
-
-    def flag(self, i: int) -> bool | None:
-        v = self.scalar(i)
-        return None if v is None else v.strip().lower() in ("true", "1")
-
-    def integer(self, i: int) -> int | None:
-        v = self.scalar(i)
-        try:
-            return int(float(v)) if v is not None else None
-        except ValueError:
-            return None
-
-    def ints(self, i: int) -> list[int] | None:
-        v = self.scalar(i)
-        if v is None:
-            return None
-        try:
-            out = msgspec.json.decode(v.replace("(", "[").replace(")", "]"))
-        except msgspec.DecodeError:
-            return None
-        if isinstance(out, int):
-            return [out]
-        if isinstance(out, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in out):
-            return out
-        return None
-
-    def tensors(self) -> list[tuple[list[int], str, int]]:
-        return [t for i in range(len(self.dims)) if (t := self.tensor(i)) is not None]
-
-
-def decode_inputs(sig: tuple[bytes, bytes, bytes]) -> _Args | None:
-    """The raw (Input Dims, Input type, Concrete Inputs) JSON of one op, decoded."""
-    try:
-        dims = msgspec.json.decode(sig[0]) if sig[0] else []
-        types = msgspec.json.decode(sig[1]) if sig[1] else []
-        conc = msgspec.json.decode(sig[2]) if sig[2] else []
-    except msgspec.DecodeError:
-        return None
-    if not isinstance(dims, list) or not isinstance(types, list) or not isinstance(conc, list):
-        return None
-    return _Args(dims, types, conc)
-
-
-def _bytes(*ts: tuple[list[int], str, int] | None) -> float:
-    return float(sum(numel(t[0]) * t[2] for t in ts if t is not None))
 
 
 # -- GEMMs ------------------------------------------------------------------------------------
-def _gemm(name: str, a: _Args) -> OpCost | None:
+def _gemm(name: str, a: Args) -> OpCost | None:
     bias = None
     if name in ("aten::addmm", "aten::baddbmm"):
         bias, x, w = a.tensor(0), a.tensor(1), a.tensor(2)
@@ -199,7 +94,7 @@ def _gemm(name: str, a: _Args) -> OpCost | None:
             return None
         bx, bw = x2[:-2], w2[:-2]
         try:
-            bshape = _broadcast(bx, bw)
+            bshape = broadcast(bx, bw)
         except ValueError:
             return None
         m, k, n, batch = x2[-2], x2[-1], w2[-1], numel(bshape)
@@ -209,19 +104,8 @@ def _gemm(name: str, a: _Args) -> OpCost | None:
     if name == "aten::_scaled_mm":  # out_dtype (a ScalarType code) when recorded, else fp8 in
         out_size = _CODE_SIZE.get(a.scalar(6) or "", x[2])
     flops = gemm_flops(m, n, k, batch=batch, bias=has_bias)
-    nbytes = _bytes(x, w, bias if has_bias else None) + numel(out) * out_size
-    return OpCost(flops, nbytes, "gemm 2*M*N*K" + (" + bias" if has_bias else ""), x[1], True, "gemm")
-
-
-def _broadcast(a: list[int], b: list[int]) -> list[int]:
-    out = []
-    for i in range(max(len(a), len(b))):
-        x = a[len(a) - 1 - i] if i < len(a) else 1
-        y = b[len(b) - 1 - i] if i < len(b) else 1
-        if x != y and 1 not in (x, y):
-            raise ValueError("shapes do not broadcast")
-        out.append(max(x, y))
-    return out[::-1]
+    size = nbytes(x, w, bias if has_bias else None) + numel(out) * out_size
+    return OpCost(flops, size, "gemm 2*M*N*K" + (" + bias" if has_bias else ""), x[1], True, "gemm")
 
 
 # -- attention --------------------------------------------------------------------------------
@@ -266,7 +150,7 @@ _MASKED = {
 }
 
 
-def _attention(name: str, a: _Args) -> OpCost | None:
+def _attention(name: str, a: Args) -> OpCost | None:
     layout, (iq, ik, iv), ic, backward = _ATTN[name]
     q, k, v = a.tensor(iq), a.tensor(ik), a.tensor(iv)
     if q is None or k is None or v is None:
@@ -312,7 +196,7 @@ def _attention(name: str, a: _Args) -> OpCost | None:
     flops = attention_flops(b, hq, pairs, d, dv)
     if backward:
         flops *= BACKWARD_FLOP_FACTOR
-    nbytes = attention_bytes(b, hq, hkv, sq, skv, d, q[2], head_dim_v=dv, backward=backward)
+    size = attention_bytes(b, hq, hkv, sq, skv, d, q[2], head_dim_v=dv, backward=backward)
     decode = sq <= DECODE_MAX_QUERIES and skv > sq
     what = ["attention", "bwd (2.5x fwd)" if backward else "fwd"]
     what.append(f"causal {causal}" if causal else "dense")
@@ -321,7 +205,7 @@ def _attention(name: str, a: _Args) -> OpCost | None:
         what.append(f"GQA {hq}/{hkv} heads")
     if decode:
         what.append("decode: judged by bytes")
-    return OpCost(flops, nbytes, ", ".join(what), q[1], True, "attention", decode=decode)
+    return OpCost(flops, size, ", ".join(what), q[1], True, "attention", decode=decode)
 
 
 # -- convolution ------------------------------------------------------------------------------
@@ -338,7 +222,7 @@ _CONV: dict[str, tuple[int, int, int, int | None, int]] = {
 }
 
 
-def _conv(name: str, a: _Args) -> OpCost | None:
+def _conv(name: str, a: Args) -> OpCost | None:
     backward = name == "aten::convolution_backward"
     if backward:
         go, x, w = a.tensor(0), a.tensor(1), a.tensor(2)
@@ -349,11 +233,11 @@ def _conv(name: str, a: _Args) -> OpCost | None:
         want = [s.strip().lower() == "true" for s in mask.strip("[]()").split(",")] if mask else [True, True]
         fwd = _conv_fwd_flops(x[0], w[0], go[0][2:], transposed, groups)
         n_grads = int(bool(want[0])) + int(len(want) > 1 and bool(want[1]))
-        nbytes = (
-            _bytes(go, x, w) + (_bytes(x) if want[0] else 0) + (_bytes(w) if len(want) > 1 and want[1] else 0)
+        size = (
+            nbytes(go, x, w) + (nbytes(x) if want[0] else 0) + (nbytes(w) if len(want) > 1 and want[1] else 0)
         )
         parts = [p for p, on in (("dgrad", want[0]), ("wgrad", len(want) > 1 and want[1])) if on]
-        return OpCost(fwd * n_grads, nbytes, "conv bwd (" + " + ".join(parts) + ")", x[1], True, "conv")
+        return OpCost(fwd * n_grads, size, "conv bwd (" + " + ".join(parts) + ")", x[1], True, "conv")
     pos = _CONV[name]
     x, w = a.tensor(0), a.tensor(1)
     if x is None or w is None or len(x[0]) < 3 or len(w[0]) != len(x[0]):
@@ -390,8 +274,8 @@ def _conv(name: str, a: _Args) -> OpCost | None:
     c_out = w[0][1] * groups if transposed else w[0][0]
     out_bytes = 0.0 if out is None else float(x[0][0] * c_out * numel(out) * x[2])
     bias = a.tensor(2) if name not in ("aten::cudnn_convolution",) else None
-    nbytes = _bytes(x, w, bias) + out_bytes
-    return OpCost(flops, nbytes, "conv fwd" + (" (transposed)" if transposed else ""), x[1], True, "conv")
+    size = nbytes(x, w, bias) + out_bytes
+    return OpCost(flops, size, "conv fwd" + (" (transposed)" if transposed else ""), x[1], True, "conv")
 
 
 def _expand(v: list[int], nd: int) -> list[int]:
@@ -406,254 +290,6 @@ def _conv_fwd_flops(x: list[int], w: list[int], out: list[int], transposed: bool
     return conv_flops(x[0], w[0], out, w[1], w[2:])
 
 
-# -- vector ops -------------------------------------------------------------------------------
-_NORMS = {
-    "aten::layer_norm": 7,
-    "aten::native_layer_norm": 7,
-    "aten::rms_norm": 4,
-    "aten::_fused_rms_norm": 4,
-    "aten::group_norm": 7,
-    "aten::native_group_norm": 7,
-    "aten::batch_norm": 7,
-    "aten::native_batch_norm": 7,
-    "aten::_native_batch_norm_legit": 7,
-    "aten::cudnn_batch_norm": 7,
-    "aten::miopen_batch_norm": 7,
-    "aten::instance_norm": 7,
-}
-_NORM_BWD = {
-    "aten::native_layer_norm_backward",
-    "aten::native_group_norm_backward",
-    "aten::native_batch_norm_backward",
-    "aten::cudnn_batch_norm_backward",
-    "aten::_fused_rms_norm_backward",
-}
-_SOFTMAX = {"aten::softmax": 5, "aten::_softmax": 5, "aten::_safe_softmax": 5, "aten::_log_softmax": 5}
-_SOFTMAX_BWD = {"aten::_softmax_backward_data", "aten::_log_softmax_backward_data"}
-_ELEMENTWISE = {
-    f"aten::{n}"
-    for base in [
-        "add",
-        "sub",
-        "mul",
-        "div",
-        "rsub",
-        "pow",
-        "exp",
-        "exp2",
-        "log",
-        "log2",
-        "log1p",
-        "sqrt",
-        "rsqrt",
-        "neg",
-        "abs",
-        "sign",
-        "reciprocal",
-        "silu",
-        "gelu",
-        "relu",
-        "sigmoid",
-        "tanh",
-        "clamp",
-        "clamp_min",
-        "clamp_max",
-        "cos",
-        "sin",
-        "erf",
-        "where",
-        "masked_fill",
-        "fill",
-        "zero",
-        "maximum",
-        "minimum",
-        "lerp",
-        "addcmul",
-        "addcdiv",
-        "threshold",
-        "hardtanh",
-        "leaky_relu",
-        "elu",
-        "mish",
-        "hardswish",
-        "hardsigmoid",
-        "floor",
-        "ceil",
-        "round",
-        "trunc",
-        "remainder",
-        "fmod",
-        "bitwise_and",
-        "bitwise_or",
-        "bitwise_not",
-        "logical_and",
-        "logical_or",
-        "logical_not",
-        "eq",
-        "ne",
-        "lt",
-        "le",
-        "gt",
-        "ge",
-        "isnan",
-        "isinf",
-        "nan_to_num",
-        "square",
-        "triu",
-        "tril",
-        "threshold_backward",
-        "gelu_backward",
-        "silu_backward",
-        "sigmoid_backward",
-        "tanh_backward",
-        "hardtanh_backward",
-        "leaky_relu_backward",
-        "elu_backward",
-        "mish_backward",
-        "relu_",
-    ]
-    for n in (base, f"{base}_")
-}
-_BOOL_OUT = {
-    f"aten::{n}"
-    for n in [
-        "eq",
-        "ne",
-        "lt",
-        "le",
-        "gt",
-        "ge",
-        "isnan",
-        "isinf",
-        "logical_and",
-        "logical_or",
-        "logical_not",
-    ]
-}
-_REDUCTIONS = {
-    f"aten::{n}"
-    for n in [
-        "sum",
-        "mean",
-        "amax",
-        "amin",
-        "max",
-        "min",
-        "prod",
-        "norm",
-        "linalg_vector_norm",
-        "var",
-        "std",
-        "argmax",
-        "argmin",
-        "logsumexp",
-        "cumsum",
-        "any",
-        "all",
-    ]
-}
-
-
-def _promote(ts: list[tuple[list[int], str, int]]) -> int:
-    """Element size of an elementwise op's result: PyTorch promotes over the tensors with
-    dimensions; a 0-dim tensor only raises the category (int to float), not the size."""
-    dimmed = [t for t in ts if t[0]] or ts
-    rank = {"bool": 0, "uint8": 1, "int8": 1, "int16": 1, "int32": 1, "int64": 1}
-    best = max(dimmed, key=lambda t: (rank.get(t[1], 2), t[2]))
-    zero = [t for t in ts if not t[0] and rank.get(t[1], 2) > rank.get(best[1], 2)]
-    return max(zero, key=lambda t: t[2])[2] if zero else best[2]
-
-
-def _vector(name: str, a: _Args) -> OpCost | None:
-    ts = a.tensors()
-    if not ts:
-        return None
-    x = a.tensor(0)
-    dtype = next((t[1] for t in ts if t[1] in _FLOATS), ts[0][1])
-    if name in _NORMS or name in _SOFTMAX:
-        if x is None:
-            return None
-        per = _NORMS.get(name) or _SOFTMAX[name]
-        fam = "norm" if name in _NORMS else "softmax"
-        weights = [t for t in ts[1:] if t is not x]
-        if fam == "norm" and name in ("aten::rms_norm", "aten::_fused_rms_norm"):
-            per = 4 if weights else 3
-        elif fam == "norm" and not weights:
-            per = 5  # no affine weight and bias
-        out_size = x[2]
-        if name == "aten::_softmax" and a.flag(2):  # half_to_float
-            out_size = 4
-        nbytes = _bytes(*ts) + numel(x[0]) * out_size
-        return OpCost(per * numel(x[0]), nbytes, f"{fam}: {per} FLOPs/element", dtype, False, fam)
-    if name in _NORM_BWD or name in _SOFTMAX_BWD:
-        # reads the gradient, the input or output and the saved statistics, writes the
-        # gradients: bytes are what is known, and what bounds it
-        g = a.tensor(0)
-        if g is None:
-            return None
-        fam = "norm" if name in _NORM_BWD else "softmax"
-        nbytes = _bytes(*ts) + _bytes(g) + sum(_bytes(t) for t in ts[2:3] if fam == "norm" and t[0])
-        return OpCost(0.0, nbytes, f"{fam} bwd: bytes only", dtype, False, fam)
-    if name == "aten::copy_":
-        dst, src = a.tensor(0), a.tensor(1)
-        if dst is None or src is None:
-            return None
-        return OpCost(0.0, _bytes(dst, src), "copy: bytes only", dtype, False, "copy")
-    if name in ("aten::embedding", "aten::embedding_dense_backward"):
-        if name == "aten::embedding":
-            w, idx = a.tensor(0), a.tensor(1)
-            if w is None or idx is None or len(w[0]) != 2:
-                return None
-            rows = numel(idx[0]) * w[0][1] * w[2]
-            return OpCost(
-                0.0, _bytes(idx) + 2.0 * rows, "embedding: rows read + written", w[1], False, "embedding"
-            )
-        g, idx = a.tensor(0), a.tensor(1)
-        n_weights = a.integer(2)
-        if g is None or idx is None or n_weights is None:
-            return None
-        grad_w = n_weights * g[0][-1] * g[2]
-        return OpCost(0.0, _bytes(g, idx) + grad_w, "embedding bwd: bytes only", g[1], False, "embedding")
-    if name in _REDUCTIONS:
-        if x is None:
-            return None
-        dims = a.ints(1)
-        keep = a.flag(2)
-        out = _reduced(x[0], dims, bool(keep)) if name not in ("aten::cumsum",) else x[0]
-        nbytes = _bytes(x) + numel(out) * (8 if name in ("aten::argmax", "aten::argmin") else x[2])
-        return OpCost(
-            float(numel(x[0])), nbytes, "reduction: 1 FLOP/input element", dtype, False, "reduction"
-        )
-    if name in _ELEMENTWISE:
-        shapes = [t[0] for t in ts]
-        try:
-            out = shapes[0]
-            for s in shapes[1:]:
-                out = _broadcast(out, s)
-        except ValueError:
-            return None
-        inplace = name.endswith("_")
-        if inplace and x is not None:
-            out_size = x[2]
-        elif name in _BOOL_OUT:
-            out_size = 1
-        else:
-            out_size = _promote(ts)
-        nbytes = _bytes(*ts) + numel(out) * out_size
-        return OpCost(
-            float(numel(out)), nbytes, "elementwise: 1 FLOP/output element", dtype, False, "elementwise"
-        )
-    return None
-
-
-def _reduced(shape: list[int], dims: list[int] | None, keep: bool) -> list[int]:
-    if not dims:
-        return [1] * len(shape) if keep else []
-    nd = len(shape)
-    red = {d % nd for d in dims} if nd else set()
-    return [1 if i in red else s for i, s in enumerate(shape) if keep or i not in red]
-
-
 _GEMMS = {
     "aten::mm",
     "aten::addmm",
@@ -666,7 +302,7 @@ _GEMMS = {
 }
 
 
-def model_op(name: str, args: _Args) -> OpCost | None:
+def model_op(name: str, args: Args) -> OpCost | None:
     """The cost of one call of `name` with these inputs, or None (not modelled)."""
     try:
         if name in _GEMMS:
@@ -675,7 +311,7 @@ def model_op(name: str, args: _Args) -> OpCost | None:
             return _attention(name, args)
         if name in _CONV or name == "aten::convolution_backward":
             return _conv(name, args)
-        return _vector(name, args)
+        return vector_cost(name, args)
     except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError):
         return None  # inputs recorded in a form the model does not read: unmodelled
 
@@ -687,11 +323,5 @@ def known(name: str) -> bool:
         or name in _ATTN
         or name in _CONV
         or name == "aten::convolution_backward"
-        or name in _NORMS
-        or name in _NORM_BWD
-        or name in _SOFTMAX
-        or name in _SOFTMAX_BWD
-        or name in _ELEMENTWISE
-        or name in _REDUCTIONS
-        or name in ("aten::copy_", "aten::embedding", "aten::embedding_dense_backward")
+        or name in VECTOR_OPS
     )
