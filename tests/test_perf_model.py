@@ -348,3 +348,115 @@ def test_peak_option_bad_input_is_one_line_and_exit_2() -> None:
         assert len(lines) == 1 and "--peak" in lines[0] and "Traceback" not in p.stderr
     p = _cli("--ops", "--peak", "100,1", bert)
     assert p.returncode == 0 and "--peak" in p.stdout
+
+
+# -- findings from the model: each must fire, and must not --------------------------------------
+H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0, "numSms": 132}
+
+
+def _one_op(
+    tmp_path: Path,
+    name: str,
+    dims: list[Any],
+    types: list[str],
+    kernel_us: float,
+    concrete: list[str] | None = None,
+    device: dict[str, Any] | None = H100,
+) -> TraceAnalysis:
+    """A trace of one op with recorded inputs that launches one kernel of `kernel_us`."""
+    args = {
+        "External id": 1,
+        "Input Dims": dims,
+        "Input type": types,
+        "Concrete Inputs": concrete or [""] * len(dims),
+    }
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 0, "dur": 50, "args": args},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10,
+            "dur": 5,
+            "args": {"correlation": 7, "External id": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "some_kernel",
+            "pid": 0,
+            "tid": 7,
+            "ts": 20,
+            "dur": kernel_us,
+            "args": {"correlation": 7, "External id": 1, "device": 0},
+        },
+    ]
+    doc: dict[str, Any] = {"traceEvents": events}
+    if device is not None:
+        doc["deviceProperties"] = [device]
+    p = tmp_path / f"{name.split('::')[-1]}_{kernel_us:g}.json"
+    p.write_text(json.dumps(doc))
+    a = analyze(p)
+    assert isinstance(a, TraceAnalysis)
+    return a
+
+
+def test_memory_bound_gemm_fires_on_a_skinny_gemm_and_not_on_a_square_one(tmp_path: Path) -> None:
+    skinny = _one_op(tmp_path, "aten::mm", [[16, 4096], [4096, 4096]], [BF, BF], 40.0)
+    f = skinny.finding("MEMORY_BOUND_GEMM")
+    assert f is not None and f.evidence["shapes"][0]["intensity"] < f.evidence["ridge_flop_per_byte"]
+    assert f.evidence["share_pct"] == 100.0
+    square = _one_op(tmp_path, "aten::mm", [[4096, 4096], [4096, 4096]], [BF, BF], 400.0)
+    assert square.ops[0].bound == "compute" and square.finding("MEMORY_BOUND_GEMM") is None
+    # no roof known: no bound, so no finding
+    acme = _one_op(
+        tmp_path, "aten::mm", [[16, 4096], [4096, 4096]], [BF, BF], 40.0, device={"id": 0, "name": "Acme X1"}
+    )
+    assert acme.ops[0].bound is None and acme.finding("MEMORY_BOUND_GEMM") is None
+
+
+_SDPA_TYPES = [BF, BF, BF, "Scalar", "Scalar", "Scalar", "Scalar"]
+
+
+def test_attention_below_roof_fires_when_slow_and_not_when_near_the_roof(tmp_path: Path) -> None:
+    q = [4, 16, 2048, 64]
+    dims = [q, q, q, [], [], [], []]
+    conc = ["", "", "", "0.", "False", "False", ""]
+    # 68.7 GFLOP: 231 us is 30% of 989 TFLOP/s
+    slow = _one_op(tmp_path, "aten::_scaled_dot_product_flash_attention", dims, _SDPA_TYPES, 2000.0, conc)
+    f = slow.finding("ATTENTION_BELOW_ROOF")
+    assert f is not None and f.evidence["shapes"][0]["pct_of_bound"] < 30
+    fast = _one_op(tmp_path, "aten::_scaled_dot_product_flash_attention", dims, _SDPA_TYPES, 100.0, conc)
+    assert fast.ops[0].pct_of_bound is not None and fast.ops[0].pct_of_bound > 30
+    assert fast.finding("ATTENTION_BELOW_ROOF") is None
+
+
+def test_decode_below_bandwidth_fires_when_far_from_the_bandwidth_roof_only(tmp_path: Path) -> None:
+    dims = [[1, 32, 1, 128], [1, 8, 8192, 128], [1, 8, 8192, 128], [], [], [], []]
+    conc = ["", "", "", "0.", "False", "False", ""]
+    # about 33.6 MB read: 10 us at 3.35 TB/s
+    slow = _one_op(tmp_path, "aten::_scaled_dot_product_flash_attention", dims, _SDPA_TYPES, 200.0, conc)
+    assert slow.ops[0].decode and slow.ops[0].bound == "memory"
+    assert slow.finding("DECODE_BELOW_BANDWIDTH") is not None and slow.finding("ATTENTION_BELOW_ROOF") is None
+    fast = _one_op(tmp_path, "aten::_scaled_dot_product_flash_attention", dims, _SDPA_TYPES, 15.0, conc)
+    assert fast.finding("DECODE_BELOW_BANDWIDTH") is None
+
+
+def test_op_above_roof_is_flagged_and_never_printed_silently(tmp_path: Path) -> None:
+    # 137 GFLOP in 50 us is 2.7x the H100's 989 TFLOP/s: a wrong peak or model
+    a = _one_op(tmp_path, "aten::mm", [[4096, 4096], [4096, 4096]], [BF, BF], 50.0)
+    f = a.finding("OP_ABOVE_ROOF")
+    assert f is not None and f.severity == "error" and f.evidence["shapes"][0]["pct_of_bound"] > 100
+    from attnprof.report.console import terminal_words
+    from attnprof.report.perf_tables import ops_table
+
+    row = ops_table(a.ops, terminal_words()).rows[0]
+    assert any(c.emphasis == "alarm" and "!" in c for c in row)
+    # fp32 above the fp32 roof: the hint names TF32
+    f32 = _one_op(tmp_path, "aten::mm", [[4096, 4096], [4096, 4096]], [F32, F32], 400.0)
+    g = f32.finding("OP_ABOVE_ROOF")
+    assert g is not None and "TF32" in g.message
+    ok = _one_op(tmp_path, "aten::mm", [[4096, 4096], [4096, 4096]], [BF, BF], 200.0)
+    assert ok.finding("OP_ABOVE_ROOF") is None

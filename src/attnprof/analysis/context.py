@@ -7,7 +7,7 @@ level (the pipeline calls the rules; the rules never call the pipeline).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +16,7 @@ from attnprof.analysis.classify import CATEGORIES, Classification
 from attnprof.analysis.cpu_ops import CpuEvidence, UnfusedChains, count_gemm_softmax_gemm
 from attnprof.analysis.idle import HostActivity, IdleBreakdown
 from attnprof.analysis.links import Links
+from attnprof.analysis.perf_records import OpPerf
 from attnprof.analysis.regions import Region
 from attnprof.analysis.result import Device, Gaps, KernelStat, RegionStat, Roofline, Totals
 from attnprof.trace.model import Trace
@@ -46,6 +47,8 @@ class Context:
     host: HostActivity
     gap_facts: Gaps
     unfused: UnfusedChains  # the region's GEMM -> softmax -> GEMM chains
+    # the per-op performance model (analysis/perf_model.py): its rows, by time
+    ops: list[OpPerf] = field(default_factory=list)
 
 
 def gpu_unfused_count(ctx: Context, idx: np.ndarray) -> int:

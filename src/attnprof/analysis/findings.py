@@ -9,7 +9,8 @@ FP32_UPCAST, MASK_REBUILT_EACH_CALL, SAFE_SOFTMAX, TRANSPOSES_BEFORE_KERNEL, OUT
 LOW_OCCUPANCY_BY_DESIGN, OCCUPANCY_NOT_MEASURED, the idle causes (attnprof.analysis.idle_findings:
 GPU_IDLE_SYNC, GPU_IDLE_BLOCKING_COPY, GPU_IDLE_ALLOCATOR, GPU_IDLE_INIT, GPU_IDLE_SLOW_LAUNCH,
 GPU_IDLE_STREAM_WAIT, GPU_WAIT_UNRECORDED_WORK, LAUNCH_BOUND, GPU_IDLE_HOST_COMPUTE,
-GPU_IDLE_DATA_LOADING, GPU_IDLE_PYTHON, GPU_IDLE_UNRECORDED), CUDA_GRAPH, UNATTRIBUTED_GPU_OPS, ABOVE_PEAK. (CPU_BOUND, which compared CPU
+GPU_IDLE_DATA_LOADING, GPU_IDLE_PYTHON, GPU_IDLE_UNRECORDED), CUDA_GRAPH, UNATTRIBUTED_GPU_OPS, ABOVE_PEAK, and the per-op model's (attnprof.analysis.perf_findings:
+MEMORY_BOUND_GEMM, ATTENTION_BELOW_ROOF, DECODE_BELOW_BANDWIDTH, OP_ABOVE_ROOF). (CPU_BOUND, which compared CPU
 time with GPU busy time, is replaced by the idle findings: they say why the device idles.)
 """
 
@@ -28,6 +29,7 @@ from attnprof.analysis.cpu_ops import is_downcast
 from attnprof.analysis.idle_findings import gpu_idle
 from attnprof.analysis.links import launched_in
 from attnprof.analysis.materiality import Cost, cost_of_gpu_ops, cost_of_ops, judge
+from attnprof.analysis.perf_findings import PERF_CODES, PERF_RULES
 from attnprof.analysis.result import Finding, KernelStat, Occupancy
 from attnprof.trace.model import Kind, unique
 from attnprof.units import fmt_us, short_name
@@ -658,6 +660,7 @@ RULES: tuple[Callable[[Context], list[Finding]], ...] = (
     cuda_graph,
     unattributed,
     above_peak,
+    *PERF_RULES,
 )
 
 CODES = (
@@ -688,6 +691,7 @@ CODES = (
     "CUDA_GRAPH",
     "UNATTRIBUTED_GPU_OPS",
     "ABOVE_PEAK",
+    *PERF_CODES,
 )
 
 

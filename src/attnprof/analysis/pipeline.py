@@ -232,6 +232,7 @@ def analyze_trace(
         host=host,
         gap_facts=gap_facts,
         unfused=unfused,
+        ops=ops,
     )
     findings = evaluate(ctx)
     info = TraceInfo(
