@@ -53,7 +53,7 @@ def test_report_renders_offline_with_every_plot(browser, cpu_run, tmp_path: Path
 
     assert errors == []
     assert [u for u in requests if not u.startswith("file://")] == []  # nothing fetched: works offline
-    plots = page.locator("figure.plot svg")
+    plots = page.locator("#plots figure.plot svg")
     assert plots.count() == 3
     for i in range(plots.count()):
         box = plots.nth(i).bounding_box()
@@ -119,4 +119,29 @@ def test_comparison_table_fits_a_1200px_page(browser, cpu_run, tmp_path: Path, l
         " return [t.scrollWidth, t.parentElement.clientWidth]; }"
     )
     assert scroll <= client, ("print", lang, scroll, client)
+    page.close()
+
+
+QWEN = "AMD-AGI__TraceLens__tests__traces__mi300__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+
+
+@pytest.mark.parametrize("lang", ["en", "id", "th"])
+def test_trace_report_draws_the_roofline_and_the_per_shape_table(browser, tmp_path: Path, lang: str) -> None:  # type: ignore[no-untyped-def]
+    from _paths import TRACES
+
+    out = tmp_path / f"qwen.{lang}.html"
+    assert main(["report", str(TRACES / QWEN), "--lang", lang, "-o", str(out)]) == 0
+    page, errors, requests = _open(browser, out)
+    assert errors == []
+    assert [u for u in requests if not u.startswith("file://")] == []
+    roof = page.locator("#perf figure.roofline svg")
+    assert roof.count() == 1
+    box = roof.first.bounding_box()
+    assert box is not None and box["width"] > 300 and box["height"] > 150
+    # the points and the roofs are drawn: paths (markers, lines) beyond the axes' own
+    assert roof.first.locator("path").count() > 20
+    assert page.locator("#perf table tbody tr").count() >= 10
+    assert page.locator("html").get_attribute("lang") == lang
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"roofline-{lang}.png"), full_page=True)
     page.close()

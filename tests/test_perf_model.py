@@ -460,3 +460,29 @@ def test_op_above_roof_is_flagged_and_never_printed_silently(tmp_path: Path) -> 
     assert g is not None and "TF32" in g.message
     ok = _one_op(tmp_path, "aten::mm", [[4096, 4096], [4096, 4096]], [BF, BF], 200.0)
     assert ok.finding("OP_ABOVE_ROOF") is None
+
+
+# -- reports ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("lang", ["en", "id", "th"])
+def test_trace_report_has_the_per_shape_table_and_roofline_in_each_language(
+    tmp_path: Path, lang: str
+) -> None:
+    pytest.importorskip("matplotlib")
+    from attnprof.cli import main
+    from attnprof.report.i18n import Translator
+
+    t = Translator(lang)
+    qwen = TRACES / "AMD-AGI__TraceLens__tests__traces__mi300__Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+    html = tmp_path / f"r.{lang}.html"
+    assert main(["report", str(qwen), "--lang", lang, "-o", str(html)]) == 0
+    page = html.read_text(encoding="utf-8")
+    section = page[page.index('<section id="perf">') :]
+    section = section[: section.index("</section>")]
+    assert t("perf.h") in section and t("perf.col.pct_bound") in section
+    roof = section[section.index('<figure class="plot roofline">') :]
+    assert "<svg" in roof[:2000] and t("perf.axis.intensity").split(" (")[0] in roof
+    assert section.count("<tr") >= 11  # the header and the 15 largest shapes
+    md = tmp_path / f"r.{lang}.md"
+    assert main(["report", str(qwen), "--lang", lang, "-o", str(md)]) == 0
+    text = md.read_text(encoding="utf-8")
+    assert f"## {t('perf.h')}" in text and "aten::linear" in text

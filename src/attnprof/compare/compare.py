@@ -35,6 +35,7 @@ from typing import Literal
 import msgspec
 
 from attnprof.analysis.classify import cpu_category
+from attnprof.analysis.perf_records import OpPerf, PerfModel
 from attnprof.analysis.result import CpuOp, Finding, KernelStat, MemoryOp, RegionStat, TraceAnalysis
 from attnprof.analysis.stats import ratio_interval
 from attnprof.compare.diff import Diff, diff_rows
@@ -171,6 +172,9 @@ class Row(msgspec.Struct, kw_only=True):
     tflops_useful: float | None = None
     pct_of_peak: float | None = None
     findings: list[Finding] = []  # the analyser's, then compare's own (INCORRECT_OUTPUT, ABOVE_PEAK, ...)
+    # the per-op performance model of the row's trace (analysis/perf_model.py)
+    perf_ops: list[OpPerf] = []
+    perf_model: PerfModel | None = None
     category_sequence: list[str] = []
     gpu_category_time_us: dict[str, float] = {}
     cpu_category_time_us: dict[str, float] = {}
@@ -462,6 +466,7 @@ def _apply_analysis(row: Row, a: TraceAnalysis) -> None:
             row.occupancy_kernel = focus.name
             row.occupancy_achieved, row.occupancy_theoretical, row.occupancy_limiter = ach, theo, lim
     row.findings = list(a.findings)
+    row.perf_ops, row.perf_model = list(a.ops), a.perf_model
     roof = a.roofline
     # a run's clean timing beats the trace's profiled time; traces alone use the roofline
     if roof is not None and row.tflops_useful is None:

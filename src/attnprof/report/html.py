@@ -16,8 +16,9 @@ from markupsafe import Markup, escape
 from attnprof.extras import EXTRAS, available
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
+from attnprof.report.perf_tables import PerfSection
 from attnprof.report.tables import PERFETTO, report_content
-from attnprof.units import number_locale
+from attnprof.units import fmt_num, number_locale
 
 __all__ = ["plots_missing", "render_html"]
 
@@ -77,6 +78,24 @@ def _draw(data: ReportData, t: Translator) -> list[tuple[str, str | None]]:
     return out
 
 
+def _perf_plots(sections: list[PerfSection], t: Translator) -> list[tuple[str, str | None]]:
+    """Per section: the roofline's caption and SVG (None without matplotlib or points)."""
+    if plots_missing(t) is not None:
+        return [("", None) for _ in sections]
+    from attnprof.report import plots
+
+    out: list[tuple[str, str | None]] = []
+    with number_locale(t.lang):
+        for s in sections:
+            m = s.model
+            if m is not None and m.peak_tflops and m.peak_tbps:
+                caption = t("perf.roofline", peak=fmt_num(m.peak_tflops, ".4g"), bw=fmt_num(m.peak_tbps))
+            else:
+                caption = t("perf.roofline_no_peak")
+            out.append((caption, plots.roofline_plot(s.ops, m, t)))
+    return out
+
+
 def render_html(data: ReportData, t: Translator, *, out_dir: Path | None = None) -> str:
     """out_dir: where the file will be written, so links to the traces can be relative."""
     content = report_content(data, t, out_dir)
@@ -92,5 +111,6 @@ def render_html(data: ReportData, t: Translator, *, out_dir: Path | None = None)
         baseline=data.comparison.baseline or "-",
         expectation_file=data.expectation_file or "-",
         perfetto_line=perfetto_line,
+        perf_plots=_perf_plots(content.perf, t),
         **{f.name: getattr(content, f.name) for f in fields(content)},
     )

@@ -36,6 +36,12 @@ def render_markdown(data: ReportData, t: Translator, *, out_dir: Path | None = N
         lines += [f"## {t('h.model')}", "", md_text(c.model.title), "", *to_markdown(c.model), ""]
     if c.layers.rows:
         lines += [f"### {t('h.layers')}", "", md_text(c.layers.title), "", *to_markdown(c.layers), ""]
+    if c.perf:
+        lines += [f"## {t('perf.h')}", ""]
+        for sec in c.perf:
+            if len(c.perf) > 1:
+                lines += [f"### {md_text(sec.label)}", ""]
+            lines += [*(f"- {md_text(ln)}" for ln in sec.lines), "", *to_markdown(sec.table), ""]
     if c.diffs:
         lines += [f"## {md_text(t('h.diff', baseline=data.comparison.baseline or '-'))}", ""]
         for dt in c.diffs:

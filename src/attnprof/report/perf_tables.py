@@ -8,6 +8,7 @@ it, marked nested. Every figure is the record's; nothing is computed here but fo
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from attnprof.report.table import Cell, Column, Table
@@ -15,9 +16,25 @@ from attnprof.units import fmt_bytes, fmt_count, fmt_num, fmt_us
 
 if TYPE_CHECKING:
     from attnprof.analysis.perf_records import OpPerf, PerfModel
+    from attnprof.report.data import ReportData
     from attnprof.report.i18n import Translator
 
-__all__ = ["dims_text", "ops_table", "perf_lines", "table_ops"]
+# rows of a report's per-shape table per trace (the JSON and `analyze --ops --top 0` have all)
+REPORT_ROWS = 15
+
+__all__ = ["PerfSection", "dims_text", "ops_table", "perf_lines", "perf_sections", "table_ops"]
+
+
+@dataclass
+class PerfSection:
+    """One trace's per-op model in a report: whose it is, its sentences, its table (the HTML
+    report adds the roofline drawn from `ops`)."""
+
+    label: str
+    lines: list[str]
+    table: Table
+    ops: list[OpPerf] = field(default_factory=list)
+    model: PerfModel | None = None
 
 
 def dims_text(dims: list[Any]) -> str:
@@ -135,5 +152,21 @@ def perf_lines(pm: PerfModel, t: Translator) -> list[str]:
                 no_formula=fmt_us(u.not_modelled_us),
                 top=t.join([f"{o.name} {fmt_us(o.time_us)}" for o in u.top_not_modelled]) or "-",
             )
+        )
+    return out
+
+
+def perf_sections(data: ReportData, t: Translator) -> list[PerfSection]:
+    """A section per analysed row whose trace has modelled ops (record_shapes=True)."""
+    out = []
+    for r in data.comparison.rows:
+        pm = r.perf_model
+        if not r.ok or pm is None or not any(not o.nested for o in r.perf_ops):
+            continue
+        lines = perf_lines(pm, t)
+        if any(o.nested for o in r.perf_ops):
+            lines.append(t("perf.nested"))
+        out.append(
+            PerfSection(r.label, lines, ops_table(r.perf_ops, t, top=REPORT_ROWS), list(r.perf_ops), pm)
         )
     return out

@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import Formatter, FuncFormatter, NullFormatter
 
+from attnprof.analysis.perf_records import OpPerf, PerfModel
 from attnprof.compare.compare import Row
 from attnprof.report.data import ScalingPoint
 from attnprof.store import StoredResult
@@ -30,6 +31,7 @@ from attnprof.units import localize
 __all__ = [
     "CATEGORY_COLORS",
     "category_plot",
+    "roofline_plot",
     "scaling_plot",
     "store_scaling_plot",
     "time_plot",
@@ -70,6 +72,8 @@ _AXIS_EN = {
     "axis.box": "{unit} per forward: line median, box IQR, whiskers to 1.5 IQR, outliers left out",
     "axis.clean_shares": "{unit} of the clean median, split by the trace's share of each category",
     "axis.share_of_forward": "% of the forward in the trace",
+    "perf.axis.intensity": "Arithmetic intensity (FLOP/byte)",
+    "perf.axis.tflops": "Achieved TFLOP/s",
 }
 
 
@@ -379,4 +383,76 @@ def store_scaling_plot(results: Sequence[StoredResult], t: Label | None = None) 
     ax.set_ylabel(_label(t, "axis.per_forward_iqr", unit=unit))
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, frameon=False)
+    return _svg(fig)
+
+
+_FAMILY_COLORS = {
+    "gemm": CATEGORY_COLORS["gemm"],
+    "attention": CATEGORY_COLORS["attention"],
+    "conv": CATEGORY_COLORS["conv"],
+    "norm": CATEGORY_COLORS["norm"],
+    "softmax": CATEGORY_COLORS["softmax"],
+    "elementwise": CATEGORY_COLORS["elementwise"],
+    "reduction": CATEGORY_COLORS["reduction"],
+    "embedding": CATEGORY_COLORS["layout"],
+    "copy": CATEGORY_COLORS["copy"],
+}
+
+
+def roofline_plot(ops: Sequence[OpPerf], model: PerfModel | None, t: Label | None = None) -> str | None:
+    """Log-log roofline: each outermost op shape a point (intensity, achieved TFLOP/s), its area
+    its time; the roofs of the trace's main dtype (peak TFLOP/s flat, bandwidth x intensity
+    slanted) when they are known. Ops with no FLOPs (copies) have no point on a log axis."""
+    pts = [o for o in ops if not o.nested and o.intensity and o.tflops and o.intensity > 0 and o.tflops > 0]
+    if not pts:
+        return None
+    fig = Figure(figsize=(8.0, 4.6))
+    fig.set_layout_engine("constrained")
+    ax = fig.add_subplot()
+    times = [(o.device_time_us if o.device_time_us is not None else o.cpu_time_us) or 0.0 for o in pts]
+    biggest = max(times) or 1.0
+    for fam in sorted({o.family for o in pts}):
+        sel = [(o, tm) for o, tm in zip(pts, times, strict=True) if o.family == fam]
+        ax.scatter(
+            [o.intensity or 0.0 for o, _ in sel],
+            [o.tflops or 0.0 for o, _ in sel],
+            s=[12 + 400 * tm / biggest for _, tm in sel],
+            alpha=0.6,
+            color=_FAMILY_COLORS.get(fam, CATEGORY_COLORS["other"]),
+            label=fam,
+            edgecolors="none",
+        )
+    xs = [o.intensity or 0.0 for o in pts]
+    lo, hi = min(xs) / 3, max(xs) * 3
+    if model is not None and model.peak_tflops and model.peak_tbps:
+        ridge = model.peak_tflops / model.peak_tbps
+        lo, hi = min(lo, ridge / 10), max(hi, ridge * 10)
+        ax.plot(
+            [lo, ridge, hi],
+            [lo * model.peak_tbps, model.peak_tflops, model.peak_tflops],
+            color="#444",
+            lw=1.2,
+        )
+        ax.annotate(
+            f"{localize(format(model.peak_tflops, '.4g'))} TFLOP/s ({model.dtype})",
+            (hi, model.peak_tflops),
+            ha="right",
+            va="bottom",
+            fontsize=8,
+        )
+        ax.annotate(
+            f"{localize(format(model.peak_tbps, '.3g'))} TB/s",
+            (lo * 1.3, lo * 1.3 * model.peak_tbps),
+            ha="left",
+            va="bottom",
+            fontsize=8,
+            rotation=20,
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel(_label(t, "perf.axis.intensity"))
+    ax.set_ylabel(_label(t, "perf.axis.tflops"))
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, frameon=False, markerscale=0.5)
     return _svg(fig)

@@ -19,6 +19,7 @@ from attnprof.records import Status
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.peak_view import peak_source
+from attnprof.report.perf_tables import PerfSection, perf_sections
 from attnprof.report.reasons import translate_reason
 from attnprof.report.summary import summarize
 from attnprof.report.table import Cell, Column, Table
@@ -538,6 +539,8 @@ class ReportContent:
     # `attnprof model` runs only (empty otherwise): attention's share per implementation, per layer
     model: Table = field(default_factory=lambda: Table(columns=[]))
     layers: Table = field(default_factory=lambda: Table(columns=[]))
+    # the per-op performance model of each analysed trace (report/perf_tables.py)
+    perf: list[PerfSection] = field(default_factory=list)
 
 
 def report_content(data: ReportData, t: Translator, out_dir: Path | None) -> ReportContent:
@@ -574,6 +577,7 @@ def _report_content(data: ReportData, t: Translator, out_dir: Path | None) -> Re
         expectations=expectation_table(data.expectations, t),
         traces=trace_items(data, out_dir),
         **_model_sections(data, t),
+        perf=perf_sections(data, t),
     )
 
 
