@@ -28,7 +28,7 @@ import numpy as np
 from attnprof.analysis.idle import union
 from attnprof.analysis.op_model import OpCost, decode_inputs, known, model_op
 from attnprof.analysis.perf_records import OpPerf, OpTime, PerfModel, Unmodelled
-from attnprof.device import peak_for
+from attnprof.device import peak_for, spec_device
 from attnprof.trace.model import Kind, Trace, unique
 
 if TYPE_CHECKING:
@@ -212,6 +212,14 @@ def perf_model(
         peak_tflops=s_tf,
         peak_tbps=s_bw,
         peak_source=s_src,
+        peak_kind=None
+        if s_src is None
+        else "flag"
+        if peak is not None
+        else "spec"
+        if gpu_trace
+        else "measured",
+        peak_device=spec_device(device.name) if s_src is not None and peak is None and gpu_trace else None,
         mfu_pct=round(100.0 * achieved / s_tf, 2) if achieved is not None and s_tf else None,
         compute_bound_pct=_pct(bound_time.get("compute", 0.0), total),
         memory_bound_pct=_pct(bound_time.get("memory", 0.0), total),

@@ -68,6 +68,10 @@ class PerfModel(msgspec.Struct, kw_only=True):
     peak_tflops: float | None
     peak_tbps: float | None
     peak_source: str | None
+    # where the peak comes from: "spec" (the table's part peak_device), "flag" (--peak),
+    # "measured" (the harness's GEMM on this CPU); None without a peak
+    peak_kind: str | None
+    peak_device: str | None
     mfu_pct: float | None  # achieved_tflops against peak_tflops of that dtype
     compute_bound_pct: float | None
     memory_bound_pct: float | None

@@ -53,9 +53,12 @@ def table_ops(ops: list[OpPerf], top: int = 20) -> list[OpPerf]:
     return rows[:top] if top > 0 else rows
 
 
-def ops_table(ops: list[OpPerf], t: Translator, *, top: int = 20, merged: bool = False) -> Table:
+def ops_table(
+    ops: list[OpPerf], t: Translator, *, top: int = 20, merged: bool = False, formula: bool = True
+) -> Table:
     """merged: the input dims on a second line of the op's cell (the terminal's 100 columns),
-    instead of a column of their own."""
+    instead of a column of their own. formula: the model's own words (English, as the JSON has
+    them), for English readers."""
     cpu = any(o.cpu_time_us is not None for o in ops)
     cols = [Column(t("perf.col.op"), max_width=28, overflow="fold")]
     if not merged:
@@ -72,8 +75,9 @@ def ops_table(ops: list[OpPerf], t: Translator, *, top: int = 20, merged: bool =
         Column(t("perf.col.dtype")),
         Column(t("perf.col.gflop"), numeric=True, no_wrap=True),
         Column(t("perf.col.bytes"), numeric=True, no_wrap=True),
-        Column(t("perf.col.formula"), max_width=40),
     ]
+    if formula:
+        cols.append(Column(t("perf.col.formula"), max_width=40))
     table = Table(columns=cols, title=t("perf.h"))
     for o in table_ops(ops, top):
         time_us = o.device_time_us if o.device_time_us is not None else o.cpu_time_us
@@ -102,7 +106,7 @@ def ops_table(ops: list[OpPerf], t: Translator, *, top: int = 20, merged: bool =
                 Cell(o.dtype),
                 Cell(fmt_num(o.flops / 1e9), o.flops / 1e9, "GFLOP"),
                 Cell(fmt_bytes(o.bytes), o.bytes, "B"),
-                Cell(o.formula),
+                *([Cell(o.formula)] if formula else []),
             ],
             cls="above-peak" if above else "",
         )
@@ -128,7 +132,9 @@ def perf_lines(pm: PerfModel, t: Translator) -> list[str]:
                 mfu=_pct(pm.mfu_pct),
                 dtype=pm.dtype or "-",
                 peak=fmt_num(pm.peak_tflops, ".4g"),
-                source=pm.peak_source or "-",
+                source=t(f"perf.source.{pm.peak_kind}", device=pm.peak_device or "-")
+                if pm.peak_kind
+                else "-",
             )
         )
     elif pm.dtype is not None:
@@ -167,6 +173,12 @@ def perf_sections(data: ReportData, t: Translator) -> list[PerfSection]:
         if any(o.nested for o in r.perf_ops):
             lines.append(t("perf.nested"))
         out.append(
-            PerfSection(r.label, lines, ops_table(r.perf_ops, t, top=REPORT_ROWS), list(r.perf_ops), pm)
+            PerfSection(
+                r.label,
+                lines,
+                ops_table(r.perf_ops, t, top=REPORT_ROWS, formula=t.lang == "en"),
+                list(r.perf_ops),
+                pm,
+            )
         )
     return out

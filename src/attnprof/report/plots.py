@@ -419,7 +419,8 @@ def roofline_plot(ops: Sequence[OpPerf], model: PerfModel | None, t: Label | Non
             s=[12 + 400 * tm / biggest for _, tm in sel],
             alpha=0.6,
             color=_FAMILY_COLORS.get(fam, CATEGORY_COLORS["other"]),
-            label=fam,
+            # embedding is a lookup: the layout category's words (gather / index ops)
+            label=_cat(t, "layout" if fam == "embedding" else fam),
             edgecolors="none",
         )
     xs = [o.intensity or 0.0 for o in pts]
