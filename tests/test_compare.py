@@ -153,6 +153,8 @@ def test_trace_times_are_shown_against_the_clean_time_not_beside_it(
     assert main(["compare", str(cpu_run[0]), "--no-color"]) == 0
     out = capsys.readouterr().out
     table = out[out.index("Per forward, from the trace") :]
+    # the notes under it may quote the load meter ("... of CPU time (steal)"): the table alone
+    table = table.split("\n  note: ", 1)[0]
     assert "trace/clean (rich/lean)" in table and "CPU time" not in table and "GPU" not in table
     assert re.search(r"naive-inplace\s+\d[\d.,]*x / \d[\d.,]*x", table)
     assert main(["compare", str(trace(H100_FLASH)), "--no-color"]) == 0

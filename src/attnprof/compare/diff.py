@@ -23,6 +23,10 @@ class KernelChange(msgspec.Struct, kw_only=True):
     count_b: float
     time_a_us: float
     time_b_us: float
+    # the op's share of its side's traced time (both from the same kind of time, each side's
+    # time-source trace): what a CPU op's "changed" is decided by
+    share_a: float | None = None
+    share_b: float | None = None
 
     @property
     def delta_us(self) -> float:
@@ -105,6 +109,8 @@ def diff_rows(a: Row, b: Row) -> Diff:
         assert ref is not None
         ca, cb = (oa.count if oa else 0.0), (ob.count if ob else 0.0)
         ta, tb = (oa.time_us * scale_a if oa else 0.0), (ob.time_us * scale_b if ob else 0.0)
+        # shares from the traced times on both sides (never a scaled time over a traced total)
+        sa, sb = (oa.time_us / total_a if oa else 0.0), (ob.time_us / total_b if ob else 0.0)
         if oa is None:
             change: Literal["added", "removed", "changed", "same"] = "added"
         elif ob is None:
@@ -112,7 +118,7 @@ def diff_rows(a: Row, b: Row) -> Diff:
         elif (
             abs(ca - cb) > 1e-9
             or (lane == "gpu" and abs(tb - ta) > 0.5 * max(ta, tb))
-            or (lane == "cpu" and abs(tb / total_b - ta / total_a) >= CPU_SHARE_CHANGE)
+            or (lane == "cpu" and abs(sb - sa) >= CPU_SHARE_CHANGE)
         ):
             change = "changed"
         else:
@@ -122,7 +128,15 @@ def diff_rows(a: Row, b: Row) -> Diff:
         cat_of.setdefault(fam, ref.category)
         groups.setdefault(fam, []).append(
             KernelChange(
-                name=name, short=ref.short, change=change, count_a=ca, count_b=cb, time_a_us=ta, time_b_us=tb
+                name=name,
+                short=ref.short,
+                change=change,
+                count_a=ca,
+                count_b=cb,
+                time_a_us=ta,
+                time_b_us=tb,
+                share_a=sa,
+                share_b=sb,
             )
         )
     fams = [

@@ -372,6 +372,13 @@ def diff_table(
             cls=k.change,
         )
 
+    moved = sum(1 for fam in d.families for k in fam.kernels if k.change != "same")
+
+    def more(shown: int) -> None:
+        """Every row, or a line saying how many are not shown (the JSON has them all)."""
+        if moved > shown:
+            table.add([Cell(t("diff.more", n=moved - shown), emphasis="dim"), "", "", "", "", ""])
+
     if not by_family:
         picked = sorted(
             ((fam, k) for fam in d.families for k in fam.kernels if k.change != "same"),
@@ -379,6 +386,7 @@ def diff_table(
         )[:top]
         for fam, k in picked:
             kernel(t.maybe(f"category.{fam.family}", fam.family), k)
+        more(len(picked))
         return table
     shown = 0
     for fam in d.families:
@@ -397,6 +405,7 @@ def diff_table(
                 continue
             shown += 1
             kernel("", k)
+    more(shown)
     return table
 
 
