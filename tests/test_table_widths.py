@@ -62,3 +62,21 @@ def test_model_table_fits_80_columns(tmp_path: Path) -> None:
         "model", "llama", "--size", "tiny", "--attn", "eager,sdpa,attnprof-naive", "-o", str(tmp_path / "m")
     )
     check(out, "model")
+
+
+def test_backward_run_table_keeps_numbers_with_their_units(tmp_path: Path) -> None:
+    """--backward has the most columns: at 80 columns none wraps "12.8 ms" into "12.8" and "ms"
+    on two lines; columns are left out, and named, instead."""
+    out = at_80("run", "-v", "naive,sdpa", "--backward", "--shape", "1,2,32,16", "--time-budget", "0.05",
+                "-o", str(tmp_path / "r"))  # fmt: skip
+    check(out, "run --backward")
+    lines = out.splitlines()
+    # a table row: the variant (with its noise mark) and its backend
+    body = [ln for ln in lines if re.match(r"\s*(naive|sdpa)( ~)?\s+(aten|flash|math|efficient)\s", ln)]
+    assert len(body) == 2, out  # one line per variant
+    after = lines[lines.index(body[-1]) + 1]
+    assert not after.strip() or not re.match(r"\s*[\d.]+\s*$|\s*(ms|µs)", after), (
+        out
+    )  # nothing wrapped under it
+    assert not [ln for ln in lines if re.fullmatch(r"\s*(ms|µs|KiB|MiB)\s*", ln)], out
+    assert "left out to fit 80 columns" in out

@@ -130,14 +130,17 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
     columns = [
         ("variant", "left"),
         ("backend", "left"),
-        ("fwd median ± IQR" if backward else "median ± IQR", "right"),
+        ("fwd median\n± IQR" if backward else "median ± IQR", "right"),
     ]
     if backward:
         columns += [("bwd median", "right"), ("fwd+bwd", "right"), ("grad err", "right")]
-    columns.insert(5 if backward else 3, ("fwd+bwd vs fastest" if backward else "vs fastest", "right"))
+    # the long headers on two lines: a numeric column is as wide as its widest line
+    columns.insert(5 if backward else 3, ("fwd+bwd\nvs fastest" if backward else "vs fastest", "right"))
     columns += [("peak mem", "right"), ("max err", "right")] + ([("trace", "left")] if wide else [])
     for col, justify in columns:
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        # numbers never wrap ("62.1" on one line, "ms" on the next): print_table leaves a
+        # column out instead, and names it
+        table.add_column(col, justify=justify, no_wrap=justify == "right")  # type: ignore[arg-type]
     traces: list[str] = []
     for r in record.results:
         if r.status != "ok" or r.timing is None:
