@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from attnprof.analysis.frames import frames_of
-from attnprof.analysis.links import Links
+from attnprof.analysis.links import Links, PointIndex
 from attnprof.analysis.result import Compiled, CompiledGraph, CompiledKernel
 from attnprof.trace.model import Kind, Trace
 from attnprof.units import short_name
@@ -246,7 +246,7 @@ def _placed(trace: Trace, links: Links) -> npt.NDArray[np.int64]:
     # within each, so that an inner range overwrites the one around it
     fx = np.array([bool(_FX.search(trace.names[int(trace.name[r])])) for r in ranges.tolist()])
     order = np.lexsort((-trace.dur[ranges], fx))
+    points = PointIndex(a_lane.astype(np.int64), a_ts)
     for r in ranges[order].tolist():
-        inside = (a_lane == trace.lane[r]) & (a_ts >= trace.ts[r]) & (a_ts <= trace.ts[r] + trace.dur[r])
-        out[has[inside]] = r
+        out[has[points.inside(int(trace.lane[r]), float(trace.ts[r]), float(trace.ts[r] + trace.dur[r]))]] = r
     return out

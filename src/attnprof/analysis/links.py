@@ -33,7 +33,16 @@ import numpy.typing as npt
 
 from attnprof.trace.model import Kind, Trace, unique
 
-__all__ = ["GRAPH_LAUNCHES", "LAUNCH_CALL", "Links", "innermost", "launch_ops", "launched_in", "link"]
+__all__ = [
+    "GRAPH_LAUNCHES",
+    "LAUNCH_CALL",
+    "Links",
+    "PointIndex",
+    "innermost",
+    "launch_ops",
+    "launched_in",
+    "link",
+]
 
 # calls that put work on the device: kernel launches, graph launches, async copies and sets
 LAUNCH_CALL = re.compile(
@@ -179,6 +188,23 @@ def _flow_correlation(trace: Trace, rows: np.ndarray, *, start: bool = False) ->
     return np.fromiter(
         (table.get((int(trace.lane[r]), float(trace.ts[r])), -1) for r in rows.tolist()), np.int64, rows.size
     )
+
+
+class PointIndex:
+    """Points (timestamps in groups: lanes, processes) sorted once, so that the points inside
+    each of many ranges are a slice: assigning ranges costs their sizes, not ranges x points."""
+
+    def __init__(self, group: np.ndarray, ts: np.ndarray) -> None:
+        self.order = np.lexsort((ts, group))
+        self.group, self.ts = group[self.order], ts[self.order]
+
+    def inside(self, group: int, lo: float, hi: float) -> np.ndarray:
+        """Indices (into the points as given) of the points of group with lo <= ts <= hi."""
+        a = int(np.searchsorted(self.group, group, "left"))
+        b = int(np.searchsorted(self.group, group, "right"))
+        i = a + int(np.searchsorted(self.ts[a:b], lo, "left"))
+        j = a + int(np.searchsorted(self.ts[a:b], hi, "right"))
+        return self.order[i:j]
 
 
 def innermost(trace: Trace, rows: np.ndarray, points: np.ndarray) -> np.ndarray:

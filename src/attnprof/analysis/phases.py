@@ -33,7 +33,7 @@ import re
 import numpy as np
 import numpy.typing as npt
 
-from attnprof.analysis.links import Links
+from attnprof.analysis.links import Links, PointIndex
 from attnprof.analysis.op_model import OpCost, decode_inputs, known, model_op
 from attnprof.analysis.perf_model import roofs_for
 from attnprof.analysis.result import Device, Phase, PhaseOp, Phases, StepBatch
@@ -110,13 +110,15 @@ def phases(
     if steps.size:
         source = "step ranges"
         anchor = np.where(links.launch >= 0, links.launch, g)
-        a_ts, a_pid = trace.ts[anchor], _pids(trace)[trace.lane[anchor]]
+        pid_of = _pids(trace)
+        points = PointIndex(pid_of[trace.lane[anchor]], trace.ts[anchor])
         # the longest first, so that an inner range overwrites the one around it
         for r in steps[np.argsort(-trace.dur[steps], kind="stable")].tolist():
             p = said[int(trace.name[r])]
             assert p is not None
-            inside = (a_pid == _pids(trace)[trace.lane[r]]) & (a_ts >= trace.ts[r])
-            inside &= a_ts <= trace.ts[r] + trace.dur[r]
+            inside = points.inside(
+                int(pid_of[trace.lane[r]]), float(trace.ts[r]), float(trace.ts[r] + trace.dur[r])
+            )
             phase[inside] = PHASES.index(p[0])
             step_of[inside] = r
     else:
