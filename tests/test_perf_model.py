@@ -486,3 +486,38 @@ def test_trace_report_has_the_per_shape_table_and_roofline_in_each_language(
     assert main(["report", str(qwen), "--lang", lang, "-o", str(md)]) == 0
     text = md.read_text(encoding="utf-8")
     assert f"## {t('perf.h')}" in text and "aten::linear" in text
+
+
+def test_vector_ops_and_grouped_gemm_by_hand() -> None:
+    # broadcast mul [16, 559, 1024] * [16, 559, 1] fp32: one FLOP per output element; bytes are
+    # both inputs as recorded plus the output
+    c = cost("aten::mul", [[16, 559, 1024], [16, 559, 1]], [F32, F32])
+    assert c.flops == 16 * 559 * 1024 and c.bytes == 4 * (2 * 16 * 559 * 1024 + 16 * 559)
+    # a 0-dim double tensor does not promote a float tensor's result to double
+    c = cost("aten::add", [[8, 4], [], []], [F32, "double", "Scalar"])
+    assert c.bytes == 4 * 32 + 8 + 4 * 32
+    # copy_ between dtypes reads the source and writes the destination, and computes nothing
+    c = cost("aten::copy_", [[10, 10], [10, 10], []], [BF, F32, "Scalar"])
+    assert (c.flops, c.bytes) == (0.0, 2 * 100 + 4 * 100) and c.family == "copy"
+    # mean over the last dim with keepdim: the output has one element per row
+    c = cost(
+        "aten::mean", [[6, 5, 8], [], [], []], [F32, "ScalarList", "Scalar", ""], ["", "[-1]", "True", ""]
+    )
+    assert c.flops == 240 and c.bytes == 4 * (240 + 30)
+    # layer norm with an affine weight and bias: 7 FLOPs per element
+    c = cost(
+        "aten::layer_norm",
+        [[2, 3, 16], [], [16], [16], [], []],
+        [BF, "ScalarList", BF, BF, "Scalar", "Scalar"],
+    )
+    assert c.flops == 7 * 96 and c.bytes == 2 * (96 + 16 + 16 + 96)
+    # embedding: the indices read, each row read and written
+    c = cost(
+        "aten::embedding", [[1000, 64], [4, 9], [], [], []], [F32, "long int", "Scalar", "Scalar", "Scalar"]
+    )
+    assert c.flops == 0 and c.bytes == 8 * 36 + 2 * 36 * 64 * 4
+    # MoE: the tokens of every expert [M, K] against the experts' weights [G, K, N]
+    c = cost("aten::_grouped_mm", [[512, 256], [8, 256, 128], [8], [], []], [BF, BF, "int", "", "Scalar"])
+    assert c.flops == 2 * 512 * 256 * 128
+    # (the group offsets, G integers, are bookkeeping, not the GEMM's traffic)
+    assert c.bytes == 2 * (512 * 256 + 8 * 256 * 128 + 512 * 128)
