@@ -521,3 +521,22 @@ def test_vector_ops_and_grouped_gemm_by_hand() -> None:
     assert c.flops == 2 * 512 * 256 * 128
     # (the group offsets, G integers, are bookkeeping, not the GEMM's traffic)
     assert c.bytes == 2 * (512 * 256 + 8 * 256 * 128 + 512 * 128)
+
+
+def test_legacy_cudnn_convolution_backward_by_hand() -> None:
+    # PyTorch <= 1.10: cudnn_convolution_backward_input(self_size, grad_output, weight, ...) with
+    # no Concrete Inputs: the input gradient from grad_output's spatial size and the weight
+    c = cost(
+        "aten::cudnn_convolution_backward_input",
+        [[], [32, 2048, 7, 7], [2048, 512, 1, 1], [], [], [], [], [], [], []],
+        ["GenericList", F32, F32, "GenericList", "GenericList", "GenericList", "Int", "Bool", "Bool", "Bool"],
+    )
+    assert c.flops == 2 * 32 * 2048 * 49 * 512 and "dgrad" in c.formula
+    # cudnn_convolution_backward(input, grad_output, weight, ...): both gradients when the
+    # output_mask is not recorded
+    c = cost(
+        "aten::cudnn_convolution_backward",
+        [[32, 512, 7, 7], [32, 2048, 7, 7], [2048, 512, 1, 1]] + [[]] * 8,
+        [F32, F32, F32] + ["GenericList"] * 3 + ["Int", "Bool", "Bool", "Bool", "GenericList"],
+    )
+    assert c.flops == 2 * (2 * 32 * 2048 * 49 * 512) and "dgrad + wgrad" in c.formula

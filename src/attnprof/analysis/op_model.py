@@ -222,13 +222,34 @@ _CONV: dict[str, tuple[int, int, int, int | None, int]] = {
 }
 
 
+_CONV_BWD = {
+    "aten::convolution_backward",
+    "aten::cudnn_convolution_backward",
+    "aten::cudnn_convolution_backward_input",
+}
+
+
 def _conv(name: str, a: Args) -> OpCost | None:
-    backward = name == "aten::convolution_backward"
+    if name == "aten::cudnn_convolution_backward_input":
+        # (self_size, grad_output, weight, ...), as PyTorch <= 1.10 records it: the input
+        # gradient of a plain convolution from grad_output's spatial size and the weight alone
+        go, w = a.tensor(1), a.tensor(2)
+        if go is None or w is None or len(go[0]) < 3 or len(w[0]) != len(go[0]):
+            return None
+        flops = conv_flops(go[0][0], w[0][0], go[0][2:], w[0][1], w[0][2:])
+        return OpCost(
+            flops, nbytes(go, w), "conv bwd (dgrad; input gradient size not recorded)", go[1], True, "conv"
+        )
+    backward = name in ("aten::convolution_backward", "aten::cudnn_convolution_backward")
     if backward:
-        go, x, w = a.tensor(0), a.tensor(1), a.tensor(2)
+        # convolution_backward(grad_output, input, weight, ...); the older
+        # cudnn_convolution_backward(input, grad_output, weight, ..., output_mask at 10)
+        i_go, i_x = (1, 0) if name == "aten::cudnn_convolution_backward" else (0, 1)
+        go, x, w = a.tensor(i_go), a.tensor(i_x), a.tensor(2)
         if go is None or x is None or w is None or len(x[0]) < 3 or len(w[0]) != len(x[0]):
             return None
-        transposed, groups = bool(a.flag(7)), a.integer(9) or 1
+        cudnn = name == "aten::cudnn_convolution_backward"
+        transposed, groups = (False, 1) if cudnn else (bool(a.flag(7)), a.integer(9) or 1)
         mask = a.scalar(10)
         want = [s.strip().lower() == "true" for s in mask.strip("[]()").split(",")] if mask else [True, True]
         fwd = _conv_fwd_flops(x[0], w[0], go[0][2:], transposed, groups)
@@ -309,7 +330,7 @@ def model_op(name: str, args: Args) -> OpCost | None:
             return _gemm(name, args)
         if name in _ATTN:
             return _attention(name, args)
-        if name in _CONV or name == "aten::convolution_backward":
+        if name in _CONV or name in _CONV_BWD:
             return _conv(name, args)
         return vector_cost(name, args)
     except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError):
@@ -318,10 +339,4 @@ def model_op(name: str, args: Args) -> OpCost | None:
 
 def known(name: str) -> bool:
     """Whether the model has a formula for this op name at all."""
-    return (
-        name in _GEMMS
-        or name in _ATTN
-        or name in _CONV
-        or name == "aten::convolution_backward"
-        or name in VECTOR_OPS
-    )
+    return name in _GEMMS or name in _ATTN or name in _CONV or name in _CONV_BWD or name in VECTOR_OPS
