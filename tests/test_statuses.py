@@ -204,3 +204,38 @@ def test_ctrl_c_during_report_or_analyze_says_interrupted_and_writes_nothing(
     assert p.returncode == 130, (p.returncode, p.stderr)
     assert p.stderr.strip().splitlines() == ["attnprof: interrupted; no output file was written"], p.stderr
     assert not out.exists()
+
+
+_LIBRARY_RUN = textwrap.dedent(
+    """
+    import os, signal, sys
+    from pathlib import Path
+
+    import attnprof
+    from attnprof.errors import Interrupted
+
+    def hook(frame, event, arg):  # Ctrl-C once clean timing starts: run.json keeps the options
+        if event == "call" and frame.f_code.co_name == "_time" and "attnprof" in frame.f_code.co_filename:
+            sys.settrace(None)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+    sys.settrace(hook)
+    try:
+        attnprof.run(attnprof.Workload(batch=1, heads=1, seq=16, head_dim=8), ["naive"], out=Path(sys.argv[1]))
+    except Interrupted:
+        sys.exit(130)
+    """
+)
+
+
+def test_the_library_times_with_the_command_lines_default_budget(tmp_path: Path) -> None:
+    from attnprof.harness.options import default_time_budget
+
+    out = tmp_path / "r"
+    p = subprocess.run(
+        [sys.executable, "-c", _LIBRARY_RUN, str(out)], capture_output=True, text=True, timeout=300
+    )
+    assert p.returncode == 130, p.stderr[-2000:]
+    saved = json.loads((out / "run.json").read_text())["resume"]["options"]
+    assert saved["time_budget_s"] == default_time_budget("cpu") == 0.5  # not RunOptions' 1.0

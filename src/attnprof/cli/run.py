@@ -114,6 +114,7 @@ def run_command(
 ) -> None:
     """Run attention variants: profile (traces + key_averages tables), time, check, measure."""
     require("torch", "attnprof run")
+    from attnprof.harness.options import default_time_budget
     from attnprof.harness.run import RunOptions, default_out_dir, prepare_out_dir, ran_any, run
     from attnprof.report.run_view import ProgressReporter, render_run
     from attnprof.variants.registry import resolve_variants
@@ -152,7 +153,7 @@ def run_command(
         profile=not no_profile,
         force=force,
         compile=compile,
-        time_budget_s=budget if budget is not None else (1.0 if workload.device.startswith("cuda") else 0.5),
+        time_budget_s=budget if budget is not None else default_time_budget(workload.device),
         variant_timeout_s=timeout or 0.0,
     )
     chosen = resolve_variants(names or None, compile=compile)  # fails early on unknown names

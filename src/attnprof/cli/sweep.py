@@ -187,6 +187,10 @@ def sweep_command(
     positive(ray_num_cpus, "--ray-num-cpus", "1")
     if min_samples is not None:
         positive(min_samples, "--min-samples", "10")
+    if tensorboard is not None:
+        from attnprof.cli.options import check_tensorboard_dir
+
+        check_tensorboard_dir(tensorboard)
     cfg = _config(config, axes, settings)
     if cfg.sweep.executor not in ("local", "ray"):
         raise UserError(f"unknown --executor {cfg.sweep.executor!r}: use local or ray")

@@ -26,7 +26,7 @@ from attnprof.errors import Interrupted, UserError
 from attnprof.extras import require
 from attnprof.harness.cuda import on_device, release_memory
 from attnprof.harness.memory import available_bytes
-from attnprof.harness.options import RunOptions
+from attnprof.harness.options import RunOptions, default_time_budget
 from attnprof.outputs import write_atomic
 from attnprof.reasons import english, reason
 from attnprof.records import (
@@ -696,7 +696,8 @@ def run(
     and raises Interrupted. `resume` (that record, read back from `out`) runs the pending ones
     and adds them to it."""
     require("torch", "attnprof.run()")  # the plain install has none: one line naming [run]
-    opts = options or RunOptions()
+    # no options: the command line's defaults (its time budget for this device)
+    opts = options or RunOptions(time_budget_s=default_time_budget(workload.device))
     partial = _Partial(prior=list(resume.results) if resume else [])
     try:
         with on_device(workload.device):  # cuda:N current: its events, streams and SDPA checks
