@@ -35,6 +35,7 @@ from typing import Literal
 import msgspec
 
 from attnprof.analysis.classify import cpu_category
+from attnprof.analysis.codes import code_info
 from attnprof.analysis.perf_records import OpPerf, PerfModel
 from attnprof.analysis.result import CpuOp, Finding, KernelStat, MemoryOp, RegionStat, TraceAnalysis
 from attnprof.analysis.stats import ratio_interval
@@ -598,6 +599,13 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
     return row
 
 
+def _severity(code: str) -> str:
+    """A compare finding's severity, from the catalogue of finding codes (analysis/codes.py)."""
+    info = code_info(code)
+    assert info is not None, f"{code} is not in analysis/codes.py CATALOGUE"
+    return info.severity
+
+
 def _peak_check(row: Row, ctx: RunContext) -> None:
     """One figure for "% of peak" on a run's row: the clean timing's, as in the table. The
     analyser's ABOVE_PEAK (from the trace's profiled time, another number) is replaced by one
@@ -610,7 +618,7 @@ def _peak_check(row: Row, ctx: RunContext) -> None:
     row.findings.append(
         Finding(
             code="ABOVE_PEAK",
-            severity="error",
+            severity=_severity("ABOVE_PEAK"),
             message=f"{pct}% of the peak ({env.peak_tflops:.3g} TFLOP/s, {env.peak_source}): the peak is "
             "too low or the timing misses part of the work, so this figure cannot be trusted",
             evidence={
@@ -638,7 +646,7 @@ def _fault_check(row: Row) -> None:
     row.findings.append(
         Finding(
             code="PAGE_FAULTS",
-            severity="warning",
+            severity=_severity("PAGE_FAULTS"),
             message=f"{n:.0f} minor page faults per call while timing ({n * 4 / 1024:.1f} MiB of fresh 4 KiB "
             "pages each call): allocation and page faults, not arithmetic, are part of this variant's time",
             evidence={"minor_faults_per_call": round(n), "allocator": row.allocator},
@@ -670,7 +678,7 @@ def _cold_check(row: Row, t: TimingSummary | None) -> None:
     row.findings.append(
         Finding(
             code="COLD_ALLOCATOR",
-            severity="warning",
+            severity=_severity("COLD_ALLOCATOR"),
             message=f"In the cold allocator state (larger buffers mapped afresh each call, as in a fresh "
             f"process) {cold.median_ms:.3g} ms per call, {iv.ratio:.2f}x ({iv.low:.2f}-{iv.high:.2f}) the "
             f"warm {t.median_ms:.3g} ms, with {cold_faults:.0f} minor page faults per call against "
@@ -700,7 +708,7 @@ def _total_check(row: Row) -> None:
     row.findings.append(
         Finding(
             code="TOTAL_BELOW_BACKWARD",
-            severity="warning",
+            severity=_severity("TOTAL_BELOW_BACKWARD"),
             message=f"Forward + backward timed as one call ({total:.3g} ms) is shorter than the backward "
             f"alone ({bwd:.3g} ms): a measurement problem, not a speed; its ranking by forward + backward "
             "cannot be trusted.",
@@ -730,7 +738,7 @@ def _gate(row: Row, res: RunResult, dtype: str) -> None:
         0,
         Finding(
             code=code,
-            severity="error",
+            severity=_severity(code),
             message=row.reason[0].upper()
             + row.reason[1:]
             + "; it is excluded from speed comparisons, the baseline and recommendations.",

@@ -1,0 +1,90 @@
+"""The catalogue of finding codes, as data: every code a finding can carry (the analyser's rules
+and compare's run-level checks alike), the most severe level it is given, whether it makes a
+variant faster ("good"), slower or its figures untrustworthy ("bad"), or only informs
+("neutral"), and the key of its sentence in the report catalogs (report/i18n/*.po).
+
+A rule's severity can be lower than the catalogue's (materiality.judge lowers an immaterial
+finding to "info"), never higher. tests/test_codes.py holds every code the rules and compare
+emit to this table, and every key to the en, id and th catalogs. The summary's cause lists
+(report/summary.py GOOD_CODES, BAD_CODES) are checked against `effect` the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = ["CATALOGUE", "FindingCode", "code_info"]
+
+Effect = Literal["good", "bad", "neutral"]
+Severity = Literal["info", "warning", "error"]
+
+
+class FindingCode(msgspec.Struct, frozen=True, kw_only=True):
+    code: str
+    severity: Severity  # the most severe level a finding of this code is given
+    effect: Effect
+    where: Literal["analysis", "compare"]  # which layer emits it
+
+    @property
+    def key(self) -> str:
+        """Its sentence in the report catalogs (`<key>.generic` where evidence is missing)."""
+        return f"finding.{self.code}"
+
+
+def _c(
+    code: str, severity: Severity, effect: Effect, where: Literal["analysis", "compare"] = "analysis"
+) -> FindingCode:
+    return FindingCode(code=code, severity=severity, effect=effect, where=where)
+
+
+CATALOGUE: tuple[FindingCode, ...] = (
+    # the trace itself
+    _c("TRACE_REPAIRED", "warning", "neutral"),
+    _c("NO_GPU_ACTIVITY", "warning", "neutral"),
+    _c("UNATTRIBUTED_GPU_OPS", "info", "neutral"),
+    # how attention and its GEMMs ran
+    _c("FUSED_ATTENTION", "info", "good"),
+    _c("UNFUSED_ATTENTION", "warning", "bad"),
+    _c("CUDA_CORE_GEMM", "warning", "bad"),
+    _c("FP32_UPCAST", "warning", "bad"),
+    _c("MASK_REBUILT_EACH_CALL", "warning", "bad"),
+    _c("SAFE_SOFTMAX", "warning", "bad"),
+    _c("TRANSPOSES_BEFORE_KERNEL", "warning", "bad"),
+    _c("OUT_OF_PLACE_COPY", "warning", "bad"),
+    _c("LOW_OCCUPANCY_BY_DESIGN", "info", "neutral"),
+    _c("OCCUPANCY_NOT_MEASURED", "info", "neutral"),
+    # the device idle, and why
+    _c("GPU_IDLE_SYNC", "warning", "bad"),
+    _c("GPU_IDLE_BLOCKING_COPY", "warning", "bad"),
+    _c("GPU_IDLE_ALLOCATOR", "warning", "bad"),
+    _c("GPU_IDLE_INIT", "warning", "bad"),
+    _c("GPU_IDLE_SLOW_LAUNCH", "warning", "bad"),
+    _c("GPU_IDLE_STREAM_WAIT", "warning", "bad"),
+    _c("GPU_WAIT_UNRECORDED_WORK", "warning", "bad"),
+    _c("LAUNCH_BOUND", "warning", "bad"),
+    _c("GPU_IDLE_HOST_COMPUTE", "warning", "bad"),
+    _c("GPU_IDLE_DATA_LOADING", "warning", "bad"),
+    _c("GPU_IDLE_PYTHON", "warning", "bad"),
+    _c("GPU_IDLE_UNRECORDED", "warning", "neutral"),
+    _c("CUDA_GRAPH", "info", "good"),
+    # the roofline and the per-op model
+    _c("ABOVE_PEAK", "error", "bad"),
+    _c("MEMORY_BOUND_GEMM", "warning", "bad"),
+    _c("ATTENTION_BELOW_ROOF", "warning", "bad"),
+    _c("DECODE_BELOW_BANDWIDTH", "warning", "bad"),
+    _c("OP_ABOVE_ROOF", "error", "bad"),
+    # compare's run-level checks (compare/compare.py): correctness and the timing itself
+    _c("INCORRECT_OUTPUT", "error", "bad", "compare"),
+    _c("INCORRECT_GRADIENT", "error", "bad", "compare"),
+    _c("PAGE_FAULTS", "warning", "bad", "compare"),
+    _c("COLD_ALLOCATOR", "warning", "bad", "compare"),
+    _c("TOTAL_BELOW_BACKWARD", "warning", "bad", "compare"),
+)
+
+_BY_CODE = {c.code: c for c in CATALOGUE}
+
+
+def code_info(code: str) -> FindingCode | None:
+    return _BY_CODE.get(code)
