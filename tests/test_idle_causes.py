@@ -202,3 +202,13 @@ def test_every_idle_cause_key_is_in_the_json(tmp_path: Path) -> None:
     a = run(tmp_path, _python_step([]))
     assert list(a.regions[0].idle.host_during_idle_us_per_instance) == list(CAUSES)
     assert list(a.regions[0].per_instance[0].idle.host_during_idle_us) == list(CAUSES)
+
+
+def test_a_helper_threads_python_frames_are_not_the_hosts_work(tmp_path: Path) -> None:
+    # tqdm's monitor thread waits in threading.wait through the whole step, on a thread that
+    # runs no op: the main thread's idle time is not its Python code
+    helper = ev("threading.py(359): wait", "python_function", 0, 1990, tid=9)
+    a = run(tmp_path, _python_step([helper]))
+    assert "GPU_IDLE_PYTHON" not in a.codes
+    f = a.finding("GPU_IDLE_UNRECORDED")
+    assert f is not None and "with_stack=True or" not in f.message  # the trace has frames

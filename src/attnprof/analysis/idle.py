@@ -255,6 +255,10 @@ def host_activity(
     dl_ids = [int(i) for i in unique(r_names).tolist() if _DATA_LOADING.search(names[int(i)])]
     loading = ranges[np.isin(r_names, dl_ids)]
     py = trace.own(trace.rows(Kind.PYTHON))
+    # only the threads that do the work (CPU ops or runtime calls): a helper thread's frames
+    # (tqdm's monitor blocked in threading.wait) run beside the work, not instead of it
+    working = unique(np.concatenate([trace.lane[ops], trace.lane[rt]]))
+    py = py[np.isin(trace.lane[py], working)]
 
     def calls_of(kind: str) -> np.ndarray:
         return rt[rt_kind == kind]
@@ -286,7 +290,8 @@ def host_activity(
     named["host_compute"] = _named(trace, np.concatenate([other_calls, quiet]))
     named["data_loading"] = _named(trace, loading)
     named["python"] = _named(trace, py)  # cut into innermost pieces only when named (costly)
-    return HostActivity(priority, named, busy, launch_rows, bool(py.size))
+    # with_stack=True recorded frames, on whichever thread: never advise it again
+    return HostActivity(priority, named, busy, launch_rows, bool((trace.kind == Kind.PYTHON).any()))
 
 
 def idle_breakdown(
