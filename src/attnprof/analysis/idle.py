@@ -199,8 +199,9 @@ def host_activity(
     rt = trace.rows(Kind.RUNTIME, Kind.DRIVER)
     names = trace.names
     rt_name = trace.name[rt]
-    kind_of = {int(i): runtime_kind(names[int(i)]) for i in unique(rt_name).tolist()}
-    rt_kind = np.array([kind_of[int(i)] for i in rt_name.tolist()], dtype=object)
+    # one rule lookup per distinct name, spread to the calls through the inverse index
+    u_name, inv = np.unique(rt_name, return_inverse=True)
+    rt_kind = np.array([runtime_kind(names[int(i)]) for i in u_name.tolist()], dtype=object)[inv.reshape(-1)]
     # a long launch call is a first launch (module loading, JIT), not launch overhead; a long
     # query on the launch path (occupancy, capture state) is first-call set-up
     slow = (rt_kind == "launching") & (trace.dur[rt] >= SLOW_LAUNCH_US)
