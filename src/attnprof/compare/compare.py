@@ -171,6 +171,7 @@ class Row(msgspec.Struct, kw_only=True):
     atol: float | None = None  # the accuracy tolerance it was held to: atol + rtol * |reference|
     rtol: float | None = None
     tflops_useful: float | None = None
+    # % of the run's peak, 0-100 like every field named pct (run.json's, the analysis's)
     pct_of_peak: float | None = None
     findings: list[Finding] = []  # the analyser's, then compare's own (INCORRECT_OUTPUT, ABOVE_PEAK, ...)
     # the per-op performance model of the row's trace (analysis/perf_model.py)
@@ -233,7 +234,7 @@ class Row(msgspec.Struct, kw_only=True):
     @property
     def above_peak(self) -> bool:
         """More than 100% of the peak: the peak or the timing is wrong (one flag for every output)."""
-        return self.pct_of_peak is not None and self.pct_of_peak > 1.0
+        return self.pct_of_peak is not None and self.pct_of_peak > 100.0
 
     @property
     def tie(self) -> bool:
@@ -471,8 +472,7 @@ def _apply_analysis(row: Row, a: TraceAnalysis) -> None:
     roof = a.roofline
     # a run's clean timing beats the trace's profiled time; traces alone use the roofline
     if roof is not None and row.tflops_useful is None:
-        pct = roof.pct_of_peak_flops
-        row.pct_of_peak = pct / 100 if pct is not None else None
+        row.pct_of_peak = roof.pct_of_peak_flops
         row.tflops_useful = roof.achieved_tflops
     if row.device_name is None and a.device.name:
         row.device_name = a.device.name
@@ -581,7 +581,7 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         rtol=res.accuracy.rtol if res.accuracy else None,
         tflops_useful=res.tflops_useful,
         # from the clean timing, like tflops_useful; the trace's roofline is only a fallback
-        pct_of_peak=res.pct_of_peak / 100 if res.pct_of_peak is not None else None,
+        pct_of_peak=res.pct_of_peak,
         trace=str(run_dir / res.trace) if res.trace else None,
         lean_trace=str(run_dir / res.lean_trace) if res.lean_trace else None,
         workload=ident.label,
@@ -611,10 +611,10 @@ def _peak_check(row: Row, ctx: RunContext) -> None:
     analyser's ABOVE_PEAK (from the trace's profiled time, another number) is replaced by one
     that states the clean figure, so the table, finding, summary and JSON say the same."""
     row.findings = [f for f in row.findings if f.code != "ABOVE_PEAK"]
-    if row.pct_of_peak is None or row.pct_of_peak <= 1.0:
+    if row.pct_of_peak is None or row.pct_of_peak <= 100.0:
         return
     env = ctx.record.environment
-    pct = int(f"{row.pct_of_peak * 100:.0f}")  # as the tables print it (units.fmt_pct)
+    pct = int(f"{row.pct_of_peak:.0f}")  # as the tables print it (units.fmt_pct)
     row.findings.append(
         Finding(
             code="ABOVE_PEAK",

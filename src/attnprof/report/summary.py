@@ -484,7 +484,7 @@ def _summarize(data: ReportData, t: Translator) -> list[str]:
         t(
             "summary.above_peak",
             variant=r.label,
-            pct=fmt_pct(r.pct_of_peak),
+            pct=fmt_pct(r.pct_of_peak / 100 if r.pct_of_peak is not None else None),
             peak=fmt_num(env.peak_tflops),
         )
         for r in ran

@@ -122,7 +122,7 @@ def tflops_cell(r: Row, t: Translator) -> Cell:
     text = fmt_num(r.tflops_useful)
     if r.pct_of_peak is not None:
         mark = t.maybe("tflops.above_peak", " ⚠") if r.above_peak else ""
-        text += f" ({fmt_pct(r.pct_of_peak)}{mark})"
+        text += f" ({fmt_pct(r.pct_of_peak / 100)}{mark})"
     return Cell(text, r.tflops_useful, "TFLOP/s")
 
 
