@@ -251,3 +251,20 @@ def test_small_blocks_cut_a_real_trace_as_the_whole_file_path_does(
     a, b = load_trace(p, parallel=False), parse_trace(raw)
     assert a.names == b.names
     assert np.array_equal(a.ts, b.ts) and np.array_equal(a.corr, b.corr)
+
+
+def test_recorded_inputs_are_held_as_columns_and_read_as_a_dict() -> None:
+    from attnprof.trace.model import RowMap
+
+    t = load_trace(trace("marcalph__kernelforge"))  # recorded with record_shapes
+    m = t.inputs
+    assert isinstance(m, RowMap) and len(m) > 100
+    d = dict(m.items())
+    assert dict(m) == d == {**m} and list(m) == sorted(d)
+    r = next(iter(d))
+    assert m[r] == d[r] and r in m and m.get(r) == d[r]
+    assert (r + 10**9) not in m and m.get(-5) is None and "x" not in m
+    with pytest.raises(KeyError):
+        m[10**9]
+    assert len(set(map(id, m.values()))) == len(m.distinct)  # equal signatures: one object
+    assert m == parse_trace(gzip.decompress(trace("marcalph__kernelforge").read_bytes())).inputs

@@ -52,7 +52,7 @@ import numpy as np
 
 from attnprof.errors import UserError
 from attnprof.trace.limits import MAX_DUR_US, MAX_MEMORY, MAX_NAME, check_input, raw_limit, too_large
-from attnprof.trace.model import Kind, Trace
+from attnprof.trace.model import Kind, RowMap, Trace
 
 __all__ = ["load_trace", "parse_trace"]
 
@@ -1132,8 +1132,9 @@ class _Builder:
         self.conversions: dict[int, tuple[str | None, str | None]] = {}
         self.shapes: dict[int, list[Any]] = {}
         self.launch_kernels: dict[int, tuple[str, int, int]] = {}
-        self.inputs: dict[int, tuple[bytes, bytes, bytes]] = {}
-        self.sigs: dict[tuple[bytes, bytes, bytes], tuple[bytes, bytes, bytes]] = {}
+        # rows with recorded inputs, and each one's signature id (into sigs, in order of first
+        # appearance): columns, not a dict per row (RowMap)
+        self.sigs: dict[tuple[bytes, bytes, bytes], int] = {}
         self.n_rows = 0
         self.n_seen = 0
         self.bad_durs = 0
@@ -1268,11 +1269,15 @@ class _Builder:
         # once per distinct signature); equal signatures share one tuple
         ops_in = np.flatnonzero(kind == Kind.CPU_OP).tolist()
         sigs = self.sigs
+        in_rows: list[int] = []
+        in_sig: list[int] = []
         for r in ops_in:
             a = args[r]
             if a.input_dims:
                 sig = (bytes(a.input_dims), bytes(a.input_type), bytes(a.concrete))
-                self.inputs[r + self.n_rows] = sigs.setdefault(sig, sig)
+                in_rows.append(r + self.n_rows)
+                in_sig.append(sigs.setdefault(sig, len(sigs)))
+        self._put(input_rows=np.array(in_rows, np.int64), input_sig=np.array(in_sig, np.int32))
 
         fl = _pick(events, flows)
         nf = len(fl)
@@ -1302,19 +1307,19 @@ class _Builder:
             "cat": remap(self.cats, other.cats),
         }
         maps["flow_lane"] = maps["lane"]
+        sigs = self.sigs  # the other's signatures re-interned, new ones in its order
+        maps["input_sig"] = np.array([sigs.setdefault(k, len(sigs)) for k in other.sigs], np.int64)
         self.fresh.clear()  # parts appended from here on are the other's segments, none merged
         for key, parts in other.cols.items():
             for arr in parts:
                 if key in maps:
                     arr = maps[key][arr].astype(arr.dtype)
-                elif key == "kernel_rows":
+                elif key in ("kernel_rows", "input_rows"):
                     arr = arr + self.n_rows
                 self.cols.setdefault(key, []).append(arr)
         self.conversions.update({r + self.n_rows: v for r, v in other.conversions.items()})
         self.shapes.update({r + self.n_rows: v for r, v in other.shapes.items()})
         self.launch_kernels.update({r + self.n_rows: v for r, v in other.launch_kernels.items()})
-        sigs = self.sigs
-        self.inputs.update({r + self.n_rows: sigs.setdefault(v, v) for r, v in other.inputs.items()})
         self.dropped.update(other.dropped)
         self.unknown |= other.unknown
         if other.bad_durs and not self.bad_durs:
@@ -1400,7 +1405,9 @@ class _Builder:
             conversions=self.conversions,
             shapes=self.shapes,
             launch_kernels=self.launch_kernels,
-            inputs=self.inputs,
+            inputs=RowMap(
+                self._col("input_rows", np.int64), self._col("input_sig", np.int32), list(self.sigs)
+            ),
             device_properties=[p for p in props_in if isinstance(p, dict)],
             metadata=meta,
             dropped=_capped(self.dropped),

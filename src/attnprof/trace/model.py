@@ -32,13 +32,14 @@ occupancy arguments, is ordinary in real traces.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DEVICE_KINDS", "GPU_KINDS", "Kind", "Trace", "unique"]
+__all__ = ["DEVICE_KINDS", "GPU_KINDS", "Kind", "RowMap", "Trace", "unique"]
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -62,6 +63,45 @@ class Kind(enum.IntEnum):
 GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 # every device-side kind: CUDA/ROCm/XPU kernels, memcpys and memsets, and other accelerators' events
 DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.DEVICE)
+
+
+V = TypeVar("V")
+
+
+class RowMap(Mapping[int, V], Generic[V]):
+    """row -> value for some rows, held as two arrays (the rows, ascending, and an index into the
+    distinct values) instead of a dict: a dict entry per row cost about 100 bytes, 120 MB for the
+    1.2M recorded ops of the 1.2 GB benchmark trace (docs/benchmarks.md). Reads as a dict does."""
+
+    __slots__ = ("distinct", "idx", "rows")
+
+    def __init__(self, rows: npt.NDArray[np.int64], idx: npt.NDArray[np.int32], distinct: list[V]) -> None:
+        self.rows, self.idx, self.distinct = rows, idx, distinct
+
+    def _pos(self, row: object) -> int:
+        if not isinstance(row, int | np.integer):
+            return -1
+        pos = int(np.searchsorted(self.rows, row))
+        return pos if pos < self.rows.size and self.rows[pos] == row else -1
+
+    def __getitem__(self, row: int) -> V:
+        pos = self._pos(row)
+        if pos < 0:
+            raise KeyError(row)
+        return self.distinct[int(self.idx[pos])]
+
+    def __contains__(self, row: object) -> bool:
+        return self._pos(row) >= 0
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.rows.tolist())
+
+    def __len__(self) -> int:
+        return int(self.rows.size)
+
+    def items(self) -> Any:
+        distinct = self.distinct
+        return zip(self.rows.tolist(), [distinct[i] for i in self.idx.tolist()], strict=True)
 
 
 @dataclass
@@ -123,7 +163,7 @@ class Trace:
     imported_from: int = -1
     # cpu-op row -> its raw (Input Dims, Input type, Concrete Inputs) JSON, for every op recorded
     # with record_shapes (analysis/perf_model.py decodes each distinct one once)
-    inputs: dict[int, tuple[bytes, bytes, bytes]] = field(default_factory=dict)
+    inputs: Mapping[int, tuple[bytes, bytes, bytes]] = field(default_factory=dict)
     device_properties: list[dict[str, Any]] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
