@@ -14,6 +14,7 @@ level: the analysis (which never imports torch) reads the peak table from here.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -263,6 +264,11 @@ def _tokens(name: str) -> frozenset[str]:
     return frozenset(re.split(r"[\s\-_/(),]+", name.upper())) - {""}
 
 
+# every key's words, once (spec_device runs per op of a trace through peak_for)
+_KEY_WORDS: dict[str, frozenset[str]] = {}
+
+
+@functools.lru_cache(maxsize=64)
 def spec_device(device_name: str | None) -> str | None:
     """The PEAKS key a device name names, or None.
 
@@ -273,12 +279,14 @@ def spec_device(device_name: str | None) -> str | None:
     """
     if not device_name:
         return None
+    if not _KEY_WORDS:
+        _KEY_WORDS.update({p.key: _tokens(p.key) for p in PEAKS})
     words = _tokens(device_name)
-    hits = [p.key for p in PEAKS if _tokens(p.key) <= words]
+    hits = [p.key for p in PEAKS if _KEY_WORDS[p.key] <= words]
     if not hits:
         return None
-    best = max(len(_tokens(k)) for k in hits)
-    top = [k for k in hits if len(_tokens(k)) == best]
+    best = max(len(_KEY_WORDS[k]) for k in hits)
+    top = [k for k in hits if len(_KEY_WORDS[k]) == best]
     return top[0] if len(top) == 1 else None
 
 

@@ -123,8 +123,10 @@ def perf_model(
         t = t_us[idx]
         secs = np.maximum(t, 1e-9) * 1e-6
         timed = t > 0
-        tflops = float(np.median(cost.flops / secs[timed] / 1e12)) if timed.any() else None
-        tbps = float(np.median(cost.bytes / secs[timed] / 1e12)) if timed.any() else None
+        # the median of the per-call rates (as TraceLens reports them; for an even count the
+        # mean of the two middle rates, not the rate of the mean of the two middle times)
+        tflops = _median(cost.flops / secs[timed]) / 1e12 if timed.any() else None
+        tbps = _median(cost.bytes / secs[timed]) / 1e12 if timed.any() else None
         tf, bw, _src = roofs_for(device, cost, peak=peak, cpu_peak=cpu_peak)
         bound = _bound(cost, tf, bw)
         pct = None
@@ -229,6 +231,14 @@ def perf_model(
         note="; ".join(notes),
     )
     return ops, summary
+
+
+def _median(x: np.ndarray) -> float:
+    """The median without np.median (whose first call imports numpy.ma: a small trace's whole
+    analysis): the middle of the sorted values, the mean of the two middle ones for an even count."""
+    v = np.sort(x)
+    n = v.size
+    return float(v[n // 2]) if n % 2 else float(0.5 * (v[n // 2 - 1] + v[n // 2]))
 
 
 def _r(x: float | None) -> float | None:
