@@ -647,10 +647,9 @@ class _Part:
             self._add(_EVENTS.decode(buf))
         except msgspec.ValidationError:
             # valid JSON, unexpected field types: field by field, as in the whole-file path
-            items = msgspec.json.decode(buf)
-            self.n_items += len(items)
-            clean = [c for c in (_clean_event(e) for e in items) if c is not None]
-            self.builder.add(msgspec.convert(clean, list[_Event]))
+            n, events = _lenient(buf)
+            self.n_items += n
+            self.builder.add(events)
             self.lenient = True
 
     def _squeezed(self, blocks: Any) -> Any:
@@ -863,8 +862,28 @@ def _decode_chunk(raws: list[msgspec.Raw], label: str) -> tuple[list[_Event], bo
             pass
         except msgspec.DecodeError as again:
             raise _syntax_error(label, again, buf) from None
-    clean = [c for c in (_clean_event(e) for e in msgspec.json.decode(buf)) if c is not None]
-    return msgspec.convert(clean, list[_Event]), True, repair
+    return _lenient(buf)[1], True, repair
+
+
+_ONE = msgspec.json.Decoder(_Event)
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _lenient(buf: bytes) -> tuple[int, list[_Event]]:
+    """(items, events) of a JSON array in which some event has a field of an unexpected type:
+    each event decoded on its own, and only those that fail cleaned field by field. The others
+    keep their raw fields as written (the recorded inputs are compared as bytes), so the events
+    of a lenient chunk are the same whichever chunk or block they were cut into."""
+    out: list[_Event] = []
+    raws = _RAW_LIST.decode(buf)
+    for raw in raws:
+        try:
+            out.append(_ONE.decode(raw))
+        except msgspec.ValidationError:
+            c = _clean_event(msgspec.json.decode(raw))
+            if c is not None:
+                out.append(msgspec.convert(c, _Event))
+    return len(raws), out
 
 
 def _repair(data: bytes) -> tuple[bytes, list[str]]:
