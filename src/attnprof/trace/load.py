@@ -1098,6 +1098,21 @@ def _pick(items: list[Any], idx: np.ndarray) -> list[Any]:
     return list(itemgetter(*idx.tolist())(items))
 
 
+def _compact_sig(raw: tuple[bytes, bytes, bytes]) -> tuple[bytes, bytes, bytes]:
+    """A recorded inputs triple without insignificant whitespace; a part that is not a list
+    (null, an object: Kineto writes lists) as absent, as the lenient per-event decode of a damaged
+    event leaves it (kept as it was if not JSON)."""
+    out = []
+    for part in raw:
+        try:
+            value = msgspec.json.decode(part) if part else None
+        except msgspec.DecodeError:
+            out.append(part)
+            continue
+        out.append(msgspec.json.encode(value) if isinstance(value, list) else b"")
+    return (out[0], out[1], out[2])
+
+
 def _raw_list(raw: msgspec.Raw) -> list[Any] | None:
     """A list kept raw in the args, decoded; None when missing, not a list or not JSON."""
     if not raw:
@@ -1154,6 +1169,7 @@ class _Builder:
         # rows with recorded inputs, and each one's signature id (into sigs, in order of first
         # appearance): columns, not a dict per row (RowMap)
         self.sigs: dict[tuple[bytes, bytes, bytes], int] = {}
+        self._raw_sigs: dict[tuple[bytes, bytes, bytes], int] = {}  # as written -> id in sigs
         self.n_rows = 0
         self.n_seen = 0
         self.bad_durs = 0
@@ -1284,18 +1300,23 @@ class _Builder:
             a = args[r]
             if a.kernel is not None:  # kept as a string: interning it would make name ids depend on chunking
                 self.launch_kernels[r + self.n_rows] = (a.kernel, _prod(a.grid), _prod(a.block))
-        # every cpu op's recorded inputs, kept raw (decoded by the per-op performance model,
-        # once per distinct signature); equal signatures share one tuple
+        # every cpu op's recorded inputs (decoded by the per-op performance model, once per
+        # distinct signature), as signature ids. Each signature re-encoded compactly, once
+        # per distinct raw text, so the same inputs read the same whatever the file's spacing and
+        # whichever decode path (whole file, streamed blocks, a repaired event) produced them
         ops_in = np.flatnonzero(kind == Kind.CPU_OP).tolist()
-        sigs = self.sigs
+        sigs, raw_sigs = self.sigs, self._raw_sigs
         in_rows: list[int] = []
         in_sig: list[int] = []
         for r in ops_in:
             a = args[r]
             if a.input_dims:
-                sig = (bytes(a.input_dims), bytes(a.input_type), bytes(a.concrete))
+                raw = (bytes(a.input_dims), bytes(a.input_type), bytes(a.concrete))
+                sig = raw_sigs.get(raw)
+                if sig is None:
+                    sig = raw_sigs[raw] = sigs.setdefault(_compact_sig(raw), len(sigs))
                 in_rows.append(r + self.n_rows)
-                in_sig.append(sigs.setdefault(sig, len(sigs)))
+                in_sig.append(sig)
         self._put(input_rows=np.array(in_rows, np.int64), input_sig=np.array(in_sig, np.int32))
 
         fl = _pick(events, flows)
