@@ -229,7 +229,9 @@ def sweep_command(
         sys.stdout.write(json.dumps(summary_dict(summary), indent=2) + "\n")
     else:
         print_summary(summary)
-    if summary.ran and not summary.counts.get("ok"):
+    # nothing useful: jobs ran and none finished, and none was stored before (a resumed sweep
+    # that only re-ran its crashing job has its earlier results; that first sweep said so)
+    if summary.ran and not summary.counts.get("ok") and not summary.already:
         raise _nothing_useful(summary.counts, summary.store)
 
 
