@@ -127,3 +127,13 @@ def test_results_filters_take_the_shape_and_variant_spellings_of_run_and_sweep(t
     assert p.returncode == 0, p.stderr
     rows = out.read_text().splitlines()[1:]
     assert len(rows) == 1 and "sdpa-math" in rows[0]
+
+
+def test_sweep_takes_runs_boolean_spellings() -> None:
+    p = attnprof("sweep", "--print-config", "--no-causal", "--no-backward", "-s", "16", "-v", "naive")
+    assert p.returncode == 0, p.stderr
+    assert "causal = [false]" in p.stdout and "backward = [false]" in p.stdout
+    p = attnprof("sweep", "--print-config", "-s", "16", "-v", "naive")
+    assert "causal = [true]" in p.stdout  # without it: the default
+    line = one_error_line(attnprof("sweep", "--print-config", "--no-causal", "--causal", "both", "-s", "16"))
+    assert "contradict" in line, line

@@ -154,11 +154,22 @@ def sweep_command(
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
+    # run's boolean spellings, hidden: `sweep --no-causal` is `--causal false` as in `run --no-causal`
+    no_causal: Annotated[bool, typer.Option("--no-causal", hidden=True)] = False,
+    no_compile: Annotated[bool, typer.Option("--no-compile", hidden=True)] = False,
+    no_backward: Annotated[bool, typer.Option("--no-backward", hidden=True)] = False,
 ) -> None:
     """Run a grid of (configuration, variant) jobs in isolated workers; store every result; resume."""
     from attnprof.sweep import run_sweep
     from attnprof.sweep.grid import expand, render_config
 
+    for name, off, given in (("causal", no_causal, causal), ("compile", no_compile, compile),
+                             ("backward", no_backward, backward)):  # fmt: skip
+        if off and given is not None:
+            raise UserError(f"--no-{name} and --{name} {given} contradict each other: give one of them")
+    causal = "false" if no_causal else causal
+    compile = "false" if no_compile else compile
+    backward = "false" if no_backward else backward
     axes = {
         "batch": batch, "heads": heads, "kv_heads": kv_heads, "seq": seq, "kv_seq": kv_seq,
         "head_dim": head_dim, "dtype": dtype, "causal": causal, "variants": variants, "compile": compile,
