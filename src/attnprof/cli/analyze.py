@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -27,6 +27,27 @@ if TYPE_CHECKING:
     from attnprof.analysis.ranks import FolderRun
 
 __all__ = ["analyze_command"]
+
+
+def _load_progress(files: list[str | os.PathLike[str]], *, no_color: bool) -> tuple[Any, Any] | None:
+    """For one trace of PROGRESS_MIN bytes or more: its load's progress on stderr (a bar on a
+    terminal, a line per stage on a pipe; report/load_progress.py), as (reporter, token)."""
+    if len(files) != 1:
+        return None
+    from attnprof.report.load_progress import PROGRESS_MIN, LoadProgress
+    from attnprof.trace.limits import check_input
+
+    path = Path(files[0])
+    try:
+        raw = check_input(path, max_memory=0)
+    except UserError:
+        return None  # the load says what is wrong with it
+    if raw < PROGRESS_MIN:
+        return None
+    from attnprof.trace.load import PROGRESS
+
+    reporter = LoadProgress(path.name, raw, no_color=no_color)
+    return reporter, PROGRESS.set(reporter)
 
 
 @app.command("analyze")
@@ -136,21 +157,29 @@ def analyze_command(
 
         refuse_inputs(html, traces, option="--html")
     files: list[str | os.PathLike[str]] = [p for p in traces if not p.is_dir() and p not in pairs]
-    results = dict(
-        zip(
-            files,
-            analyze(
+    progress = _load_progress(files, no_color=bool(no_color))
+    try:
+        results = dict(
+            zip(
                 files,
-                region=region,
-                workload=workload,
-                top=top,
-                max_memory=max_memory,
-                threads=threads,
-                peak=roofs,
-            ),
-            strict=True,
+                analyze(
+                    files,
+                    region=region,
+                    workload=workload,
+                    top=top,
+                    max_memory=max_memory,
+                    threads=threads,
+                    peak=roofs,
+                ),
+                strict=True,
+            )
         )
-    )
+    finally:
+        if progress is not None:
+            progress[0].finished()
+            from attnprof.trace.load import PROGRESS
+
+            PROGRESS.reset(progress[1])
     for p, (exe, cap) in pairs.items():
         results[p] = analyze(
             exe,

@@ -43,6 +43,7 @@ import re
 import zlib
 from collections import Counter, deque
 from collections.abc import Callable
+from contextvars import ContextVar
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ from attnprof.errors import UserError
 from attnprof.trace.limits import MAX_DUR_US, MAX_MEMORY, MAX_NAME, check_input, raw_limit, too_large
 from attnprof.trace.model import Kind, RowMap, Trace
 
-__all__ = ["load_trace", "parse_trace"]
+__all__ = ["PROGRESS", "load_trace", "parse_trace"]
 
 
 class _Args(msgspec.Struct, gc=False, frozen=True):
@@ -173,6 +174,15 @@ _CONTROL = re.compile(rb"[\x00-\x1f]")
 _BARE = re.compile(rb"(?<=[:\[,])(\s*)(N/A|NaN|-?Infinity|nan|-?inf)(?=\s*[,\]}])")
 
 
+# Progress of the load in this context, for a caller that shows it (cli/analyze.py): called with
+# (bytes read, events decoded, done) after each block of the streaming path and once at the end
+# (done=True, with the trace's raw size and event count). A ContextVar, not an argument, so that
+# the analysis API between the CLI and the loader needs no parameter for it.
+PROGRESS: ContextVar[Callable[[int, int, bool], None] | None] = ContextVar(
+    "attnprof_load_progress", default=None
+)
+
+
 def load_trace(
     path: str | os.PathLike[str],
     *,
@@ -213,6 +223,9 @@ def load_trace(
     except OSError as exc:
         raise UserError(f"{p}: cannot read it ({exc.strerror or exc})") from None
     once()
+    hook = PROGRESS.get()
+    if hook is not None:
+        hook(trace.raw_bytes, int(trace.metadata.get("events_total", trace.n_events)), True)
     return trace
 
 
@@ -526,6 +539,7 @@ def _stream_parallel(path: Path, split: tuple[int, int], meanwhile: _Once | None
     r, w = (memfd, os.dup(memfd)) if memfd is not None else os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: the second part, from the event after the cut to the end
+        PROGRESS.set(None)  # the parent reports; the child's blocks are not its to show
         try:
             os.close(r)
             try:
@@ -658,8 +672,11 @@ class _Part:
         inside a string it is kept up to MAX_NAME characters, all a name keeps (limits.py).
         Without it a gzip of gigabytes of spaces (a few MB on disk) was held whole in memory."""
         kept = 0  # whitespace bytes of whole blocks kept since the last other byte
+        hook = PROGRESS.get()
         for block in blocks:
             self.total += len(block)
+            if hook is not None:
+                hook(self.total, self.n_items, False)
             if block.isspace():
                 if kept >= _WS_KEEP:
                     self.squeezed += len(block)
