@@ -16,7 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "attnprof"
 
 def _compare_codes() -> set[str]:
     """The codes compare's own checks emit (code="..." or the correctness gate's two)."""
-    text = (SRC / "compare" / "compare.py").read_text()
+    text = (SRC / "compare" / "checks.py").read_text()
     return set(re.findall(r'code="([A-Z0-9_]+)"', text)) | set(re.findall(r'code = "([A-Z0-9_]+)"', text))
 
 

@@ -20,7 +20,8 @@ from attnprof.analysis import analyze
 from attnprof.analysis.classify import cpu_category
 from attnprof.analysis.result import RegionStat
 from attnprof.cli import main
-from attnprof.compare.compare import Row, TimelineOp, _self_segments
+from attnprof.compare.build import _self_segments
+from attnprof.compare.records import Row, TimelineOp
 from attnprof.records import RunRecord
 from attnprof.report.data import build_report_data
 from attnprof.report.html import render_html

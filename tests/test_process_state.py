@@ -159,7 +159,8 @@ def _timing(
 def test_cold_allocator_fires_only_with_a_real_gap_and_the_faults_behind_it() -> None:
     """COLD_ALLOCATOR's rule on fixed samples: slower cold beyond noise AND more faults; not when
     the faults are missing (no cause), the gap is inside noise or under 5%, or the run was busy."""
-    from attnprof.compare.compare import Row, _cold_check
+    from attnprof.compare.checks import _cold_check
+    from attnprof.compare.records import Row
 
     warm = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0]
     slow = [x * 1.5 for x in warm]

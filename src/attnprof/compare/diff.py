@@ -5,71 +5,11 @@ by side. It reads only a Row's ops (OpStat), its lane and its label."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-import msgspec
-
-if TYPE_CHECKING:  # type-only: compare.compare imports this module for Comparison.diffs
-    from attnprof.compare.compare import Row
+from attnprof.compare.records import Diff, FamilyDiff, KernelChange, Row
 
 __all__ = ["CPU_SHARE_CHANGE", "Diff", "FamilyDiff", "KernelChange", "diff_rows"]
-
-
-class KernelChange(msgspec.Struct, kw_only=True):
-    name: str
-    short: str = ""
-    change: Literal["added", "removed", "changed", "same"]
-    count_a: float
-    count_b: float
-    time_a_us: float
-    time_b_us: float
-    # the op's share of its side's traced time (both from the same kind of time, each side's
-    # time-source trace): what a CPU op's "changed" is decided by
-    share_a: float | None = None
-    share_b: float | None = None
-
-    @property
-    def delta_us(self) -> float:
-        return self.time_b_us - self.time_a_us
-
-
-class FamilyDiff(msgspec.Struct, kw_only=True):
-    family: str
-    category: str
-    count_a: float
-    count_b: float
-    time_a_us: float
-    time_b_us: float
-    kernels: list[KernelChange]
-
-    @property
-    def delta_us(self) -> float:
-        return self.time_b_us - self.time_a_us
-
-
-class Diff(msgspec.Struct, kw_only=True):
-    """B against A, per forward. lane is "gpu" (kernels, memcpy, memset) or "cpu" (aten ops, used
-    when neither side has GPU ops, as on a CPU run).
-
-    basis says what the times are. "clean": a CPU diff of two rows with clean timing: each side's
-    clean median split by its ops' shares of its traced time, so the times add up to the clean
-    medians and the deltas to the clean gap (the profiler inflates CPU op times, by a different
-    factor per variant: traced deltas of several ms stood beside a clean gap of 0.5 ms).
-    "traced": the trace's own times (GPU kernels, timed by the device; or a side without a clean
-    median)."""
-
-    a: str
-    b: str
-    lane: str
-    ops_a: float
-    ops_b: float
-    time_a_us: float
-    time_b_us: float
-    added: int
-    removed: int
-    changed: int
-    families: list[FamilyDiff]
-    basis: Literal["clean", "traced"] = "traced"
 
 
 # a CPU op whose share of its side's traced time moves by this much is "changed" at equal counts

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from attnprof.analysis.stats import ratio_interval
+from attnprof.analysis.stats import MIN_INTERVAL_SAMPLES, ratio_interval
 
 if TYPE_CHECKING:
-    from attnprof.compare.compare import Row
+    from attnprof.compare.records import Row
 
 __all__ = [
     "MIN_INTERVAL_SAMPLES",
@@ -43,11 +43,6 @@ __all__ = [
 # the least ratio between two timings without an interval of their own that a view may call a
 # difference (colour, "notable"): within 10% separate jobs drift that much on a shared machine
 NOTABLE = 1.1
-# the fewest samples on each side for a 95% interval of a ratio of medians. A distribution-free
-# interval for a median from n samples is at best [min, max], which holds the median with
-# probability 1 - 2 * 0.5**n: 94% at n = 5, 97% at n = 6. Below 6 the bootstrap returns little
-# more than the smallest and largest ratio and its "95%" would claim more than the data holds.
-MIN_INTERVAL_SAMPLES = 6
 
 Claim = Literal["faster", "slower", "tie", "too_few"]
 RankedBy = Literal["forward", "forward + backward", "step"]

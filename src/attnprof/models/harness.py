@@ -648,7 +648,7 @@ def _fastest(info: ModelInfo, results: list[RunResult]) -> None:
         return
     info.fastest = timed[0].label
     if len(timed) > 1:
-        from attnprof.analysis.stats import ratio_interval
+        from attnprof.analysis.stats import MIN_INTERVAL_SAMPLES, ratio_interval
 
         a, b = timed[0].timing, timed[1].timing
         assert a is not None and b is not None
@@ -656,7 +656,8 @@ def _fastest(info: ModelInfo, results: list[RunResult]) -> None:
         info.margin = b.median_ms / a.median_ms - 1.0
         # a tie unless the paired bootstrap interval of the ratio excludes 1 (analysis/stats.py)
         ci = ratio_interval(b.samples_ms, a.samples_ms, paired=a.rounds_paired and b.rounds_paired)
-        if ci is not None:
+        # too few rounds for a 95% interval: none is given (the view says so), and no tie claimed
+        if ci is not None and ci.n >= MIN_INTERVAL_SAMPLES:
             info.margin_low, info.margin_high = ci.low - 1.0, ci.high - 1.0
             info.margin_within_noise = not ci.excludes_one
         load = a.load
