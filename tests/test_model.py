@@ -372,6 +372,9 @@ def test_local_config_file_then_report_and_compare(tmp_path: Path) -> None:
     rep = attnprof("report", str(out), "--format", "md", "--output", "-")
     assert rep.returncode == 0, rep.stderr
     assert "## Attention inside the model" in rep.stdout and "### Attention per layer" in rep.stdout
+    # titled with the model, never with the shape of one attention call inside it
+    title = rep.stdout.splitlines()[0]
+    assert f"model {cfg_file}" in title and "1x4x16x8" not in title, title
     section = rep.stdout.split("### Attention per layer", 1)[1]
     assert "| 0 |" in section and "| 1 |" in section  # one row per layer
     cmp_ = attnprof("compare", str(out))

@@ -563,6 +563,11 @@ def _title(data: ReportData, t: Translator) -> str:
     if data.record is None:
         return t("report.title_trace", trace=", ".join(Path(p).name for p in data.trace_files))
     w = WorkloadId.of(data.record.workload)
+    model = data.record.model
+    if model is not None:  # a model run's workload is one attention call inside it: not its title
+        return t(
+            "report.title_model", model=model.name, dtype=w.dtype, device=data.record.environment.device_name
+        )
     return t(
         "report.title",
         shape=f"{w.shape}{w.kind}",
