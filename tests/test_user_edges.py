@@ -414,7 +414,8 @@ def test_run_output_has_no_usdt_lines_and_the_footer_names_kv_heads_and_length(t
     assert p.returncode == 0, p.stderr
     assert any((tmp_path / "r" / "traces").iterdir())  # it did profile
     assert "USDT" not in p.stdout + p.stderr and "profiler_start" not in p.stdout + p.stderr
-    assert "1x2x16x8 (kv heads 1, kv len 32) fp32" in " ".join(p.stdout.split())
+    # the workload's one label (workload.py WorkloadId): kv heads and length after a slash
+    assert "1x2/1x16/32x8 fp32" in " ".join(p.stdout.split())
 
 
 def test_compile_says_why_flex_gets_no_twin(tmp_path: Path) -> None:
