@@ -123,6 +123,7 @@ def test_a_status_check_reads_in_the_words_of_each_medium() -> None:
 def test_one_bucket_label_in_every_view(cpu_store: Path) -> None:
     from attnprof.cli import main
     from attnprof.report.store_report import build_store_report_data, render_store_markdown
+    from attnprof.report.table import md_text
 
     with Store(cpu_store, readonly=True) as st:
         recs = recommend(st.query(samples=True))
@@ -130,7 +131,8 @@ def test_one_bucket_label_in_every_view(cpu_store: Path) -> None:
     assert "fp32 D=16 S≤32" in labels
     md = render_store_markdown(build_store_report_data(cpu_store), Translator("en"))
     for r in recs:
-        assert f"| {r.bucket.label(device=True)} |" in md  # the report's table names the device
+        # the report's table names the device (its brackets escaped, as Markdown text is)
+        assert f"| {md_text(r.bucket.label(device=True))} |" in md
         assert r.bucket.label(device=True) == r.bucket.label() + " [cpu]"
     buf = io.StringIO()
     import contextlib
