@@ -239,3 +239,23 @@ def test_the_library_times_with_the_command_lines_default_budget(tmp_path: Path)
     assert p.returncode == 130, p.stderr[-2000:]
     saved = json.loads((out / "run.json").read_text())["resume"]["options"]
     assert saved["time_budget_s"] == default_time_budget("cpu") == 0.5  # not RunOptions' 1.0
+
+
+def test_a_slow_variants_warning_is_printed_not_only_kept_in_run_json(tmp_path: Path) -> None:
+    from attnprof.harness.run import SLOW_CALL_S
+
+    (tmp_path / "slow.py").write_text(
+        "import time\nimport torch.nn.functional as F\n\n\n"
+        "def slow(q, k, v, is_causal=True, scale=None):\n"
+        f"    time.sleep({SLOW_CALL_S} + 0.1)\n"
+        "    return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)\n"
+    )
+    p = attnprof("run", "-v", "naive,slow.py:slow", "--shape", "1,1,8,8", "--time-budget", "0.02",
+                 "-o", str(tmp_path / "r"), "--no-color", cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    text = " ".join(p.stdout.split())
+    assert "warning: slow: one call takes 1." in text, p.stdout
+    fast = attnprof("run", "-v", "naive", "--shape", "1,1,8,8", "--time-budget", "0.02",
+                    "-o", str(tmp_path / "f"), "--no-color", cwd=tmp_path)  # fmt: skip
+    assert fast.returncode == 0, fast.stderr
+    assert "one call takes" not in fast.stdout  # fast variants alone: no such line

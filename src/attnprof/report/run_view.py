@@ -191,6 +191,11 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
     for r in record.results:
         if r.status == "ok" and r.accuracy is not None and is_incorrect(r.accuracy):
             console.print(f"[bold red]{r.label}: {r.accuracy.failure(record.workload.dtype)}[/]")
+    for r in record.results:  # slow calls, above-peak, CUDA: on screen, not only in run.json
+        told = r.accuracy.failure(record.workload.dtype) if r.accuracy and is_incorrect(r.accuracy) else None
+        for w in r.warnings:
+            if not w.startswith("noisy") and w != told:
+                console.print(f"[yellow]warning: {r.label}: {w}[/]", markup=True)
     _render_workload_notes(console, record)
     for r in record.results:
         if r.status == "unsupported":
