@@ -408,7 +408,7 @@ def test_finding_evidence_reads_as_a_short_list(cpu_run: tuple[Path, object]) ->
     occurrences = next(int(e.split(": ")[1]) for e in ev if e.startswith("occurrences: "))
     chains = next(e for e in ev if e.startswith("shape_chains: "))
     assert "scores_shape: [1, 2, 64, 64]" in chains
-    assert chains.count("[gemm: ") == 1 and chains.endswith(f"] x{occurrences}"), chains
+    assert chains.count("[gemm: ") == 1 and f"count {occurrences}," in chains, chains
     assert not any(re.search(r"\d\.0\b", e) for e in items[("naive", "OUT_OF_PLACE_COPY")]), items
     assert "clones_per_instance: 1" in items[("naive", "OUT_OF_PLACE_COPY")]
 

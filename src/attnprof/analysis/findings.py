@@ -168,7 +168,16 @@ def unfused_attention(ctx: Context) -> list[Finding]:
         costs = [cost_of_ops(ctx, np.array(c, np.int64)) for c in u.chains]
         order = sorted(range(len(costs)), key=lambda i: -costs[i].us)
         ex = u.chain_evidence[order[0]]
-        evidence["shape_chains"] = [{**u.chain_evidence[i], "time_us": _r(costs[i].us)} for i in order[:3]]
+        # chains of the same shapes (one per region instance, mostly) once each, with their count
+        # and time, the costliest shapes first
+        same: dict[str, list[int]] = {}
+        for i in order:
+            same.setdefault(repr(sorted(u.chain_evidence[i].items())), []).append(i)
+        groups = sorted(same.values(), key=lambda ix: -sum(costs[i].us for i in ix))
+        evidence["shape_chains"] = [
+            {**u.chain_evidence[ix[0]], "count": len(ix), "time_us": _r(sum(costs[i].us for i in ix))}
+            for ix in groups[:3]
+        ]
         cost = cost_of_ops(ctx, u.ops)
         evidence |= cost.evidence()
         severity, note = judge(cost)
