@@ -61,12 +61,15 @@ def test_cpu_peak_is_above_every_variant(fresh_cache: Path, tmp_path: Path) -> N
         rec = run(wl, variants, options=RunOptions(profile=False, time_budget_s=0.2, min_samples=5))
         timed = [r for r in rec.results if r.pct_of_peak is not None]
         assert timed
+        prov = rec.environment.peak_provenance
         for r in timed:
-            assert r.pct_of_peak is not None and r.pct_of_peak <= 100.0, (
-                r.label,
-                r.pct_of_peak,
-                rec.environment,
-            )
+            assert r.pct_of_peak is not None
+            if prov is not None and prov.not_cached:
+                # measured while the machine was busy (a low figure, not kept): a variant may beat
+                # it, and then its result must say the peak or the timing is wrong
+                assert r.pct_of_peak <= 100.0 or any("above 100%" in w for w in r.warnings), r
+                continue
+            assert r.pct_of_peak <= 100.0, (r.label, r.pct_of_peak, rec.environment)
 
 
 def test_above_peak_is_one_number_everywhere(cpu_run: tuple[Path, object], tmp_path: Path) -> None:
