@@ -80,18 +80,25 @@ def memory_bound_gemm(ctx: Context) -> list[Finding]:
     ]
 
 
-def attention_below_roof(ctx: Context) -> list[Finding]:
+def _attention_far_below(ctx: Context, *, decode: bool) -> tuple[list[OpPerf], float]:
+    """Attention shapes (decode-shaped or not) far below their roof, each a share of the device
+    time worth naming, and their summed share; none when the sum is not material."""
     hits = [
         o
         for o in _outer(ctx)
         if o.family == "attention"
-        and not o.decode
+        and o.decode is decode
         and o.pct_of_bound is not None
         and o.pct_of_bound < FAR_BELOW
         and (o.pct_time or 0.0) >= SHAPE_SHARE
     ]
     share = sum(o.pct_time or 0.0 for o in hits)
-    if not hits or share < MATERIAL_SHARE:
+    return (hits, share) if hits and share >= MATERIAL_SHARE else ([], share)
+
+
+def attention_below_roof(ctx: Context) -> list[Finding]:
+    hits, share = _attention_far_below(ctx, decode=False)
+    if not hits:
         return []
     o = hits[0]
     return [
@@ -108,17 +115,8 @@ def attention_below_roof(ctx: Context) -> list[Finding]:
 
 
 def decode_below_bandwidth(ctx: Context) -> list[Finding]:
-    hits = [
-        o
-        for o in _outer(ctx)
-        if o.family == "attention"
-        and o.decode
-        and o.pct_of_bound is not None
-        and o.pct_of_bound < FAR_BELOW
-        and (o.pct_time or 0.0) >= SHAPE_SHARE
-    ]
-    share = sum(o.pct_time or 0.0 for o in hits)
-    if not hits or share < MATERIAL_SHARE:
+    hits, share = _attention_far_below(ctx, decode=True)
+    if not hits:
         return []
     o = hits[0]
     return [
