@@ -19,7 +19,9 @@ from attnprof.analysis import analyze
 from attnprof.analysis.links import link
 from attnprof.analysis.replay import attach, captured_graphs
 from attnprof.analysis.result import TraceAnalysis
+from attnprof.errors import UserError
 from attnprof.trace.load import load_trace
+from attnprof.trace.model import Kind
 
 VLLM = TRACES / "graph_pairs" / "vllm_prefilldecode_piecewise"
 VLLM_EXEC = VLLM / "graph_execution.json.gz"
@@ -314,6 +316,7 @@ def _eager(layers: int) -> list[dict[str, Any]]:
     out, t, c = [ev("step", "user_annotation", 0, 100_000)], 10.0, 1
     k_t = 5000.0
     for _ in range(layers):
+        out.append(ev("layer", "user_annotation", t - 2, 40 * len(LAYER)))  # record_function("layer")
         for op, inputs, kernel, dur in LAYER:
             out.append(ev(op, "cpu_op", t, 30, **{"External id": c, **(inputs or {})}))
             out.append(ev("cudaLaunchKernel", "cuda_runtime", t + 5, 5, correlation=c, **{"External id": c}))
@@ -326,6 +329,7 @@ def _captured(layers: int) -> list[dict[str, Any]]:
     out = [ev("cudaStreamBeginCapture", "cuda_runtime", 0, 1, correlation=9000)]
     t, c = 10.0, 1
     for _ in range(layers):
+        out.append(ev("layer", "user_annotation", t - 2, 40 * len(LAYER)))  # as captured
         for op, inputs, kernel, _dur in LAYER:
             out.append(ev(op, "cpu_op", t, 30, **{"External id": c, **(inputs or {})}))
             out.append(
@@ -384,3 +388,99 @@ def test_a_replayed_step_has_the_eager_steps_figures(tmp_path: Path) -> None:
     assert graph.perf_model.modelled_time_us == eager.perf_model.modelled_time_us == 130.0
     assert [(o.name, o.flops) for o in graph.ops] == [(o.name, o.flops) for o in eager.ops]
     assert bare.perf_model.model_flops == 0
+
+
+# -- per-layer times: a replayed kernel is in the captured layer that held its captured op --------
+
+
+def _per_layer(a: TraceAnalysis | object) -> list[tuple[int, float]]:
+    assert isinstance(a, TraceAnalysis)
+    (r,) = a.regions
+    return [(p.gpu_ops, p.gpu_time_us) for p in r.per_instance]
+
+
+def test_a_replayed_step_has_the_eager_steps_per_layer_times(tmp_path: Path) -> None:
+    eager = analyze(write(tmp_path, "eager.json", _eager(2)), region="layer")
+    cap = write(tmp_path, "cap.json", _captured(2))
+    exe = write(tmp_path, "exec.json", _replayed(2))
+    graph = analyze(exe, capture=cap, region="layer")
+    # each layer: GEMM 40 + SDPA 25 + add 5 µs, in both runs
+    assert _per_layer(graph) == _per_layer(eager) == [(3, 70.0), (3, 70.0)]
+    assert isinstance(graph, TraceAnalysis) and isinstance(eager, TraceAnalysis)
+    assert graph.regions[0].attribution.rules == {"capture": 3.0}
+    assert eager.regions[0].attribution.rules == {"thread": 3.0}
+    # a replayed layer ran no CPU ops of its own: the graph launch issued them all
+    assert [p.cpu_time_us for p in graph.regions[0].per_instance] == [0.0, 0.0]
+    assert (graph.regions[0].replayed_instances, eager.regions[0].replayed_instances) == (2, 0)
+    # without the capture, the execution trace has no layer range to give
+    with pytest.raises(UserError, match="--region 'layer' matches no annotation"):
+        analyze(exe, region="layer")
+
+
+def test_each_replay_of_a_captured_layer_is_its_own_instance(tmp_path: Path) -> None:
+    # one graph replayed twice: two steps of two layers, as two eager steps would have them
+    events = _replayed(2)
+    k_t = 9000.0
+    events.append(ev("cudaGraphLaunch", "cuda_runtime", 8000, 20, correlation=78))
+    for _ in range(2):
+        for _op, _inputs, kernel, dur in LAYER:
+            events.append(ev(kernel, "kernel", k_t, dur, pid=0, tid=7, correlation=78, device=0, stream=7))
+            k_t += dur + 2
+    a = analyze(
+        write(tmp_path, "exec.json", events),
+        capture=write(tmp_path, "cap.json", _captured(2)),
+        region="layer",
+    )
+    assert _per_layer(a) == [(3, 70.0)] * 4
+
+
+def test_an_unmatched_replay_is_in_no_captured_layer(tmp_path: Path) -> None:
+    events = _replayed(2)
+    events.append(ev("cudaGraphLaunch", "cuda_runtime", 8000, 20, correlation=78))
+    for i, (name, dur) in enumerate([("stray_kernel", 9.0), ("mul_kernel", 4.0)]):  # no graph has these
+        events.append(
+            ev(name, "kernel", 9000 + 20 * i, dur, pid=0, tid=7, correlation=78, device=0, stream=7)
+        )
+    a = analyze(
+        write(tmp_path, "exec.json", events),
+        capture=write(tmp_path, "cap.json", _captured(2)),
+        region="layer",
+    )
+    assert isinstance(a, TraceAnalysis)
+    assert a.graphs.replays_unmatched == 1 and a.graphs.unattributed_us == 13.0
+    assert _per_layer(a) == [(3, 70.0), (3, 70.0)]
+    # the stray kernels keep their graph launch: the step that launched it holds them, by thread
+    step = analyze(
+        write(tmp_path, "exec.json", events), capture=write(tmp_path, "cap.json", _captured(2)), region="step"
+    )
+    assert isinstance(step, TraceAnalysis)
+    (p,) = step.regions[0].per_instance
+    assert (p.gpu_ops, p.gpu_time_us) == (8, 153.0)
+    assert step.regions[0].attribution.rules == {"thread": 8.0}
+
+
+def test_shared_vllm_pair_gets_per_layer_times_from_its_capture() -> None:
+    # the capture records a range per compiled piece (one graph each: 23 layers share one
+    # compiled graph) inside one capture_8192_PIECEWISE range around them all
+    cap = load_trace(VLLM_CAPTURE)
+    graphs = captured_graphs(cap)
+    ann = cap.rows(Kind.ANNOTATION)
+    layer = next(n for n in cap.names if n.startswith("## Call CompiledFxGraph fb3en3"))
+    ranges = ann[cap.name[ann] == cap.names.index(layer)]
+    # per captured layer range: the launches it holds, as the capture recorded them
+    held = []
+    for r in ranges[np.argsort(cap.ts[ranges])].tolist():
+        s, e = cap.ts[r], cap.ts[r] + cap.dur[r]
+        held.append(sum(int(((cap.ts[g.launches] >= s) & (cap.ts[g.launches] <= e)).sum()) for g in graphs))
+    a = analyze(VLLM_EXEC, capture=VLLM_CAPTURE, region=layer)
+    assert isinstance(a, TraceAnalysis)
+    r = a.regions[0]
+    assert r.instances == ranges.size == 23 and r.attribution.rules == {"capture": float(held[0])}
+    assert [p.gpu_ops for p in r.per_instance] == held
+    assert all(p.gpu_time_us > 0 for p in r.per_instance)
+    # the range around every piece is one instance: each replayed kernel once
+    whole = analyze(VLLM_EXEC, capture=VLLM_CAPTURE, region="capture_8192_PIECEWISE")
+    assert isinstance(whole, TraceAnalysis)
+    (p,) = whole.regions[0].per_instance
+    assert p.gpu_ops == sum(g.launches.size for g in graphs) == a.graphs.attributed_ops
+    assert p.gpu_time_us == pytest.approx(a.graphs.replayed_us, abs=0.01)

@@ -689,6 +689,8 @@ def _region_stat(
         per_instance=per[:100],
         cpu_ops=cpu_ops,
         cpu_ops_by_name=cpu_ops_by_name,
+        # only a captured range's instances have an imported row (attnprof.analysis.regions)
+        replayed_instances=sum(1 for i in insts if 0 <= trace.imported_from <= i.row),
     )
 
 

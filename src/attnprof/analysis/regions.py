@@ -23,6 +23,13 @@ Per instance:
      first instance whose [ts, ts + dur] holds their start: a ProfilerStep owns the device work
      that ran in it even when nothing links that work to a thread;
   (the whole trace, as a region, owns every device op: rule "whole trace");
+  6. "capture": a graph replay's device op matched to its captured CPU op (Trace.op_link,
+     attnprof.analysis.replay) belongs to the capture trace's instance of the annotation that
+     holds that op's start on its thread, once per graph launch: the instance (captured range,
+     replay) is the layer as the same step run eagerly would have it. It has no CPU ops or CPU
+     time of its own (the one graph launch issued them all) and starts at its first device op.
+     A replayed op whose captured op no captured instance holds, and an unmatched replay, keep
+     their graph launch and rule 1-3 (a layer range of the capture never holds them);
 - linked backward: the device ops launched by the backward ops of the instance's forward ops,
   found through fwdbwd flows, else through autograd sequence numbers (a forward op and its
   evaluate_function share one), and not already owned by a rule above. They are kept apart
@@ -57,7 +64,16 @@ __all__ = [
 
 DEFAULT_REGION = "attn_fwd"
 _STEP = re.compile(r"ProfilerStep#\d+")
-RULE_NAMES = ("thread", "autograd thread", "other thread", "gpu_user_annotation", "whole trace", "window")
+RULE_NAMES = (
+    "thread",
+    "autograd thread",
+    "other thread",
+    "gpu_user_annotation",
+    "whole trace",
+    "window",
+    "capture",
+)
+_CAPTURE_RULE = RULE_NAMES.index("capture")
 _EVAL = "autograd::engine::evaluate_function"
 _BACKWARD = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function")
 
@@ -91,9 +107,14 @@ class Region:
 
 
 def _candidates(trace: Trace) -> I64:
-    # annotations; legacy traces record record_function ranges as Operator events
-    # (a capture trace's imported ranges are not instances of this trace: Trace.own)
-    return trace.own(trace.rows(Kind.ANNOTATION, Kind.CPU_OP))
+    # annotations; legacy traces record record_function ranges as Operator events. A capture
+    # trace's imported ranges (Trace.imported_from on) are candidates for rule "capture", except
+    # its ProfilerStep ranges: the capture's steps are not steps of this trace
+    rows = trace.rows(Kind.ANNOTATION, Kind.CPU_OP)
+    if trace.imported_from < 0:
+        return rows
+    ids = [i for i, n in enumerate(trace.names) if _STEP.fullmatch(n)]
+    return rows[(rows < trace.imported_from) | ~np.isin(trace.name[rows], ids)]
 
 
 def _select(trace: Trace, region: str | None) -> tuple[str, str, I64]:
@@ -106,6 +127,7 @@ def _select(trace: Trace, region: str | None) -> tuple[str, str, I64]:
             if hit.size:
                 return wanted, "default", hit
         ids = [i for i, n in enumerate(names) if _STEP.fullmatch(n)]
+        rows = trace.own(rows)
         ann = rows[np.isin(trace.name[rows], ids)] if ids else rows[:0]
         if ann.size:
             return "ProfilerStep#*", "ProfilerStep", ann
@@ -215,6 +237,8 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
     if threads not in ("own", "all"):
         raise UserError(f"--threads {threads!r}: use 'own' or 'all'")
     name, selector, rows = _select(trace, region)
+    cap_rows = rows[rows >= trace.imported_from] if trace.imported_from >= 0 else rows[:0]
+    rows = trace.own(rows)
     gpu_rows = links.gpu_rows
     gpu_ts = trace.ts[gpu_rows]
     gpu_order = np.argsort(gpu_ts, kind="stable")
@@ -222,7 +246,7 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
     out = Region(name=name, selector=selector, threads="all" if all_threads else "own")
     cpu_rows = trace.own(trace.rows(Kind.CPU_OP))
 
-    if rows.size == 0:  # whole trace
+    if rows.size == 0 and cap_rows.size == 0:  # whole trace
         n_own = trace.imported_from if trace.imported_from >= 0 else trace.n_events
         start = float(trace.ts[:n_own].min()) if n_own else 0.0
         end = float((trace.ts[:n_own] + trace.dur[:n_own]).max()) if n_own else 0.0
@@ -369,6 +393,51 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
                 bwd = bwd[~np.isin(bwd, gpu)]
                 bwd = bwd[np.argsort(gpu_ts[bwd], kind="stable")].astype(np.int64)
         out.instances.append(Instance(r, start, end, cpu, gpu, rule_arr, bwd))
+    if cap_rows.size:
+        replayed = _replay_instances(trace, links, cap_rows)
+        taken_by_capture = unique(np.concatenate([inst.gpu for inst in replayed])) if replayed else rows[:0]
+        for inst in out.instances:  # a replayed op in a captured layer is that layer's, not the launch's
+            keep = ~np.isin(inst.gpu, taken_by_capture)
+            inst.gpu, inst.rule = inst.gpu[keep], inst.rule[keep]
+        out.instances = sorted(out.instances + replayed, key=lambda x: x.start)
+    return out
+
+
+def _replay_instances(trace: Trace, links: Links, cap_rows: I64) -> list[Instance]:
+    """Rule "capture": per captured range and graph launch, the replayed device ops whose
+    captured CPU op starts inside that range on its thread."""
+    idx = np.flatnonzero(links.captured & (links.launch >= 0))
+    if idx.size == 0:
+        return []
+    op = links.cpu_op[idx]
+    op_lane, op_ts = trace.lane[op], trace.ts[op]
+    gpu_ts = trace.ts[links.gpu_rows]
+    out: list[Instance] = []
+    for r in cap_rows.tolist():
+        s, e = float(trace.ts[r]), float(trace.ts[r] + trace.dur[r])
+        held = idx[(op_lane == trace.lane[r]) & (op_ts >= s) & (op_ts <= e)]
+        if not held.size:
+            continue
+        launches = links.launch[held]
+        # one instance per replay of the range: its graphs' launches in time order, a new one
+        # when a graph already in it launches again (a range around several graphs is one
+        # instance per step, as eagerly; a layer inside one graph is one per launch)
+        groups: list[list[I64]] = []
+        seen: set[int] = set()
+        for g in sorted(unique(launches).tolist(), key=lambda x: float(trace.ts[x])):
+            ops = held[launches == g]
+            graph = int(links.cpu_op[ops].min())  # the graph's first captured op names it
+            if not groups or graph in seen:
+                groups.append([])
+                seen = set()
+            groups[-1].append(ops)
+            seen.add(graph)
+        for parts in groups:
+            gpu = np.concatenate(parts)
+            gpu = gpu[np.argsort(gpu_ts[gpu], kind="stable")].astype(np.int64)
+            start = float(gpu_ts[gpu[0]])
+            rule = np.full(gpu.size, _CAPTURE_RULE, np.int8)
+            out.append(Instance(int(r), start, start, np.zeros(0, np.int64), gpu, rule))
     return out
 
 

@@ -25,7 +25,9 @@ replays and gives each replayed device op the capture's launching CPU op:
    too, the capture's clock), and
    ``Trace.op_link`` names each replayed op's captured CPU op. attnprof.analysis.links.link reads
    that column first, so whatever reads a launch link (provenance, per-op shapes) works for a
-   replay as for an eager kernel; regions, idle and time windows never see the imported rows.
+   replay as for an eager kernel; idle and time windows never see the imported rows, and
+   regions read the capture's ranges only to place replayed kernels in their captured layer
+   (attnprof.analysis.regions, rule "capture").
 
 Without a capture trace, or for unmatched replays, the kernels stay attributed to their graph
 launch; the analysis says what share of the device time that is (``graphs`` in the JSON).

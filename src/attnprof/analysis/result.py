@@ -65,7 +65,9 @@ Top-level keys:
                   (0 = not inside another op of the instance)}]),
                   cpu_ops_by_name (every instance, by self time: [{name, per_instance (count),
                   self_us_per_instance}]), communication (null without communication ops:
-                  {time_us_per_instance, exposed_us_per_instance, hidden_pct})}]
+                  {time_us_per_instance, exposed_us_per_instance, hidden_pct}),
+                  replayed_instances (graph replays of a range the capture trace recorded:
+                  no CPU ops or CPU time of their own)}]
                  self time (self_us): an op's duration less that of the ops directly inside it
     roofline     null, or {basis, region, workload, flops_useful, flops_executed, bytes_min, time_us,
                   achieved_tflops, achieved_tbps, peak_tflops, peak_tbps, peak_source,
@@ -441,6 +443,9 @@ class RegionStat(msgspec.Struct, kw_only=True):
     cpu_ops: list[CpuOp]  # the first instance's, in order of start, at most 500
     cpu_ops_by_name: list[CpuOpByName]  # every instance, by self time
     communication: RegionComm | None = None  # None when the region owns no communication op
+    # instances that are a graph replay of a range the capture trace recorded (region rule
+    # "capture"): no CPU ops or CPU time of their own, the graph launch issued them all
+    replayed_instances: int = 0
 
 
 class Roofline(msgspec.Struct, kw_only=True):

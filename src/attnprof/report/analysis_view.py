@@ -312,11 +312,13 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
         )
         # a CPU-only trace has no device: no device columns of zeros, no "device idle 100%"
         cpu_only = d.device.kind == "cpu"
+        # graph replays of captured ranges ran no CPU ops of their own: not a measured zero
+        replayed = r.instances > 0 and r.replayed_instances == r.instances
         cols = [
             ("instances", str(r.instances)),
-            ("cpu ops", f"{r.cpu_ops_per_instance:g}"),
+            ("cpu ops", "graph replay" if replayed else f"{r.cpu_ops_per_instance:g}"),
             ("gpu ops", f"{r.gpu_ops_per_instance:g}"),
-            ("cpu time", fmt_us(r.cpu_time_us_per_instance)),
+            ("cpu time", "graph replay" if replayed else fmt_us(r.cpu_time_us_per_instance)),
             # the sum of the device-op durations (overlapping streams each count), and their
             # union (busy), never more than the span
             ("gpu kernel sum", fmt_us(r.gpu_time_us_per_instance)),
