@@ -459,6 +459,19 @@ def test_an_unmatched_replay_is_in_no_captured_layer(tmp_path: Path) -> None:
     assert step.regions[0].attribution.rules == {"thread": 8.0}
 
 
+def test_a_range_of_the_execution_trace_around_the_launch_keeps_the_whole_replay(tmp_path: Path) -> None:
+    # the capture records a "step" range too: the execution's step, which holds the graph
+    # launch, keeps all six kernels, one instance, as the eager step has them
+    cap = [*_captured(2), ev("step", "user_annotation", 5, 300)]
+    a = analyze(
+        write(tmp_path, "exec.json", _replayed(2)), capture=write(tmp_path, "cap.json", cap), region="step"
+    )
+    eager = analyze(write(tmp_path, "eager.json", _eager(2)), region="step")
+    assert _per_layer(a) == _per_layer(eager) == [(6, 140.0)]
+    assert isinstance(a, TraceAnalysis) and a.regions[0].attribution.rules == {"thread": 6.0}
+    assert a.regions[0].replayed_instances == 0
+
+
 def test_shared_vllm_pair_gets_per_layer_times_from_its_capture() -> None:
     # the capture records a range per compiled piece (one graph each: 23 layers share one
     # compiled graph) inside one capture_8192_PIECEWISE range around them all

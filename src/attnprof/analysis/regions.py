@@ -28,8 +28,9 @@ Per instance:
      holds that op's start on its thread, once per graph launch: the instance (captured range,
      replay) is the layer as the same step run eagerly would have it. It has no CPU ops or CPU
      time of its own (the one graph launch issued them all) and starts at its first device op.
-     A replayed op whose captured op no captured instance holds, and an unmatched replay, keep
-     their graph launch and rule 1-3 (a layer range of the capture never holds them);
+     Rules 1-3 come first: an instance of this trace that holds the graph launch holds the
+     whole replay. A replayed op whose captured op no captured instance holds, and an unmatched
+     replay, keep their graph launch and rules 1-3 (a layer range of the capture never holds them);
 - linked backward: the device ops launched by the backward ops of the instance's forward ops,
   found through fwdbwd flows, else through autograd sequence numbers (a forward op and its
   evaluate_function share one), and not already owned by a rule above. They are kept apart
@@ -394,19 +395,20 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
                 bwd = bwd[np.argsort(gpu_ts[bwd], kind="stable")].astype(np.int64)
         out.instances.append(Instance(r, start, end, cpu, gpu, rule_arr, bwd))
     if cap_rows.size:
-        replayed = _replay_instances(trace, links, cap_rows)
-        taken_by_capture = unique(np.concatenate([inst.gpu for inst in replayed])) if replayed else rows[:0]
-        for inst in out.instances:  # a replayed op in a captured layer is that layer's, not the launch's
-            keep = ~np.isin(inst.gpu, taken_by_capture)
-            inst.gpu, inst.rule = inst.gpu[keep], inst.rule[keep]
+        # an instance of this trace that holds the graph launch holds the whole replay (as it
+        # would hold those kernels eagerly): the capture's ranges place the rest
+        owned = [x.gpu for x in out.instances]
+        taken = unique(np.concatenate(owned)) if owned else rows[:0]
+        replayed = _replay_instances(trace, links, cap_rows, taken)
         out.instances = sorted(out.instances + replayed, key=lambda x: x.start)
     return out
 
 
-def _replay_instances(trace: Trace, links: Links, cap_rows: I64) -> list[Instance]:
-    """Rule "capture": per captured range and graph launch, the replayed device ops whose
-    captured CPU op starts inside that range on its thread."""
+def _replay_instances(trace: Trace, links: Links, cap_rows: I64, taken: I64) -> list[Instance]:
+    """Rule "capture": per captured range and replay, the replayed device ops (not in taken)
+    whose captured CPU op starts inside that range on its thread."""
     idx = np.flatnonzero(links.captured & (links.launch >= 0))
+    idx = idx[~np.isin(idx, taken)]
     if idx.size == 0:
         return []
     op = links.cpu_op[idx]
