@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -74,12 +75,44 @@ def test_broken_variants_are_recorded_incorrect_without_throughput(broken_run) -
     by = {r.variant: r for r in record.results}
     for name in ("nan_attention", "double_q"):
         r = by[name]
-        assert r.status == "ok" and r.timing is not None  # it ran and was timed ...
+        assert r.status == "incorrect" and r.timing is not None  # it ran and was timed ...
         assert r.accuracy is not None and not r.accuracy.ok  # ... and is wrong
         assert r.tflops_useful is None and r.pct_of_peak is None
         assert any(w.startswith("incorrect output") for w in r.warnings)
     assert by["nan_attention"].accuracy.nan_count == TINY.batch * TINY.heads * TINY.seq * TINY.head_dim
     assert by["naive-inplace"].accuracy.ok and by["sdpa"].accuracy.ok
+    assert by["naive-inplace"].status == by["sdpa"].status == "ok"
+    # run.json says it in the same word compare and the store use
+    on_disk = {
+        r["variant"]: r["status"]
+        for r in json.loads((out_of(broken_run) / "run.json").read_text())["results"]
+    }
+    assert on_disk["double_q"] == on_disk["nan_attention"] == "incorrect" and on_disk["sdpa"] == "ok"
+
+
+def out_of(broken_run) -> Path:  # type: ignore[no-untyped-def]
+    return Path(broken_run[0])
+
+
+def test_an_older_run_json_with_ok_and_a_failed_check_reads_back_incorrect(
+    broken_run, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """run.json written before the word held "ok" with a failing accuracy: read once, it is incorrect
+    (and a correct one stays ok); compare then reads the same word."""
+    from attnprof.records import decode_run
+
+    out, _ = broken_run
+    raw = json.loads((out / "run.json").read_text())
+    for r in raw["results"]:
+        if r["status"] == "incorrect":
+            r["status"] = "ok"  # as the harness wrote it before
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "run.json").write_text(json.dumps(raw))
+    rec = decode_run((old / "run.json").read_bytes())
+    assert {r.variant: r.status for r in rec.results} == {
+        "naive-inplace": "ok", "sdpa": "ok", "nan_attention": "incorrect", "double_q": "incorrect"
+    }  # fmt: skip
 
 
 def test_compare_and_reports_never_rank_an_incorrect_variant(broken_run) -> None:  # type: ignore[no-untyped-def]
@@ -129,7 +162,7 @@ def test_cli_json_marks_incorrect_rows(broken_run) -> None:  # type: ignore[no-u
 
 def test_sweep_and_recommend_reject_incorrect(tmp_path: Path) -> None:
     from attnprof.recommend import recommend
-    from attnprof.store import Store
+    from attnprof.store import Filters, Store
     from attnprof.sweep import GridSpec, RunSettings, SweepConfig, SweepSettings, run_sweep
 
     src = tmp_path / "broken.py"
@@ -144,9 +177,39 @@ def test_sweep_and_recommend_reject_incorrect(tmp_path: Path) -> None:
     run_sweep(cfg)
     with Store(db, readonly=True) as store:
         rows = store.query()
+    # one word in the store's rows, as in run.json and compare
+    assert {r.variant.split(":")[-1]: r.status for r in rows} == {
+        "naive-inplace": "ok",
+        "double_q": "incorrect",
+    }
+    with Store(db, readonly=True) as store:
+        (bad,) = store.query(Filters(status=["incorrect"]))
+        (good,) = store.query(Filters(status=["ok"]))
+        assert bad.variant.endswith("double_q") and good.variant == "naive-inplace"
+        assert store.status_of(bad.job_key) == "incorrect"
+        stored = store.run_result(bad.job_key)
+        assert stored is not None and stored.status == "incorrect"
     (rec,) = recommend(rows)
     assert rec.best is not None and rec.best.variant == "naive-inplace"
-    assert any("double_q" in k and "tolerance" in v for k, v in rec.rejected.items())
+    assert any(
+        "double_q" in k and v.startswith("incorrect: ") and "tolerance" in v for k, v in rec.rejected.items()
+    )
+    # `results` and its --status filter say it in the same word, with why
+    import subprocess
+    import sys
+
+    def results(*extra: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "attnprof", "results", "--store", str(db), "--no-color", *extra],
+            capture_output=True, text=True, check=False, env={**os.environ, "COLUMNS": "200"},
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    shown = results()
+    assert "incorrect" in shown and "outside the fp32 tolerance" in shown
+    only = results("--status", "incorrect", "-f", "json")
+    assert [r["status"] for r in json.loads(only)] == ["incorrect"]
 
 
 def test_a_nan_output_shows_its_counts_not_a_max_error(broken_run, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from attnprof.analysis.stats import RatioInterval, geomean_ratio_interval
+from attnprof.records import RAN_STATUSES
 from attnprof.store import StoredResult
 from attnprof.workload import WorkloadId, kind_words
 
@@ -264,13 +265,14 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
             choices[r.pytorch_choice] += 1
         label = r.label
         median, iqr, sampled = _paced(r, bucket)
-        if r.status != "ok" or median is None:
+        if r.status not in RAN_STATUSES or median is None:
             rejected.setdefault(
                 label, f"{r.status}: {(r.reason or '').splitlines()[0][:120]}" if r.reason else r.status
             )
         elif r.accuracy_ok is not True:
             err = f"{r.max_abs_err:.3g}" if r.max_abs_err is not None else "unknown"
-            rejected.setdefault(label, f"outside the {r.dtype} tolerance (max abs error {err})")
+            verdict = "incorrect: " if r.status == "incorrect" else ""  # else unchecked: not known correct
+            rejected.setdefault(label, f"{verdict}outside the {r.dtype} tolerance (max abs error {err})")
         else:
             times[label][_config(r)] = median
             samples[label][_config(r)] = sampled

@@ -13,6 +13,7 @@ import msgspec
 from attnprof.errors import UserError
 
 __all__ = [
+    "RAN_STATUSES",
     "RUN_SCHEMA",
     "Accuracy",
     "Environment",
@@ -44,8 +45,14 @@ RUN_SCHEMA = "attnprof.run/1"
 # written before it also hold "skipped" for a sweep's refusal, read back as refused). oom, error:
 # it failed while running. skipped: `attnprof model` left an implementation out of its default
 # list (too slow here; it runs when asked for). crashed, timeout: a sweep's worker died or ran out
-# of time.
-Status = Literal["ok", "unsupported", "refused", "oom", "error", "skipped", "crashed", "timeout"]
+# of time. incorrect: ran to the end, but its output (or, with --backward, a gradient) failed the
+# accuracy check; its times are kept, its throughput is not. Records written before this word hold
+# "ok" with a failing accuracy: RunResult reads them back as "incorrect" (one vocabulary for
+# run.json, compare and the store).
+Status = Literal["ok", "incorrect", "unsupported", "refused", "oom", "error", "skipped", "crashed", "timeout"]
+
+# the statuses of a variant that ran to the end (timed, correct or not)
+RAN_STATUSES = frozenset({"ok", "incorrect"})
 
 
 Mode = Literal["eager", "compile"]
@@ -287,6 +294,19 @@ class RunResult(msgspec.Struct, kw_only=True):
     def __post_init__(self) -> None:
         if not self.label:
             self.label = variant_label(self.variant, self.mode)
+        # msgspec runs this on decode too: an older record's "ok" with a failing check is normalised
+        # here, once, for every reader
+        self.settle_status()
+
+    def settle_status(self) -> None:
+        """A result that ran to the end is `incorrect` when a check failed, `ok` otherwise."""
+        if self.status in RAN_STATUSES:
+            self.status = "incorrect" if self.incorrect else "ok"
+
+    @property
+    def ran(self) -> bool:
+        """Ran to the end and was timed (or is being): correct or not."""
+        return self.status in RAN_STATUSES
 
     def failed_gradients(self) -> list[str]:
         """The gradients (dq, dk, dv) whose check failed, with --backward; [] otherwise."""

@@ -138,7 +138,7 @@ def _total_check(row: Row) -> None:
 def _gate(row: Row, res: RunResult, dtype: str) -> None:
     """The correctness gate: a result whose output failed the accuracy check is `incorrect`, loses
     every figure that would rank it (TFLOP/s, % of peak) and carries an INCORRECT_OUTPUT finding."""
-    if res.status != "ok" or not res.incorrect:
+    if not res.ran or not res.incorrect:
         return
     grads = res.failed_gradients()
     code = "INCORRECT_OUTPUT"

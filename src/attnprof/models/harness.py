@@ -547,6 +547,7 @@ def _prepare(
         if r.variant == "eager":  # in fp32 eager's own output is the reference: no extra step
             eager_output(output)
         r.accuracy = accuracy.compare(output, eager_output(), workload.dtype)
+        r.settle_status()  # one vocabulary: "incorrect" when it differs from eager beyond tolerance
         del output
         prof = None
         if opts.profile:
@@ -640,7 +641,7 @@ def _analyse(p: _Prepared, device: str) -> None:
 
 
 def _fastest(info: ModelInfo, results: list[RunResult]) -> None:
-    timed = sorted((r for r in results if r.status == "ok" and r.timing), key=lambda r: r.timing.median_ms)  # type: ignore[union-attr]
+    timed = sorted((r for r in results if r.ran and r.timing), key=lambda r: r.timing.median_ms)  # type: ignore[union-attr]
     for r in results:
         if r.model is not None and r.model.attention_share is not None and r.timing is not None:
             r.model.attention_ms = r.model.attention_share * r.timing.median_ms

@@ -32,7 +32,7 @@ def model_table(record: RunRecord, t: Translator) -> Table:
     )
     for r in record.results:
         m = r.model
-        if r.status != "ok" or m is None:
+        if not r.ran or m is None:
             continue
         median = r.timing.median_ms if r.timing else None
         table.add(

@@ -64,7 +64,7 @@ def fastest_line(record: RunRecord) -> str | None:
 
 
 def _summary_table(record: RunRecord) -> RichTable:
-    ok = [r for r in record.results if r.status == "ok" and r.timing]
+    ok = [r for r in record.results if r.ran and r.timing]
     fastest = min((r.timing.median_ms for r in ok if r.timing), default=None)
     table = RichTable(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
     for col, justify in (
@@ -142,7 +142,7 @@ def render_model(record: RunRecord, out: Path | None, *, no_color: bool = False)
     for r in record.results:
         if r.status in ("unsupported", "skipped"):
             console.print(f"[dim]not run: {r.reason}[/]")
-        elif r.status != "ok":
+        elif not r.ran:
             console.print(f"[yellow]{r.label}: {r.status}: {r.reason}[/]")
         for w in r.warnings:
             if not w.startswith("noisy timing"):

@@ -143,7 +143,7 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
         table.add_column(col, justify=justify, no_wrap=justify == "right")  # type: ignore[arg-type]
     traces: list[str] = []
     for r in record.results:
-        if r.status != "ok" or r.timing is None:
+        if not r.ran or r.timing is None:
             continue
         versus = versus_cells.get(r.label, "-")
         if r.incorrect:
@@ -189,7 +189,7 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
                 "a measurement problem, not a speed[/]"
             )
     for r in record.results:
-        if r.status == "ok" and r.accuracy is not None and is_incorrect(r.accuracy):
+        if r.ran and r.accuracy is not None and is_incorrect(r.accuracy):
             console.print(f"[bold red]{r.label}: {r.accuracy.failure(record.workload.dtype)}[/]")
     for r in record.results:  # slow calls, above-peak, CUDA: on screen, not only in run.json
         told = r.accuracy.failure(record.workload.dtype) if r.accuracy and is_incorrect(r.accuracy) else None
@@ -200,7 +200,7 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
     for r in record.results:
         if r.status == "unsupported":
             console.print(f"[dim]not available: {r.reason}[/]")
-        elif r.status != "ok":
+        elif not r.ran:
             console.print(f"[yellow]{r.label}: {r.status}: {r.reason}[/]")
     if traces:
         console.print(
@@ -230,7 +230,7 @@ def _render_workload_notes(console: Any, record: RunRecord) -> None:
     """Under the table: per direction the FLOP convention and TFLOP/s, and for a mask other than
     plain causal (or decode) how each variant expressed it and what that let it skip."""
     w = record.workload
-    ran = [r for r in record.results if r.status == "ok"]
+    ran = [r for r in record.results if r.ran]
     if w.backward and ran:
         conv = next((r.flop_convention for r in ran if r.flop_convention), None)
         parts = []

@@ -17,6 +17,7 @@ import msgspec
 from attnprof.compare.rank import NOTABLE
 from attnprof.errors import UserError
 from attnprof.recommend import Recommendation, recommend
+from attnprof.records import RAN_STATUSES
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
 from attnprof.report.summary import load_reason
@@ -106,16 +107,14 @@ def results_table(data: StoreReportData, t: Translator) -> Table:
                 Cell(seq, r.seq),
                 Cell(str(r.head_dim), r.head_dim),
                 t("env.yes") if r.causal else t("env.no"),
-                t("speed.incorrect")
-                if r.accuracy_ok is False and r.status == "ok"
-                else t.maybe(f"status.{r.status}", r.status),
+                t("speed.incorrect") if r.status == "incorrect" else t.maybe(f"status.{r.status}", r.status),
                 Cell(fmt_ms(r.median_ms), r.median_ms, "ms"),
                 Cell(fmt_ms(r.iqr_ms), r.iqr_ms, "ms"),
                 Cell(fmt_err(r.max_abs_err), r.max_abs_err),
                 r.backend or "-",
                 reason,
             ],
-            cls="incorrect" if r.accuracy_ok is False else "" if r.status == "ok" else "failed",
+            cls="incorrect" if r.status == "incorrect" else "" if r.status == "ok" else "failed",
         )
     return table
 
@@ -288,7 +287,7 @@ def _store_summary(data: StoreReportData, t: Translator) -> list[str]:
             )
     not_run: dict[str, str] = {}
     for r in data.results:
-        if r.status != "ok":
+        if r.status not in RAN_STATUSES:  # an incorrect one ran: its table row says incorrect
             reason = translate_reason(r.reason, t, r.reason_code).splitlines()[0] if r.reason else r.status
             not_run.setdefault(r.label, reason.removeprefix(f"{r.variant}: "))
     if not_run:

@@ -148,7 +148,13 @@ def print_summary(s: SweepSummary, con: Console | None = None) -> None:
 
 # -- results ----------------------------------------------------------------------------------
 
-_BAD_STATUS = {"crashed", "timeout", "error", "oom"}  # red; any other status that is not ok: yellow
+_BAD_STATUS = {
+    "crashed",
+    "timeout",
+    "error",
+    "oom",
+    "incorrect",
+}  # red; any other status that is not ok: yellow
 
 
 def _status_emphasis(status: str) -> str:
@@ -261,6 +267,9 @@ def results_tables(rows: list[StoredResult]) -> list[Table | Text]:
         if r.status != "ok":
             lines = (r.reason or "").strip().splitlines()
             reason = lines[0].removeprefix(f"{r.variant}: ")[:240] if lines else "no reason given"
+            if r.status == "incorrect" and not lines:  # the harness's verdict is the stored check
+                err = f"{r.max_abs_err:.3g}" if r.max_abs_err is not None else "unknown"
+                reason = f"outside the {r.dtype} tolerance (max abs error {err})"
             k = (_label(r), r.status, reason)
             why[k] = why.get(k, 0) + 1
     for (label, status, reason), count in why.items():

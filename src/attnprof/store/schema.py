@@ -26,22 +26,36 @@ __all__ = [
     "READ_MIN_VERSION",
     "SCHEMA_VERSION",
     "STATUSES",
+    "STATUS_SQL",
     "check_statuses",
+    "column_status",
     "migrate",
     "schema_version",
     "stored_as",
 ]
 
-# Every status a job can end in: the harness's own (ok, unsupported, refused, oom, error) and the
-# sweep's (crashed worker, timeout).
-STATUSES = ("ok", "unsupported", "refused", "oom", "crashed", "timeout", "error")
+# Every status the status column may hold: the harness's own (ok, unsupported, refused, oom, error)
+# and the sweep's (crashed worker, timeout).
+_COLUMN_STATUSES = ("ok", "unsupported", "refused", "oom", "crashed", "timeout", "error")
+# Every status a job can end in, as readers see it: `incorrect` (ran, failed the accuracy check) is
+# stored as "ok" with accuracy_ok = 0, because migration 1's CHECK predates the word and SQLite
+# cannot change a CHECK without rebuilding the table; STATUS_SQL reads the pair back as one word.
+STATUSES = ("ok", "incorrect", "unsupported", "refused", "oom", "crashed", "timeout", "error")
+STATUS_SQL = "(CASE WHEN {p}status = 'ok' AND {p}accuracy_ok = 0 THEN 'incorrect' ELSE {p}status END)"
+
+
+def column_status(status: str) -> str:
+    """The word the status column holds for a status (see STATUSES)."""
+    return "ok" if status == "incorrect" else status
+
+
 # Statuses older stores hold, and what they mean now: a sweep's own memory gate once stored
 # "skipped" for what the harness calls "refused" (one gate now). Read back as the new word; the
 # rows stay as they are (the column's CHECK allows both), so an older attnprof still reads them.
 LEGACY_STATUSES = {"skipped": "refused"}
 
 # the CHECK of migration 1, as it was written: every status a row may hold, legacy ones included
-_STATUS_CHECK = ", ".join(f"'{s}'" for s in (*STATUSES, *LEGACY_STATUSES))
+_STATUS_CHECK = ", ".join(f"'{s}'" for s in (*_COLUMN_STATUSES, *LEGACY_STATUSES))
 
 
 def check_statuses(values: list[str], flag: str) -> list[str]:

@@ -43,7 +43,9 @@ from attnprof.store.schema import (
     LEGACY_STATUSES,
     READ_MIN_VERSION,
     SCHEMA_VERSION,
+    STATUS_SQL,
     STATUSES,
+    column_status,
     migrate,
     schema_version,
     stored_as,
@@ -188,6 +190,9 @@ class StoredResult(msgspec.Struct, kw_only=True):
 
     def __post_init__(self) -> None:
         self.status = LEGACY_STATUSES.get(self.status, self.status)
+        # the column holds "ok" for an incorrect result (schema.STATUSES): one word for readers
+        if self.status == "ok" and self.accuracy_ok is False:
+            self.status = "incorrect"
 
     def workload(self) -> WorkloadRecord:
         return WorkloadRecord(**{name: getattr(self, name) for name in _WORKLOAD_FIELDS})
@@ -486,7 +491,9 @@ class Store:
         host, pid, started = _me()
         now = time.time()
         with self._write() as c:
-            stored = c.execute("SELECT status FROM results WHERE job_key = ?", (key,)).fetchone()
+            stored = c.execute(
+                f"SELECT {STATUS_SQL.format(p='')} FROM results WHERE job_key = ?", (key,)
+            ).fetchone()
             if stored is not None and LEGACY_STATUSES.get(str(stored[0]), str(stored[0])) not in rerun:
                 return False
             row = c.execute(
@@ -557,7 +564,7 @@ class Store:
             "causal": int(w.causal),
             "backward": int(w.backward),
             "config": msgspec.json.encode({"workload": w, "variant": row.variant, "mode": row.mode}).decode(),
-            "status": r.status,
+            "status": column_status(r.status),  # incorrect: "ok" with accuracy_ok 0 (STATUS_SQL)
             "reason": r.reason,
             "backend": r.backend,
             "pytorch_choice": row.pytorch_choice,
@@ -613,7 +620,7 @@ class Store:
         args: list[Any] = []
         if statuses:
             look = stored_as(list(statuses))
-            sql += f" WHERE status IN ({','.join('?' for _ in look)})"
+            sql += f" WHERE {STATUS_SQL.format(p='')} IN ({','.join('?' for _ in look)})"
             args.extend(look)
         with self._reading():
             found = {str(r[0]) for r in self.conn.execute(sql, args)}
@@ -625,7 +632,9 @@ class Store:
 
     def status_of(self, key: str) -> str | None:
         with self._reading():
-            row = self.conn.execute("SELECT status FROM results WHERE job_key = ?", (key,)).fetchone()
+            row = self.conn.execute(
+                f"SELECT {STATUS_SQL.format(p='')} FROM results WHERE job_key = ?", (key,)
+            ).fetchone()
         return None if row is None else LEGACY_STATUSES.get(str(row[0]), str(row[0]))
 
     def count(self) -> int:
@@ -641,7 +650,8 @@ class Store:
             if col == "status":
                 values = stored_as([LEGACY_STATUSES.get(s, s) for s in values])
             if values:
-                where.append(f"r.{col} IN ({','.join('?' for _ in values)})")
+                name = STATUS_SQL.format(p="r.") if col == "status" else f"r.{col}"
+                where.append(f"{name} IN ({','.join('?' for _ in values)})")
                 args.extend(values)
         if f.causal is not None:
             where.append("r.causal = ?")
