@@ -271,8 +271,8 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
             )
         elif r.accuracy_ok is not True:
             err = f"{r.max_abs_err:.3g}" if r.max_abs_err is not None else "unknown"
-            verdict = "incorrect: " if r.status == "incorrect" else ""  # else unchecked: not known correct
-            rejected.setdefault(label, f"{verdict}outside the {r.dtype} tolerance (max abs error {err})")
+            word = "incorrect: " if r.status == "incorrect" else ""  # else unchecked: not known correct
+            rejected.setdefault(label, f"{word}outside the {r.dtype} tolerance (max abs error {err})")
         else:
             times[label][_config(r)] = median
             samples[label][_config(r)] = sampled

@@ -268,8 +268,8 @@ def results_tables(rows: list[StoredResult]) -> list[Table | Text]:
             lines = (r.reason or "").strip().splitlines()
             reason = lines[0].removeprefix(f"{r.variant}: ")[:240] if lines else "no reason given"
             if r.status == "incorrect" and not lines:  # the harness's verdict is the stored check
-                err = f"{r.max_abs_err:.3g}" if r.max_abs_err is not None else "unknown"
-                reason = f"outside the {r.dtype} tolerance (max abs error {err})"
+                worst = f"{r.max_abs_err:.3g}" if r.max_abs_err is not None else "unknown"
+                reason = f"outside the {r.dtype} tolerance (max abs error {worst})"
             k = (_label(r), r.status, reason)
             why[k] = why.get(k, 0) + 1
     for (label, status, reason), count in why.items():
