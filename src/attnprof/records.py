@@ -343,6 +343,12 @@ class PeakProvenance(msgspec.Struct, kw_only=True, omit_defaults=True):
     cached_in: str | None = None
     not_cached: list[str] = []
 
+    @property
+    def busy(self) -> bool:
+        """Measured while the machine was busy and not cached (harness/env.measured_peak uses a
+        cached figure whenever one exists): a low figure, so no percentage of it is sound."""
+        return self.kind == "measured" and not self.cached_in and bool(self.not_cached)
+
 
 class Environment(msgspec.Struct, kw_only=True):
     attnprof_version: str
@@ -369,6 +375,25 @@ class Environment(msgspec.Struct, kw_only=True):
     float32_matmul_precision: str | None = None
     cuda_matmul_allow_tf32: bool | None = None
     cudnn_allow_tf32: bool | None = None
+
+    @property
+    def sound_peak(self) -> float | None:
+        """The peak a % of peak may be taken of: None when it was measured on a busy machine (the
+        figure stays recorded, with its provenance), so every view says "not computed" instead of
+        printing a percentage of a low peak. The one home of that rule."""
+        if self.peak_provenance is not None and self.peak_provenance.busy:
+            return None
+        return self.peak_tflops
+
+    def busy_peak_note(self) -> str | None:
+        """Why % of peak is not computed, in English (reports say it from the provenance)."""
+        prov = self.peak_provenance
+        if prov is None or not prov.busy:
+            return None
+        return (
+            f"% of peak not computed: peak measured while the machine was busy: {'; '.join(prov.not_cached)}; "
+            "rerun on a quiet machine"
+        )
 
 
 class ResumeState(msgspec.Struct, kw_only=True):

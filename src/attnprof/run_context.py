@@ -81,9 +81,10 @@ class RunContext(msgspec.Struct, frozen=True, kw_only=True):
         """Raises UserError when the record's workload is not one attnprof can describe."""
         env = record.environment
         peak = None
-        if env.peak_tflops is not None and env.peak_tflops > 0:
+        # a peak measured on a busy machine is recorded but no percentage is taken of it
+        if env.sound_peak is not None and env.sound_peak > 0:
             how = f"({env.peak_source})" if env.peak_source else "(measured by the harness)"
-            peak = Peak(tflops=float(env.peak_tflops), source=f"run.json peak_tflops {how}")
+            peak = Peak(tflops=float(env.sound_peak), source=f"run.json peak_tflops {how}")
         return cls(
             run_dir=str(run_dir),
             record=record,

@@ -316,7 +316,8 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         rtol=res.accuracy.rtol if res.accuracy else None,
         tflops_useful=res.tflops_useful,
         # from the clean timing, like tflops_useful; the trace's roofline is only a fallback
-        pct_of_peak=res.pct_of_peak,
+        # an older run.json took it of a busy machine's peak: not sound, so not shown
+        pct_of_peak=res.pct_of_peak if record.environment.sound_peak else None,
         trace=str(run_dir / res.trace) if res.trace else None,
         lean_trace=str(run_dir / res.lean_trace) if res.lean_trace else None,
         workload=ident.label,

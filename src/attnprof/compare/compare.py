@@ -97,6 +97,9 @@ def compare(
                     f"{src.path}: interrupted run; not run yet: {', '.join(pending)} "
                     f"(attnprof run --resume {src.path})"
                 )
+            busy = record.environment.busy_peak_note()
+            if busy and busy not in notes:
+                notes.append(busy)
             for res in record.results:
                 row = _row_from_result(src, res, record)
                 if not analyse:

@@ -804,7 +804,7 @@ def _run_suite(
                     record_failure(r, "timing", exc, workload.device)
         for r, _ in ready:
             if r.label in summaries:
-                _apply_timing(r, summaries, peak)
+                _apply_timing(r, summaries, env.sound_peak)  # None for a busy machine's peak
                 if slow:
                     r.warnings.append(
                         f"timed in {topts.min_samples} interleaved rounds with no cold-allocator rounds: one "

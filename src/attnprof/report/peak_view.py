@@ -40,6 +40,8 @@ def _peak_source(env: Environment, t: Translator) -> str:
         return t("env.peak_cached", what=what, path=prov.cached_in)
     if prov.not_cached:
         return t(
-            "env.peak_not_cached", what=what, reasons="; ".join(load_reason(r, t) for r in prov.not_cached)
+            "env.peak_busy" if prov.busy else "env.peak_not_cached",
+            what=what,
+            reasons="; ".join(load_reason(r, t) for r in prov.not_cached),
         )
     return what

@@ -197,6 +197,9 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
             if not w.startswith("noisy") and w != told:
                 console.print(f"[yellow]warning: {r.label}: {w}[/]", markup=True)
     _render_workload_notes(console, record)
+    busy = record.environment.busy_peak_note()
+    if busy:
+        console.print(f"[yellow]{busy}[/]")
     for r in record.results:
         if r.status == "unsupported":
             console.print(f"[dim]not available: {r.reason}[/]")
