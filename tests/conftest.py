@@ -31,11 +31,12 @@ def _has_cuda() -> bool:
         return False
 
 
-# The fast tier (`python -m pytest -q -m "not slow"`, README) leaves out what runs attention for
-# real at length: whole modules of live runs, sweeps, models and Ray, and every test that needs one
-# of the session or module fixtures below, each of which runs attnprof before its first test.
-# Marked here, by module and fixture, so a new test in such a module or on such a fixture is slow
-# without anyone remembering to say so.
+# The fast tier (`python -m pytest -q -m "not slow"`, README: about 2 minutes on a quiet 2-core
+# machine) keeps the analysis, reports and CLI on traces and leaves out what runs attention for
+# real at length: whole modules of live runs, sweeps, models, Ray, child processes, fuzzers and a
+# browser, and every test that needs one of the session or module fixtures below, each of which
+# runs attnprof before its first test. Marked here, by module and fixture, so a new test in such a
+# module or on such a fixture is slow without anyone remembering to say so.
 SLOW_MODULES = frozenset(
     {
         "test_sweep",
@@ -49,6 +50,24 @@ SLOW_MODULES = frozenset(
         "test_peaks",
         "test_decode",
         "test_masks",
+        # a second or more a test: child processes, fuzzers, interrupts, a browser, full disks
+        "test_statuses",
+        "test_outputs",
+        "test_run_isolation",
+        "test_table_widths",
+        "test_loader_fuzz",
+        "test_correctness_gate",
+        "test_harness",
+        "test_process_state",
+        "test_load_progress",
+        "test_browser",
+        "test_compile_limit",
+        "test_memory_honesty",
+        "test_cuda_paths",
+        "test_statistics",
+        "test_extras",
+        "test_options",
+        "test_store",
     }
 )
 # single tests that decode the largest shared traces several ways
