@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from attnprof.report.load_progress import PROGRESS_MIN
-from attnprof.trace import load as loader
 from attnprof.trace import load_trace
+from attnprof.trace import stream as loader
 
 EV = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "dur": 2, "args": {"correlation": 1}}
 

@@ -20,8 +20,8 @@ import pytest
 
 from _paths import trace
 from attnprof.errors import UserError
-from attnprof.trace import load as loader
 from attnprof.trace import load_trace, parse_trace
+from attnprof.trace import stream as loader
 from attnprof.trace.limits import MAX_NAME
 
 EV = {
@@ -51,8 +51,8 @@ class _Counting:
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> _Counting:
-    c = _Counting(loader._EVENTS)
-    monkeypatch.setattr(loader, "_EVENTS", c)
+    c = _Counting(loader.EVENTS)
+    monkeypatch.setattr(loader, "EVENTS", c)
     return c
 
 

@@ -23,7 +23,7 @@ from _paths import trace
 from attnprof.analysis.pipeline import analyze_trace
 from attnprof.errors import UserError
 from attnprof.trace import Trace, load_trace, parse_trace
-from attnprof.trace import load as loader
+from attnprof.trace import stream as loader
 
 # small real traces: the 71-event Triton trace (driver launch, flows, one kernel), and a GH200
 # one with ProfilerSteps, annotations, GEMM and softmax kernels for field mutations

@@ -291,20 +291,20 @@ def _fields_equal(a: object, b: object) -> list[str]:
 )
 def test_streamed_parallel_and_whole_file_loads_are_identical(tmp_path: Path, prefix: str) -> None:
     from attnprof.analysis.pipeline import analyze_trace
-    from attnprof.trace import load
+    from attnprof.trace import stream
 
     raw = _raw(prefix)
     plain = tmp_path / "t.json"
     plain.write_bytes(raw)
     whole = parse_trace(raw, source=plain.name)
-    small = load.BLOCK
+    small = stream.BLOCK
     try:
-        load.BLOCK = 8192  # many cuts, and events longer than a block
-        streamed = load._stream(plain, parallel=False)
-        parallel = load._stream(plain, parallel=True)  # this process and a forked one, half each
-        gz = load._stream(trace(prefix), parallel=False)  # gunzipped in a second thread
+        stream.BLOCK = 8192  # many cuts, and events longer than a block
+        streamed = stream.streamed(plain, parallel=False)
+        parallel = stream.streamed(plain, parallel=True)  # this process and a forked one, half each
+        gz = stream.streamed(trace(prefix), parallel=False)  # gunzipped in a second thread
     finally:
-        load.BLOCK = small
+        stream.BLOCK = small
     assert streamed is not None and parallel is not None and gz is not None
     assert _fields_equal(streamed, whole) == []
     assert _fields_equal(parallel, whole) == []
@@ -316,7 +316,7 @@ def test_streamed_parallel_and_whole_file_loads_are_identical(tmp_path: Path, pr
 
 
 def test_streaming_falls_back_to_the_whole_file_path_for_what_it_cannot_cut(tmp_path: Path) -> None:
-    from attnprof.trace import load
+    from attnprof.trace import stream
 
     ev = {"ph": "X", "cat": "kernel", "name": "k}, {x", "pid": 0, "tid": 1, "ts": 1, "dur": 2}
     cases = {
@@ -330,8 +330,8 @@ def test_streaming_falls_back_to_the_whole_file_path_for_what_it_cannot_cut(tmp_
         whole = parse_trace(p.read_bytes(), source=name)
         got = load_trace(p)
         assert _fields_equal(got, whole) == [], name
-    assert load._stream(tmp_path / "bare.json") is None and load._stream(tmp_path / "nan.json") is None
-    assert load._stream(tmp_path / "tail.json") is not None  # "}, {" inside a name and after the array
+    assert stream.streamed(tmp_path / "bare.json") is None and stream.streamed(tmp_path / "nan.json") is None
+    assert stream.streamed(tmp_path / "tail.json") is not None  # "}, {" inside a name and after the array
 
 
 def test_a_gzip_bomb_is_refused_while_it_is_decompressed(tmp_path: Path) -> None:
@@ -354,7 +354,7 @@ def test_a_gzip_bomb_is_refused_while_it_is_decompressed(tmp_path: Path) -> None
 
 
 def test_cuts_inside_names_and_nested_lists_are_skipped_not_fatal(tmp_path: Path) -> None:
-    from attnprof.trace import load
+    from attnprof.trace import stream
 
     events = []
     for i in range(3000):
@@ -364,18 +364,18 @@ def test_cuts_inside_names_and_nested_lists_are_skipped_not_fatal(tmp_path: Path
     p = tmp_path / "cuts.json"
     p.write_text(json.dumps({"traceEvents": events}, separators=(",", ":")))
     whole = parse_trace(p.read_bytes(), source=p.name)
-    small, window = load.BLOCK, load._CUT_WINDOW
+    small, window = stream.BLOCK, stream._CUT_WINDOW
     try:
-        load.BLOCK = 4096
+        stream.BLOCK = 4096
         # the last cuts are looked for at a block's end first: a window smaller than one event
         # (widened until it holds enough cuts) and one larger than the block
-        for load._CUT_WINDOW in (16, 32 << 10):
+        for stream._CUT_WINDOW in (16, 32 << 10):
             for parallel in (False, True):
-                streamed = load._stream(p, parallel=parallel)
+                streamed = stream.streamed(p, parallel=parallel)
                 assert streamed is not None  # no fallback: a bad cut is skipped for the one before
                 assert _fields_equal(streamed, whole) == []
     finally:
-        load.BLOCK, load._CUT_WINDOW = small, window
+        stream.BLOCK, stream._CUT_WINDOW = small, window
 
 
 def test_work_meanwhile_runs_once_while_the_forked_process_decodes(tmp_path: Path) -> None:
@@ -406,27 +406,27 @@ def test_work_meanwhile_runs_once_while_the_forked_process_decodes(tmp_path: Pat
 def test_a_forked_decoder_only_where_the_load_average_leaves_a_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from attnprof.trace import load
+    from attnprof.trace import stream
 
     for avg, spare in ((0.3, True), (1.9, True), (2.0, False), (3.5, False)):
         monkeypatch.setattr(os, "getloadavg", lambda a=avg: (a, a, a))
-        assert load._cpu_to_spare(2) is spare, avg
+        assert stream._cpu_to_spare(2) is spare, avg
 
     def unknown() -> tuple[float, float, float]:
         raise OSError("no load average")
 
     monkeypatch.setattr(os, "getloadavg", unknown)
-    assert load._cpu_to_spare(2)  # unknown: as before, two CPUs are used
+    assert stream._cpu_to_spare(2)  # unknown: as before, two CPUs are used
 
 
 def test_without_a_memfd_the_forked_part_comes_back_through_a_pipe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from attnprof.trace import load
+    from attnprof.trace import stream
 
     plain = tmp_path / "t.json"
     plain.write_bytes(_raw("facebookresearch__HolisticTraceAnalysis__tests__data__ns_resolution"))
     whole = parse_trace(plain.read_bytes(), source=plain.name)
-    monkeypatch.setattr(load, "_memfd", lambda: None)  # not Linux, or memfd_create refused
-    got = load._stream(plain, parallel=True)
+    monkeypatch.setattr(stream, "_memfd", lambda: None)  # not Linux, or memfd_create refused
+    got = stream.streamed(plain, parallel=True)
     assert got is not None and _fields_equal(got, whole) == []

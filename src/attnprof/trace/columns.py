@@ -1,0 +1,431 @@
+"""Events into columns: the builder that turns each chunk of decoded events into numpy columns.
+
+Strings (names, lanes, categories) are interned to small integers in order of first appearance,
+so that the ids do not depend on how the events were cut into chunks or blocks; a builder that
+decoded a later part of the file (the forked decoder's) is appended with its strings re-interned
+(Builder.extend), giving the same columns as one pass.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from operator import attrgetter, itemgetter
+from typing import Any
+
+import numpy as np
+
+from attnprof.trace.decode import Doc, Event
+from attnprof.trace.inputs import Inputs, among, dims_product
+from attnprof.trace.limits import MAX_DUR_US, MAX_NAME
+from attnprof.trace.model import Kind, RowMap, Trace
+
+__all__ = ["Builder", "cap"]
+
+# (lower-cased category) -> kind, for complete ("X") events
+_X_KINDS: dict[str, Kind] = {
+    "cpu_op": Kind.CPU_OP,
+    "operator": Kind.CPU_OP,
+    "user_annotation": Kind.ANNOTATION,
+    "gpu_user_annotation": Kind.GPU_ANNOTATION,
+    "cuda_runtime": Kind.RUNTIME,
+    "runtime": Kind.RUNTIME,
+    # other accelerators' host runtimes (Kineto's ActivityType names)
+    "xpu_runtime": Kind.RUNTIME,
+    "mtia_runtime": Kind.RUNTIME,
+    "privateuse1_runtime": Kind.RUNTIME,
+    "cuda_driver": Kind.DRIVER,
+    "driver": Kind.DRIVER,
+    "xpu_driver": Kind.DRIVER,
+    "privateuse1_driver": Kind.DRIVER,
+    # device-side events of other accelerators (MTIA compute, DMA and sync events); kept with
+    # their category so that no device work is silently dropped
+    "mtia_ccp_events": Kind.DEVICE,
+    "kernel": Kind.KERNEL,
+    "gpu_memcpy": Kind.MEMCPY,
+    "memcpy": Kind.MEMCPY,
+    "gpu_memset": Kind.MEMSET,
+    "memset": Kind.MEMSET,
+    # with_stack=True's Python frames: the idle analysis says which Python code held the host
+    "python_function": Kind.PYTHON,
+}
+# launch flows (CPU launch -> GPU op), and fwdbwd flows (forward op -> its backward op), told
+# apart by Trace.flow_fwdbwd
+_FLOW_CATS = {"ac2g", "async", "async_cpu_to_gpu", "fwdbwd"}
+# categories the analysis does not read; anything else is reported as unknown
+_IGNORED_CATS = {
+    "cpu_instant_event",
+    "trace",
+    "",
+    "user_annotation",
+    "gpu_user_annotation",
+    "overhead",
+    "cuda_sync",
+    "cuda_profiler_range",
+    "cpu_instant",
+    "python",
+}
+# a column's parts are merged into one array once they hold this many bytes (Builder._put):
+# above glibc's mmap threshold (128 KB), so that a segment freed at the end leaves no hole
+_SEGMENT = 1 << 20
+
+_TS = attrgetter("ts")
+_CAT_PH = attrgetter("cat", "ph")
+_LANE = attrgetter("pid", "tid")
+_NAME = attrgetter("name")
+_DUR = attrgetter("dur")
+_ARGS_OF = attrgetter("args")
+_CORR = attrgetter("correlation")
+_EXT = attrgetter("external_id")
+_EXT_LEGACY = attrgetter("external_id_legacy")
+_SEQ = attrgetter("seq")
+
+
+def _int_col(values: list[int]) -> np.ndarray:
+    """Integer ids (-1 = missing) in one C loop; beyond +-2**62 -1, as _ids does."""
+    try:
+        arr = np.fromiter(values, np.int64, len(values))
+    except OverflowError:
+        return _ids([None if v == -1 else v for v in values])
+    return np.where((arr < -(2**62)) | (arr > 2**62), -1, arr)
+
+
+def _ids(values: list[int | None]) -> np.ndarray:
+    """Integer ids with None -> -1, through float64 (exact below 2**53, which ids are)."""
+    arr = np.array(values, dtype=np.float64) if values else np.zeros(0)
+    bad = np.isnan(arr) | (arr < -(2.0**62)) | (arr > 2.0**62)
+    return np.where(bad, -1, arr).astype(np.int64)
+
+
+def _floats(values: list[float | None]) -> np.ndarray:
+    return np.array(values, dtype=np.float64) if values else np.zeros(0)
+
+
+def _prods(dims: list[Any]) -> np.ndarray:
+    """dims_product over many; vectorised when every entry is a plain [x, y, z] (the usual case)."""
+    try:
+        arr = np.array(dims, dtype=np.int64)
+        if arr.ndim == 2 and arr.shape[1] == 3:
+            bad = (arr <= 0).any(axis=1) | (arr >= 2**31).any(axis=1)
+            return np.where(bad, -1, arr.prod(axis=1))
+    except (ValueError, TypeError, OverflowError):
+        pass
+    return np.array([dims_product(d) for d in dims], np.int64)
+
+
+def _intern(table: dict[Any, int], keys: list[Any]) -> np.ndarray:
+    """Ids of keys in table, adding new ones in order of first appearance (so that ids do not
+    depend on how the events were cut into chunks); the per-event loops run in C."""
+    if len(table) > 0:
+        # after the first chunks nearly every key is known: one lookup pass, no dict of the
+        # chunk's keys (a key not yet known falls through to the pass that adds them in order)
+        try:
+            return np.fromiter(map(table.__getitem__, keys), np.int64, len(keys))
+        except KeyError:
+            pass
+    for k in [k for k in dict.fromkeys(keys) if k not in table]:
+        table[k] = len(table)
+    return np.fromiter(map(table.__getitem__, keys), np.int64, len(keys))
+
+
+def cap(text: str) -> str:
+    """A category (or another string shown as it is) cut to MAX_NAME characters, as names are."""
+    return text if len(text) <= MAX_NAME else text[:MAX_NAME]
+
+
+def _capped(counts: Counter[str]) -> dict[str, int]:
+    """counts by key cut with cap (keys that become equal are summed), sorted by key."""
+    out: Counter[str] = Counter()
+    for k, v in counts.items():
+        out[cap(k)] += v
+    return dict(sorted(out.items()))
+
+
+def _hex(v: int | str | None) -> int | None:
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        try:
+            return int(v, 0)
+        except ValueError:
+            return None
+    return None
+
+
+_ID = attrgetter("id")
+
+
+def _pick(items: list[Any], idx: np.ndarray) -> list[Any]:
+    """items[i] for i in idx, the loop in C (itemgetter) rather than a list comprehension."""
+    if idx.size == len(items):
+        return items
+    if idx.size <= 1:
+        return [items[int(i)] for i in idx]
+    return list(itemgetter(*idx.tolist())(items))
+
+
+def _flow_ids(fl: list[Event]) -> np.ndarray:
+    """Flow ids: plain integers in one C loop (the usual case), else one by one (hex strings)."""
+    ids = list(map(_ID, fl))
+    if not ids or set(map(type, ids)) == {int}:  # one C loop (bool is not int here)
+        try:
+            arr = np.array(ids, np.int64) if ids else np.zeros(0, np.int64)
+            return np.where((arr < -(2**62)) | (arr > 2**62), -1, arr)  # as _ids does
+        except OverflowError:
+            pass
+    return _ids([_hex(i) for i in ids])
+
+
+class Builder:
+    """Columns accumulated chunk by chunk; strings interned across chunks."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, int] = {}
+        self.lanes: dict[tuple[int | str, int | str], int] = {}
+        self.cats: dict[str, int] = {}
+        # (cat, ph) -> pair id, in order of first appearance; per pair: its cat id, its kind
+        # (-1 dropped, -2 flow) and whether it starts a flow. One lookup per event gives all
+        # three (the pairs are few: a few dozen in a trace)
+        self.pairs: dict[tuple[str, str], int] = {}
+        self.pair_cat = np.zeros(0, np.int64)
+        self.pair_kind = np.zeros(0, np.int64)
+        self.pair_start = np.zeros(0, bool)
+        self.dropped: Counter[str] = Counter()
+        self.unknown: set[str] = set()
+        self.cols: dict[str, list[np.ndarray]] = {}
+        # per column: how many parts at the end of its list are not merged yet, and their bytes
+        self.fresh: dict[str, tuple[int, int]] = {}
+        # what the loader keeps of recorded op inputs and launch calls' kernels
+        self.inputs = Inputs()
+        self.n_rows = 0
+        self.n_seen = 0
+        self.bad_durs = 0
+        self.bad_dur_example = 0.0
+
+    def _put(self, **cols: np.ndarray) -> None:
+        for k, v in cols.items():
+            parts = self.cols.setdefault(k, [])
+            parts.append(v)
+            n, nbytes = self.fresh.get(k, (0, 0))
+            n, nbytes = n + 1, nbytes + v.nbytes
+            if nbytes >= _SEGMENT:
+                # one block's parts are a few KB each: merged into a segment of about _SEGMENT
+                # bytes (its own mapping, returned to the system when freed), their heap space is
+                # reused by the next block's. Kept apart until the end, the parts of every block
+                # filled the heap, which stayed resident beside the concatenated columns (about
+                # 2x the columns in peak RSS, measured on the 1.2 GB benchmark trace)
+                parts[-n:] = [np.concatenate(parts[-n:])]
+                n, nbytes = 0, 0
+            self.fresh[k] = (n, nbytes)
+
+    def _kind_of(self, cat: str, ph: str) -> int:
+        low = cat.lower()
+        if ph == "X" and low in _X_KINDS:
+            return int(_X_KINDS[low])
+        if ph in ("s", "f", "t") and low in _FLOW_CATS:
+            return -2
+        if low not in _IGNORED_CATS and not (ph in ("M", "i", "I") and low == ""):
+            self.unknown.add(cat)
+        return -1
+
+    def add(self, events: list[Event]) -> None:
+        n_all = len(events)
+        self.n_seen += n_all
+        if not n_all:
+            return
+        cats, pairs = self.cats, self.pairs
+        known = len(pairs)
+        pair_ids = _intern(pairs, list(map(_CAT_PH, events)))
+        if len(pairs) > known:  # new pairs, in order of first appearance: so are their cats
+            new = list(pairs)[known:]
+            self.pair_cat = np.append(self.pair_cat, [cats.setdefault(c, len(cats)) for c, _ in new])
+            self.pair_kind = np.append(self.pair_kind, [self._kind_of(c, ph) for c, ph in new])
+            self.pair_start = np.append(self.pair_start, [ph == "s" for _, ph in new])
+        cat_ids = self.pair_cat[pair_ids]
+        ev_kind = self.pair_kind[pair_ids]
+        keep = np.flatnonzero(ev_kind >= 0)
+        flows = np.flatnonzero(ev_kind == -2)
+        if keep.size + flows.size < n_all:
+            counts = np.bincount(pair_ids, minlength=len(pairs))
+            for (cat, ph), j in pairs.items():
+                if self.pair_kind[j] == -1 and counts[j]:
+                    self.dropped[f"{cat or '-'}/{ph or '-'}"] += int(counts[j])
+
+        kept = _pick(events, keep)
+        n = len(kept)
+        names, lanes = self.names, self.lanes
+        # lanes of kept and flow events interned together, in file order: ids must not depend
+        # on where the chunks were cut (streamed, parallel and whole-file loads agree)
+        used = np.flatnonzero(ev_kind != -1)
+        used_ev = _pick(events, used)
+        lane_ids = _intern(lanes, list(map(_LANE, used_ev)))
+        is_flow = ev_kind[used] == -2
+        del used_ev
+        args = list(map(_ARGS_OF, kept))
+        ext = _int_col(list(map(_EXT, args)))
+        ext_legacy = _int_col(list(map(_EXT_LEGACY, args)))
+        kind = ev_kind[keep].astype(np.int8)
+        name_col = _intern(names, list(map(_NAME, kept))).astype(np.int32)
+        dur = np.fromiter(map(_DUR, kept), np.float64, n)
+        bad = ~((dur >= 0.0) & (dur <= MAX_DUR_US))
+        if bad.any():
+            if not self.bad_durs:
+                self.bad_dur_example = float(dur[bad][0])
+            self.bad_durs += int(bad.sum())
+            dur = np.where(bad, 0.0, dur)
+        self._put(
+            kind=kind,
+            name=name_col,
+            lane=lane_ids[~is_flow].astype(np.int32),
+            ts=np.fromiter(map(_TS, kept), np.float64, n),
+            dur=dur,
+            corr=_int_col(list(map(_CORR, args))),
+            ext=np.where(ext >= 0, ext, ext_legacy),
+            seq=_int_col(list(map(_SEQ, args))),
+            cat=cat_ids[keep].astype(np.int32),
+        )
+
+        krows = np.flatnonzero(kind == Kind.KERNEL)
+        kargs = _pick(args, krows)
+        self._put(
+            kernel_rows=krows.astype(np.int64) + self.n_rows,
+            registers=_ids([a.registers for a in kargs]),
+            shared_mem=_ids([a.shared_memory for a in kargs]),
+            block_threads=_prods([a.block for a in kargs]),
+            grid_blocks=_prods([a.grid for a in kargs]),
+            achieved=_floats([a.achieved for a in kargs]),
+            device=_ids([a.device for a in kargs]),
+        )
+
+        in_rows, in_sig = self.inputs.add(args, kind, name_col, names, self.n_rows)
+        self._put(input_rows=in_rows, input_sig=in_sig)
+
+        fl = _pick(events, flows)
+        nf = len(fl)
+        fwdbwd = [c for k, c in cats.items() if k.lower() == "fwdbwd"]
+        self._put(
+            flow_start=self.pair_start[pair_ids[flows]],
+            flow_fwdbwd=among(cat_ids[flows], fwdbwd, len(cats)) if fwdbwd else np.zeros(nf, bool),
+            flow_id=_flow_ids(fl),
+            flow_lane=lane_ids[is_flow].astype(np.int32),
+            flow_ts=np.fromiter(map(_TS, fl), np.float64, nf),
+        )
+        self.n_rows += n
+
+    def extend(self, other: Builder) -> None:
+        """Append the columns another builder made of the events that follow this one's, with
+        its strings re-interned here (new ones in its order: the same ids a single pass gives)."""
+
+        def remap(table: dict[Any, int], theirs: dict[Any, int]) -> np.ndarray:
+            m = np.empty(len(theirs), np.int64)
+            for k, i in theirs.items():
+                m[i] = table.setdefault(k, len(table))
+            return m
+
+        maps = {
+            "name": remap(self.names, other.names),
+            "lane": remap(self.lanes, other.lanes),
+            "cat": remap(self.cats, other.cats),
+        }
+        maps["flow_lane"] = maps["lane"]
+        maps["input_sig"] = self.inputs.extend(other.inputs, self.n_rows)
+        self.fresh.clear()  # parts appended from here on are the other's segments, none merged
+        for key, parts in other.cols.items():
+            for arr in parts:
+                if key in maps:
+                    arr = maps[key][arr].astype(arr.dtype)
+                elif key in ("kernel_rows", "input_rows"):
+                    arr = arr + self.n_rows
+                self.cols.setdefault(key, []).append(arr)
+        self.dropped.update(other.dropped)
+        self.unknown |= other.unknown
+        if other.bad_durs and not self.bad_durs:
+            self.bad_dur_example = other.bad_dur_example
+        self.bad_durs += other.bad_durs
+        self.n_rows += other.n_rows
+        self.n_seen += other.n_seen
+
+    def _col(self, key: str, dtype: type) -> np.ndarray:
+        # the chunks' parts are let go column by column: the trace's columns never exist twice
+        # (about 0.25x the raw JSON less at the peak of a load)
+        parts = self.cols.pop(key, None)
+        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+    def finish(self, doc: Doc, source: str) -> Trace:
+        props_in = doc.deviceProperties if isinstance(doc.deviceProperties, list) else []
+        meta: dict[str, Any] = {}
+        for key in ("schemaVersion", "distributedInfo", "cuda_runtime_version", "cupti_version", "trace_id"):
+            v = getattr(doc, key)
+            if v is not None:
+                meta[key] = v
+        meta["deviceProperties_present"] = doc.deviceProperties is not None
+        meta["events_total"] = self.n_seen
+        meta["bad_durations"] = self.bad_durs  # the sanitation record repeats the count
+        warnings = []
+        if self.n_seen == 0:
+            warnings.append(
+                "the trace holds no events (an empty traceEvents list, or an empty array): nothing to "
+                "analyse; was the profiler stopped before its first step, or the trace written "
+                "before the profiler finished?"
+            )
+        elif self.n_rows == 0:
+            warnings.append(
+                f"none of its {self.n_seen:,} event(s) is a CPU op, runtime call, kernel, memory "
+                "copy or annotation: there is nothing to analyse (was only metadata, or only "
+                "Python frames, recorded?)"
+            )
+        names = list(self.names)
+        long_names = [i for i, n in enumerate(names) if len(n) > MAX_NAME]
+        for i in long_names:
+            names[i] = names[i][:MAX_NAME]
+        if long_names:
+            warnings.append(
+                f"{len(long_names)} event name(s) longer than {MAX_NAME:,} characters (the longest: "
+                f"{max(len(n) for n in self.names):,}) were cut to their first {MAX_NAME:,}"
+            )
+        if self.unknown:
+            # a category is named in the warning by its first 80 characters
+            listed = ", ".join(sorted(repr(c if len(c) <= 80 else c[:80] + "...") for c in self.unknown)[:8])
+            warnings.append(f"events of unknown categories were ignored: {listed}")
+        if self.bad_durs:
+            warnings.append(
+                f"{self.bad_durs} event(s) had a negative or impossible duration (the first: "
+                f"{self.bad_dur_example:g} us; longer than a day counts as impossible): they are "
+                "counted with 0 us"
+            )
+        return Trace(
+            source=source,
+            names=names,
+            lanes=[(cap(str(p)), cap(str(t))) for p, t in self.lanes],
+            kind=self._col("kind", np.int8),
+            name=self._col("name", np.int32),
+            ts=self._col("ts", np.float64),
+            dur=self._col("dur", np.float64),
+            lane=self._col("lane", np.int32),
+            corr=self._col("corr", np.int64),
+            ext=self._col("ext", np.int64),
+            seq=self._col("seq", np.int64),
+            cat=self._col("cat", np.int32),
+            categories=[cap(c) for c in self.cats],
+            kernel_rows=self._col("kernel_rows", np.int64),
+            registers=self._col("registers", np.int64),
+            shared_mem=self._col("shared_mem", np.int64),
+            block_threads=self._col("block_threads", np.int64),
+            grid_blocks=self._col("grid_blocks", np.int64),
+            achieved=self._col("achieved", np.float64),
+            device=self._col("device", np.int64),
+            flow_start=self._col("flow_start", np.bool_),
+            flow_fwdbwd=self._col("flow_fwdbwd", np.bool_),
+            flow_id=self._col("flow_id", np.int64),
+            flow_lane=self._col("flow_lane", np.int32),
+            flow_ts=self._col("flow_ts", np.float64),
+            conversions=self.inputs.conversions,
+            shapes=self.inputs.shapes,
+            launch_kernels=self.inputs.launch_kernels,
+            inputs=RowMap(
+                self._col("input_rows", np.int64), self._col("input_sig", np.int32), list(self.inputs.sigs)
+            ),
+            device_properties=[p for p in props_in if isinstance(p, dict)],
+            metadata=meta,
+            dropped=_capped(self.dropped),
+            warnings=warnings,
+        )

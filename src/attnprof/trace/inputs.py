@@ -1,0 +1,157 @@
+"""What the loader keeps of cpu ops' recorded inputs and of launch calls' kernels.
+
+With record_shapes, every cpu op carries its inputs ("Input Dims", "Input type", "Concrete
+Inputs"). They are kept raw by the decoder (msgspec.Raw: no list is built) and only these are
+made of them: the dtype conversions (aten::to, aten::_to_copy) the precision findings read, the
+input shapes of the GEMMs and softmaxes of an attention chain, and every op's inputs as a
+signature id (the per-op performance model decodes each distinct signature once). ROCm's launch
+calls name their kernel (args "kernel"): a graph capture records launches but no kernels, so its
+replays are matched against these.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from attnprof.trace.decode import Args
+from attnprof.trace.model import Kind
+
+__all__ = ["Inputs", "among", "dims_product"]
+
+_CONVERSIONS = {"aten::to", "aten::_to_copy"}
+# ops whose input shapes are kept (Trace.shapes): the GEMMs and softmaxes of an attention chain
+_SHAPED = {
+    "aten::bmm",
+    "aten::matmul",
+    "aten::mm",
+    "aten::baddbmm",
+    "aten::softmax",
+    "aten::_softmax",
+    "aten::_safe_softmax",
+}
+
+
+def dims_product(dims: Any) -> int:
+    """Threads per block (or blocks per grid) from [x, y, z], also when written as a string."""
+    if isinstance(dims, str):
+        dims = [int(x) for x in re.findall(r"\d{1,9}", dims)[:3]]
+    if not isinstance(dims, list) or not dims:
+        return -1
+    p = 1
+    for d in dims[:3]:
+        if not isinstance(d, int) or isinstance(d, bool) or not 0 < d < 2**31:
+            return -1
+        p *= d
+    return p
+
+
+def among(col: np.ndarray, ids: list[int], n: int) -> np.ndarray:
+    """Which entries of col (ids below n) are one of ids: a table lookup, cheaper per chunk than
+    np.isin (whose Python-level set-up was 5% of the load)."""
+    table = np.zeros(n, bool)
+    table[ids] = True
+    return table[col]
+
+
+def _compact_sig(raw: tuple[bytes, bytes, bytes]) -> tuple[bytes, bytes, bytes]:
+    """A recorded inputs triple without insignificant whitespace; a part that is not a list
+    (null, an object: Kineto writes lists) as absent, as the lenient per-event decode of a damaged
+    event leaves it (kept as it was if not JSON)."""
+    out = []
+    for part in raw:
+        try:
+            value = msgspec.json.decode(part) if part else None
+        except msgspec.DecodeError:
+            out.append(part)
+            continue
+        out.append(msgspec.json.encode(value) if isinstance(value, list) else b"")
+    return (out[0], out[1], out[2])
+
+
+def _raw_list(raw: msgspec.Raw) -> list[Any] | None:
+    """A list kept raw in the args, decoded; None when missing, not a list or not JSON."""
+    if not raw:
+        return None
+    try:
+        v = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    return v if isinstance(v, list) else None
+
+
+class Inputs:
+    """Recorded inputs and launch kernels, accumulated chunk by chunk (rows are the trace's)."""
+
+    def __init__(self) -> None:
+        self.conversions: dict[int, tuple[str | None, str | None]] = {}
+        self.shapes: dict[int, list[Any]] = {}
+        self.launch_kernels: dict[int, tuple[str, int, int]] = {}
+        # rows with recorded inputs, and each one's signature id (into sigs, in order of first
+        # appearance): columns, not a dict per row (RowMap)
+        self.sigs: dict[tuple[bytes, bytes, bytes], int] = {}
+        self._raw_sigs: dict[tuple[bytes, bytes, bytes], int] = {}  # as written -> id in sigs
+
+    def add(
+        self, args: list[Args], kind: np.ndarray, name_col: np.ndarray, names: dict[str, int], offset: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Take what is kept of one chunk's kept events (args[i] is row offset + i); return the
+        chunk's (rows with recorded inputs, their signature ids)."""
+        conv_ids = [names[c] for c in _CONVERSIONS if c in names]
+        if conv_ids:
+            for r in np.flatnonzero(among(name_col, conv_ids, len(names)) & (kind == Kind.CPU_OP)).tolist():
+                types, concrete = _raw_list(args[r].input_type), _raw_list(args[r].concrete)
+                if types:
+                    src = types[0] if isinstance(types[0], str) else None
+                    tgt = None
+                    if concrete and len(concrete) > 1 and isinstance(concrete[1], str):
+                        tgt = concrete[1] or None
+                    self.conversions[r + offset] = (src, tgt)
+
+        shaped_ids = [names[c] for c in _SHAPED if c in names]
+        if shaped_ids:
+            for r in np.flatnonzero(among(name_col, shaped_ids, len(names)) & (kind == Kind.CPU_OP)).tolist():
+                given = args[r].input_dims
+                if given:
+                    try:
+                        dims = msgspec.json.decode(given)
+                    except msgspec.DecodeError:
+                        continue
+                    if isinstance(dims, list):
+                        self.shapes[r + offset] = dims
+
+        rt = np.flatnonzero((kind == Kind.RUNTIME) | (kind == Kind.DRIVER)).tolist()
+        for r in rt:
+            a = args[r]
+            if a.kernel is not None:  # kept as a string: interning it would make name ids depend on chunking
+                self.launch_kernels[r + offset] = (a.kernel, dims_product(a.grid), dims_product(a.block))
+        # every cpu op's recorded inputs (decoded by the per-op performance model, once per
+        # distinct signature), as signature ids. Each signature re-encoded compactly, once
+        # per distinct raw text, so the same inputs read the same whatever the file's spacing and
+        # whichever decode path (whole file, streamed blocks, a repaired event) produced them
+        ops_in = np.flatnonzero(kind == Kind.CPU_OP).tolist()
+        sigs, raw_sigs = self.sigs, self._raw_sigs
+        in_rows: list[int] = []
+        in_sig: list[int] = []
+        for r in ops_in:
+            a = args[r]
+            if a.input_dims:
+                raw = (bytes(a.input_dims), bytes(a.input_type), bytes(a.concrete))
+                sig = raw_sigs.get(raw)
+                if sig is None:
+                    sig = raw_sigs[raw] = sigs.setdefault(_compact_sig(raw), len(sigs))
+                in_rows.append(r + offset)
+                in_sig.append(sig)
+        return np.array(in_rows, np.int64), np.array(in_sig, np.int32)
+
+    def extend(self, other: Inputs, offset: int) -> np.ndarray:
+        """Append what another decoder kept of the events that follow (its rows from offset on);
+        return the map from its signature ids to this one's (new ones in its order)."""
+        self.conversions.update({r + offset: v for r, v in other.conversions.items()})
+        self.shapes.update({r + offset: v for r, v in other.shapes.items()})
+        self.launch_kernels.update({r + offset: v for r, v in other.launch_kernels.items()})
+        sigs = self.sigs
+        return np.array([sigs.setdefault(k, len(sigs)) for k in other.sigs], np.int64)

@@ -1,0 +1,505 @@
+"""Streaming: the usual way a trace is read, in blocks, never whole (load.py says when not).
+
+The file is read in blocks of 256 KB (gunzipped in a second thread, gzip detected by its magic
+bytes, not its name), each block is cut between two events, and the events before the cut are
+decoded and turned into columns before the next block is read. Plain JSON of 16 MB or more is
+split at an event near its middle and, where a CPU is free, the second half decoded by a forked
+process at the same time; its columns are appended with their strings re-interned, so the trace
+is identical to a one-process load (tested).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from collections import deque
+from collections.abc import Callable
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from attnprof.trace.columns import Builder
+from attnprof.trace.decode import BOM, DOC, EVENTS, LENIENT, Event, decode_lenient, first_byte
+from attnprof.trace.limits import MAX_NAME
+from attnprof.trace.model import Trace
+
+__all__ = ["BLOCK", "PROGRESS", "Once", "TooLarge", "is_gzip", "streamed"]
+
+
+# Progress of the load in this context, for a caller that shows it (cli/analyze.py): called with
+# (bytes read, events decoded, done) after each block of the streaming path and once at the end
+# (done=True, with the trace's raw size and event count). A ContextVar, not an argument, so that
+# the analysis API between the CLI and the loader needs no parameter for it.
+PROGRESS: ContextVar[Callable[[int, int, bool], None] | None] = ContextVar(
+    "attnprof_load_progress", default=None
+)
+
+
+class Once:
+    """A caller's function, called at most once (load_trace's meanwhile)."""
+
+    def __init__(self, fn: Callable[[], object] | None) -> None:
+        self.fn = fn
+
+    def __call__(self) -> None:
+        fn, self.fn = self.fn, None
+        if fn is not None:
+            fn()
+
+
+# -- streaming: the usual case ---------------------------------------------------------------
+#
+# A trace is one object whose traceEvents array holds nearly all of its bytes. streamed reads the
+# file (gunzipping it in a second thread, which overlaps with decoding: zlib releases the GIL)
+# in blocks of about BLOCK bytes, cuts each at the last "}, {" between two events, decodes the
+# events before the cut into structs and turns them into columns before the next block is read.
+# Neither the whole file nor its decoded form is ever held, and no byte is copied twice.
+#
+# Why a cut is safe: each piece is decoded as a JSON array on its own; one cut anywhere but
+# between two events of the array (inside a string, inside an event's args) leaves a piece that
+# is not valid JSON, and by induction from the validated start of the array every accepted cut
+# is between events. The header and the tail (the document with traceEvents emptied) must decode
+# to a document whose traceEvents is exactly that empty array. Anything unusual (a bare array,
+# invalid JSON that needs repair, damaged gzip, deep nesting) returns None and the caller takes
+# the whole-file path (parse_trace), which repairs what can be repaired and names the problem.
+
+# 256 KB: a block's decoded events (about 1,500 on a modern trace) stay in the CPU's cache while
+# their columns are built, and a process's working set is a few MB. On the 48 MB benchmark
+# trace, against 1 MB blocks: 4% fewer instructions (valgrind), the forked decoder's peak RSS
+# growth 1 MB instead of 7-12 (docs/benchmarks.md)
+BLOCK = 1 << 18
+_HEADER_MAX = 4 << 20  # Kineto writes traceEvents after a few KB of metadata
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_CUT = re.compile(rb"\}\s*,\s*\{")
+_CLOSE = re.compile(rb"\}\s*\]")
+_GZIP_IN = 1 << 18
+_CUT_TRIES = 8
+_CLOSE_TRIES = 16  # a real tail holds one or two "}]" (deviceProperties, distributedInfo)
+# whitespace kept of one run (see _Part._squeezed): more than MAX_NAME, the most of a string kept
+_WS_KEEP = MAX_NAME + BLOCK
+# the last cuts of a block are looked for in its last _CUT_WINDOW bytes first (a few hundred
+# events), not in the whole block: scanning every block in full for cuts cost about a tenth of
+# the load (0.07-0.11 s CPU on the 48 MB benchmark trace)
+_CUT_WINDOW = 32 << 10
+
+
+class TooLarge(Exception):
+    """More decompressed bytes than the memory limit allows (raised in the reader thread)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.limit = limit
+
+
+class _Reader:
+    """Blocks of the file's (decompressed) bytes, produced by a second thread."""
+
+    def __init__(self, path: Path, limit: int | None = None) -> None:
+        import queue
+        import threading
+
+        self.path, self.limit, self.produced = path, limit, 0
+        self.q: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=4)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._produce, daemon=True)
+        self.thread.start()
+
+    def _put(self, item: bytes | BaseException | None) -> bool:
+        import queue
+
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _produce(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                if f.read(2) == b"\x1f\x8b":
+                    f.seek(0)
+                    self._gunzip(f)
+                else:
+                    f.seek(0)
+                    while block := f.read(BLOCK):
+                        if not self._put(block):
+                            return
+            self._put(None)
+        except BaseException as exc:  # handed to the consumer, which falls back
+            self._put(exc)
+
+    def _gunzip(self, f: Any) -> None:
+        d = zlib.decompressobj(31)
+        while comp := f.read(_GZIP_IN):
+            while comp:
+                out = d.decompress(comp, BLOCK)
+                self.produced += len(out)
+                if self.limit is not None and self.produced > self.limit:
+                    raise TooLarge(self.limit)
+                if out and not self._put(out):
+                    return
+                comp = d.unconsumed_tail
+                if d.eof:
+                    rest = d.unused_data
+                    if rest.strip(b"\x00"):  # another gzip member follows
+                        d = zlib.decompressobj(31)
+                        comp = rest + comp
+                    else:
+                        comp = b""
+        if not d.eof:
+            raise EOFError("the gzip stream ends early")
+
+    def __iter__(self) -> Any:
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+_STREAM_ERRORS = (msgspec.DecodeError, RecursionError, EOFError, zlib.error, UnicodeError, ValueError)
+# plain JSON at least this large is decoded by two processes, each taking half the events
+PARALLEL_MIN = 16 << 20
+# the forked process's share of the bytes when the caller has work to do meanwhile (load_trace):
+# analyze imports its analysis modules then, about 5% of the decoding's time on the 48 MB
+# benchmark trace (docs/benchmarks.md)
+FORK_SHARE = 0.52
+
+
+def streamed(
+    path: Path, *, parallel: bool | None = None, limit: int | None = None, meanwhile: Once | None = None
+) -> Trace | None:
+    """The trace, or None when this file needs the whole-file path (see above).
+
+    parallel: split the events between this process and a forked one (None: when the file is
+    plain JSON of PARALLEL_MIN bytes or more, this process may use two CPUs and the machine is
+    not busy: _cpu_to_spare). The result is
+    the same as one process's: the second half's strings are re-interned in order (extend).
+    """
+    size = path.stat().st_size
+    if parallel is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        parallel = size >= PARALLEL_MIN and cpus >= 2 and hasattr(os, "fork") and _cpu_to_spare(cpus)
+    if parallel and not is_gzip(path):
+        share = FORK_SHARE if meanwhile is not None and meanwhile.fn is not None else 0.5
+        split = _split_point(path, size, share)
+        trace = _stream_parallel(path, split, meanwhile) if split is not None else None
+        if trace is not None:
+            return trace
+    reader = _Reader(path, limit)
+    try:
+        part = _Part(first=True, last=True)
+        part.consume(iter(reader))
+        return part.trace(path.name)
+    except _STREAM_ERRORS:
+        return None
+    finally:
+        reader.close()
+
+
+def _cpu_to_spare(cpus: int) -> bool:
+    """Whether a forked decoder would find a CPU to run on: the 1-minute load average is below
+    the CPU count (as `make --load-average` decides). On a busy machine it would not: measured
+    on 2 CPUs at a load of 2.4 it saved no time, at 3.5 it cost 26% more time and 28% more CPU
+    than decoding in one process (docs/benchmarks.md)."""
+    try:
+        return os.getloadavg()[0] < cpus
+    except (AttributeError, OSError):  # no load average here (Windows, some containers)
+        return True
+
+
+def is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _split_point(path: Path, size: int, share: float = 0.5) -> tuple[int, int] | None:
+    """(end of the first part, start of the second): a cut between two events near where the
+    second part takes `share` of the bytes.
+
+    A cut is taken when what follows it, up to one of the next few cuts, decodes as JSON objects:
+    that skips cuts inside strings and most inside nested lists. A wrong one left is caught when
+    the first half's last piece fails to decode, and the file is then streamed in one process.
+    """
+    at = int(size * (1.0 - share))
+    with open(path, "rb") as f:
+        f.seek(at)
+        window = f.read(4 * BLOCK)
+    cuts = list(_CUT.finditer(window))
+    for i, m in enumerate(cuts[:64]):
+        for nxt in cuts[i + 1 : i + 5]:
+            try:
+                EVENTS.decode(b"".join((b"[", window[m.end() - 1 : nxt.start() + 1], b"]")))
+            except msgspec.ValidationError:
+                pass  # valid JSON, unexpected types: still objects between events
+            except msgspec.DecodeError:
+                continue
+            return at + m.start() + 1, at + m.end() - 1
+    return None
+
+
+def _stream_parallel(path: Path, split: tuple[int, int], meanwhile: Once | None = None) -> Trace | None:
+    import pickle
+
+    # the child's part comes back in an anonymous in-memory file where there is one (Linux): the
+    # child writes it whole and exits, where through a pipe it waited on the parent 64 KB at a
+    # time (6 MB on the 48 MB benchmark trace: 40-60 ms at a load of 5)
+    memfd = _memfd()
+    r, w = (memfd, os.dup(memfd)) if memfd is not None else os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the second part, from the event after the cut to the end
+        PROGRESS.set(None)  # the parent reports; the child's blocks are not its to show
+        try:
+            os.close(r)
+            try:
+                part: _Part | None = _Part(first=False, last=True)
+                assert part is not None
+                part.consume(_file_blocks(path, split[1], None))
+            except _STREAM_ERRORS:
+                part = None
+            with os.fdopen(w, "wb") as out:
+                pickle.dump(part, out, protocol=pickle.HIGHEST_PROTOCOL)
+        finally:
+            os._exit(0)
+    os.close(w)
+    waited = False
+    with os.fdopen(r, "rb") as inp:
+        try:
+            if meanwhile is not None:
+                try:
+                    meanwhile()
+                except BaseException:
+                    _stop(pid)  # its part is not wanted any more
+                    raise
+            first = _Part(first=True, last=False)
+            try:
+                first.consume(_file_blocks(path, 0, split[0]))
+            except _STREAM_ERRORS:
+                _stop(pid)  # the file is streamed again in one process
+                return None
+            if memfd is not None:  # the file holds the whole part once the child has exited
+                os.waitpid(pid, 0)
+                waited = True
+                inp.seek(0)
+            try:
+                second = pickle.load(inp)
+            except (EOFError, pickle.UnpicklingError):  # the child died before it answered
+                second = None
+        finally:
+            if not waited:
+                os.waitpid(pid, 0)
+    if second is None:
+        return None
+    first.join(second)
+    try:
+        trace = first.trace(path.name)
+    except _STREAM_ERRORS:
+        return None
+    if trace is not None:
+        trace.raw_bytes = path.stat().st_size  # with the separator between the halves
+    return trace
+
+
+def _memfd() -> int | None:
+    """An anonymous in-memory file, or None where there is none (not Linux, or refused)."""
+    try:
+        return os.memfd_create("attnprof-part") if hasattr(os, "memfd_create") else None
+    except OSError:
+        return None
+
+
+def _stop(pid: int) -> None:
+    import signal
+
+    os.kill(pid, signal.SIGKILL)
+
+
+def _file_blocks(path: Path, start: int, end: int | None) -> Any:
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = None if end is None else end - start
+        while left is None or left > 0:
+            block = f.read(BLOCK if left is None else min(BLOCK, left))
+            if not block:
+                return
+            if left is not None:
+                left -= len(block)
+            yield block
+
+
+def _last_cuts(buf: bytes | bytearray, start: int) -> deque[re.Match[bytes]]:
+    """The last _CUT_TRIES cuts in buf at or after start (fewer when there are fewer).
+
+    Searched in a window at the end of buf, widened until it holds _CUT_TRIES cuts or reaches
+    start: the same cuts a search from start finds last, since a cut's only '}' is its first
+    byte (a search from inside one cut finds all the later ones).
+    """
+    window = _CUT_WINDOW
+    while True:
+        lo = max(start, len(buf) - window)
+        cuts = deque(_CUT.finditer(buf, lo), maxlen=_CUT_TRIES)
+        if len(cuts) == _CUT_TRIES or lo == start:
+            return cuts
+        window *= 8
+
+
+class _Part:
+    """The events of one contiguous range of the traceEvents array, turned into columns.
+
+    first: the range starts at the document's start (the header comes first); else at an
+    event. last: it ends at the document's end (the array's close and the tail follow the last
+    event); else right after an event.
+    """
+
+    def __init__(self, *, first: bool, last: bool) -> None:
+        self.first, self.last = first, last
+        self.builder = Builder()
+        self.lenient = False
+        self.n_items = 0
+        self.total = 0
+        self.header = b""
+        self.tail = b""
+        self.squeezed = 0  # bytes of long whitespace runs left out (_squeezed)
+
+    def _add(self, events: list[Event]) -> None:
+        self.n_items += len(events)
+        self.builder.add(events)
+
+    def _decode(self, buf: bytes) -> None:
+        try:
+            self._add(EVENTS.decode(buf))
+        except msgspec.ValidationError:
+            # valid JSON, unexpected field types: field by field, as in the whole-file path
+            n, events = decode_lenient(buf)
+            self.n_items += n
+            self.builder.add(events)
+            self.lenient = True
+
+    def _squeezed(self, blocks: Any) -> Any:
+        """The blocks, with any run of whitespace longer than _WS_KEEP shortened to about
+        _WS_KEEP bytes (whole blocks of it dropped): between tokens whitespace means nothing, and
+        inside a string it is kept up to MAX_NAME characters, all a name keeps (limits.py).
+        Without it a gzip of gigabytes of spaces (a few MB on disk) was held whole in memory."""
+        kept = 0  # whitespace bytes of whole blocks kept since the last other byte
+        hook = PROGRESS.get()
+        for block in blocks:
+            self.total += len(block)
+            if hook is not None:
+                hook(self.total, self.n_items, False)
+            if block.isspace():
+                if kept >= _WS_KEEP:
+                    self.squeezed += len(block)
+                    continue
+                kept += len(block)
+            else:
+                kept = 0
+            yield block
+
+    def consume(self, blocks: Any) -> None:
+        # a bytearray, not bytes: appending a block to bytes copies all that is pending, which
+        # made an event (or a run of whitespace) of N blocks cost N**2 / 2 block copies
+        pending = bytearray()
+        blocks = self._squeezed(blocks)
+        if self.first:
+            m = None
+            for block in blocks:
+                pending += block
+                if pending[:3] == BOM:  # a UTF-8 byte order mark (Windows editors write one)
+                    del pending[:3]
+                m = _EVENTS_KEY.search(pending)
+                if m or len(pending) > _HEADER_MAX:
+                    break
+            if m is None or first_byte(pending) != ord("{"):
+                raise ValueError("not an object with a traceEvents array near its start")
+            self.header = bytes(pending[: m.end() - 1])
+            del pending[: m.end()]
+
+        def piece(end: int) -> bytes:
+            return b"".join((b"[", memoryview(pending)[:end], b"]"))  # one copy
+
+        scan_from = 0  # pending before this offset holds no cut
+        retry_at = BLOCK  # no cut is tried before pending holds this much
+        for block in blocks:
+            pending += block
+            if len(pending) < retry_at:
+                continue
+            cuts = _last_cuts(pending, scan_from)
+            done = None
+            # the last cut first; one inside a string or an event's nested list leaves a piece
+            # that is not valid JSON, and the one before it is tried
+            for cut in reversed(cuts):
+                try:
+                    self._decode(piece(cut.start() + 1))
+                except msgspec.DecodeError:  # not valid JSON (_decode handles wrong types)
+                    continue
+                done = cut
+                break
+            if done is None:
+                if len(cuts) == _CUT_TRIES:
+                    raise ValueError("no cut between events in this block")
+                if cuts:
+                    # each failed try decoded all that is pending: the next waits until pending
+                    # has doubled, so that an event of N blocks whose strings look like cuts
+                    # costs a few times N, not N**2 / 2
+                    retry_at = 2 * len(pending)
+                else:
+                    scan_from = max(0, len(pending) - 64)
+                continue  # one event larger than a block: read on
+            del pending[: done.end() - 1]
+            scan_from, retry_at = 0, BLOCK
+        if not self.last:  # the range ends right after an event
+            if pending.strip():
+                self._decode(piece(len(pending)))
+            return
+        # the rest: the last events, the array's "]" and the document's tail
+        if pending.lstrip().startswith(b"]"):
+            if self.n_items or not self.first:
+                raise ValueError("an empty piece after events")
+            self.tail = bytes(pending.lstrip()[1:])
+            return
+        # the array's end is looked for from the document's end: only the tail (a few keys after
+        # the events) lies between, and a "}]" in a string or an event's nested list before it
+        # costs no try. A piece that runs past the array's end is never valid JSON, so the first
+        # piece that decodes ends there; after _CLOSE_TRIES failures the whole-file path decodes
+        # the document once
+        for close in reversed(deque(_CLOSE.finditer(pending), maxlen=_CLOSE_TRIES)):
+            try:
+                events = EVENTS.decode(piece(close.start() + 1))
+            except msgspec.ValidationError:
+                self._decode(piece(close.start() + 1))
+            except msgspec.DecodeError:
+                continue
+            else:
+                self._add(events)
+            self.tail = bytes(pending[close.end() :])
+            return
+        raise ValueError("no end of the traceEvents array")
+
+    def join(self, other: _Part) -> None:
+        """Append the part that follows this one."""
+        self.builder.extend(other.builder)
+        self.lenient |= other.lenient
+        self.n_items += other.n_items
+        self.total += other.total
+        self.tail, self.last = other.tail, other.last
+
+    def trace(self, source: str) -> Trace | None:
+        doc = DOC.decode(self.header + b"[]" + self.tail)
+        if doc.traceEvents != [] or (self.n_items and self.builder.n_seen == 0):
+            return None  # not the top-level array, or events that are not objects
+        trace = self.builder.finish(doc, source)
+        trace.raw_bytes = self.total
+        if self.lenient:
+            trace.warnings.append(LENIENT)
+        return trace
