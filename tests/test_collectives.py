@@ -115,3 +115,237 @@ def test_the_view_is_in_the_folder_json(tmp_path: Path, workers: int) -> None:
     (run,) = analyze_folder(_folder(tmp_path, world=3, n=4, straggler=0), workers=workers)
     d = run.to_dict()["cross_rank"]["collectives"]
     assert d["stragglers"][0]["rank"] == "0" and d["aligned"] == 4
+
+
+# -- alignment by what the trace records ----------------------------------------------------------
+
+
+def _comm_kernel(
+    name: str, start: float, end: float, *, group: str | None = None, seq: int | None = None, **args: object
+) -> dict[str, object]:
+    a: dict[str, object] = dict(args)
+    if group is not None:
+        a["Process Group Name"] = group
+    if seq is not None:
+        a["Seq"] = seq
+    return {
+        "ph": "X",
+        "cat": "kernel",
+        "name": name,
+        "pid": 0,
+        "tid": 13,
+        "ts": start,
+        "dur": end - start,
+        "args": a,
+    }
+
+
+def _write(folder: Path, rank: int, world: int, events: list[dict[str, object]]) -> None:
+    doc = {"traceEvents": events, "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world}}
+    (folder / f"rank-{rank}.1.pt.trace.json").write_text(json.dumps(doc))
+
+
+def test_process_group_and_seq_align_ranks_whose_windows_differ(tmp_path: Path) -> None:
+    # rank 1's profiling window began one collective later: by order, its k-th all-reduce would
+    # be paired with rank 0's k-th, 1 ms apart; by sequence number each is paired with its own,
+    # 60 us apart. Rank 1 arrives last in every collective
+    folder = tmp_path / "seq"
+    folder.mkdir()
+    nelems, world = 1 << 20, 2
+    sizes = {
+        "Collective name": "allreduce",
+        "In msg nelems": nelems,
+        "Out msg nelems": nelems,
+        "dtype": "Float",
+        "Group size": world,
+    }
+    per_rank: dict[int, list[dict[str, object]]] = {0: [], 1: []}
+    for s in range(6):
+        base = 1000.0 * s
+        end = base + 60 + 200  # the transfer takes 200 us once rank 1 joins
+        per_rank[0].append(_comm_kernel(ALLREDUCE, base, end, group="0", seq=s, **sizes))
+        if s > 0:
+            per_rank[1].append(_comm_kernel(ALLREDUCE, base + 60, end, group="0", seq=s, **sizes))
+    for r, events in per_rank.items():
+        _write(folder, r, world, events)
+    (run,) = analyze_folder(folder, workers=1)
+    view = run.cross_rank.collectives
+    assert view is not None
+    assert view.bases == {"process_group_seq": 5} and view.basis == "process group and sequence number"
+    assert (view.aligned, view.left_out) == (5, 1)
+    assert all(c.basis == "process_group_seq" and c.group == "0" for c in view.collectives)
+    assert [c.seq for c in view.collectives] == [1, 2, 3, 4, 5]
+    assert all(c.last_rank == "1" and c.wait_us == pytest.approx(60) for c in view.collectives)
+    assert all(c.skew_us == pytest.approx(60) for c in view.collectives)
+    assert [s.rank for s in view.stragglers] == ["1"] and view.stragglers[0].chance_pct == 50.0
+    # nccl-tests: algbw = bytes / time, busbw = algbw x 2 (n - 1) / n for an all-reduce
+    c = view.collectives[0]
+    assert c.bytes == 4 * nelems and c.time_us == pytest.approx(200)
+    assert c.algbw_gbps == pytest.approx(4 * nelems / 200e3, abs=1e-3)
+    assert c.bus_bandwidth_gbps == pytest.approx(c.algbw_gbps * 2 * (world - 1) / world, abs=1e-3)
+    (kb,) = view.bandwidth
+    assert (kb.kind, kb.count, kb.bytes) == ("allreduce", 5, 5 * 4 * nelems)
+    assert view.no_bandwidth == {}
+
+
+def test_by_order_the_same_windows_are_labelled_and_paired_by_position(tmp_path: Path) -> None:
+    # the same ranks without process group or sequence number: kernel name and order, said so
+    folder = tmp_path / "order"
+    folder.mkdir()
+    for r in (0, 1):
+        events = [
+            _comm_kernel(ALLREDUCE, 1000.0 * s + 60 * r, 1000.0 * s + 260)
+            for s in range(6)
+            if r == 0 or s > 0
+        ]
+        _write(folder, r, 2, events)
+    (run,) = analyze_folder(folder, workers=1)
+    view = run.cross_rank.collectives
+    assert view is not None and view.bases == {"kernel_name_order": 5}
+    assert view.basis.startswith("kernel name and launch order")
+    assert all(c.basis == "kernel_name_order" and c.group is None and c.seq is None for c in view.collectives)
+    assert all(c.bus_bandwidth_gbps is None and c.bandwidth_why == "no_sizes" for c in view.collectives)
+    # paired by position: rank 0's k-th with rank 1's k-th, a collective apart (what Seq avoids)
+    assert all(c.skew_us == pytest.approx(1060) for c in view.collectives)
+    assert view.no_bandwidth == {"no_sizes": 5} and "not measured for 5 of 5" in view.bus_bandwidth
+
+
+def test_two_groups_with_one_kernel_name_are_aligned_within_each_group(tmp_path: Path) -> None:
+    # ranks 0-1 and 2-3 are two process groups running the same kernel; in group "b" rank 3 is
+    # always last, in group "a" the ranks take turns. Each collective counts only its group's ranks
+    folder = tmp_path / "groups"
+    folder.mkdir()
+    world = 4
+    events: dict[int, list[dict[str, object]]] = {r: [] for r in range(world)}
+    for k in range(6):
+        base = 1000.0 * k
+        late_a = k % 2  # rank 0 or 1, in turn
+        for r in (0, 1):
+            start = base + (50 if r == late_a else 0)
+            events[r].append(
+                _comm_kernel(ALLREDUCE, start, base + 150, group="a", **{"Collective name": "allreduce"})
+            )
+        for r in (2, 3):
+            start = base + (50 if r == 3 else 0)
+            events[r].append(
+                _comm_kernel(ALLREDUCE, start, base + 150, group="b", **{"Collective name": "allreduce"})
+            )
+    for r in range(world):
+        _write(folder, r, world, events[r])
+    (run,) = analyze_folder(folder, workers=1)
+    view = run.cross_rank.collectives
+    assert view is not None and view.bases == {"process_group_order": 12} and view.left_out == 0
+    assert all(c.ranks == 2 for c in view.collectives)
+    assert [s.rank for s in view.stragglers] == ["3"]
+    s = view.stragglers[0]
+    assert (s.last_in, s.of, s.share_pct) == (6, 6, 100.0)
+    # last in half of group a's six: what chance gives with two ranks, so neither is named
+    assert view.last_counts["0"] == 3 and view.last_counts["1"] == 3
+
+
+def test_a_kernel_without_args_takes_them_from_its_record_param_comms(tmp_path: Path) -> None:
+    # older Kineto writes the args on record_param_comms only: the kernel's launch (same
+    # correlation) runs inside it, and its External id names it
+    folder = tmp_path / "linked"
+    folder.mkdir()
+    nelems = 1000
+    for r in (0, 1):
+        events: list[dict[str, object]] = []
+        for k in range(4):
+            base, ext, corr = 1000.0 * k, 10 + k, 100 + k
+            args = {
+                "External id": ext,
+                "Collective name": "_allgather_base",
+                "Process Group Name": "7",
+                "In msg nelems": nelems,
+                "Out msg nelems": 2 * nelems,
+                "dtype": "BFloat16",
+                "Group size": 2,
+            }
+            events += [
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": "record_param_comms",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": base,
+                    "dur": 20,
+                    "args": args,
+                },
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": base + 5,
+                    "dur": 5,
+                    "args": {"External id": ext, "correlation": corr},
+                },
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": ALLGATHER,
+                    "pid": 0,
+                    "tid": 13,
+                    "ts": base + 30 + 40 * r,
+                    "dur": 140 - 40 * r,
+                    "args": {"correlation": corr},
+                },
+            ]
+        _write(folder, r, 2, events)
+    (run,) = analyze_folder(folder, workers=1)
+    view = run.cross_rank.collectives
+    assert view is not None and view.bases == {"process_group_order": 4}
+    c = view.collectives[0]
+    assert (c.kind, c.group, c.bytes, c.time_us) == ("_allgather_base", "7", 2 * nelems * 2, 100.0)
+    # an all-gather's bus factor is (n - 1) / n
+    assert c.bus_bandwidth_gbps == pytest.approx(c.algbw_gbps / 2, abs=1e-3)
+
+
+def test_the_real_rocm_trace_records_process_groups_and_sizes() -> None:
+    from _paths import trace
+    from attnprof.analysis.ranks import rank_collectives
+    from attnprof.trace.load import load_trace
+
+    t = load_trace(trace("AMD-AGI__TraceLens__tests__traces__mi300__resnet_act_checkpoint"))
+    rc = rank_collectives(t, "0")
+    assert len(rc.name) == 17 and rc.groups == ["0"]
+    assert sorted(rc.kinds) == ["allreduce", "broadcast"]
+    # 12 kernels carry their args; 5 have no launch in the trace, so nothing to take them from
+    assert sum(g == 0 for g in rc.group) == 12 and rc.group.count(-1) == 5
+    # an all-reduce of 2,873,320 bf16 elements is the first one's message
+    assert 2873320 * 2 in rc.nbytes and all(b >= 0 or b == -1 for b in rc.nbytes)
+    assert all(s == -1 for s in rc.seq)  # this PyTorch recorded no "Seq"
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "factor"),
+    [
+        ("allreduce", "allreduce", 2 * 7 / 8),
+        ("allreduce_coalesced", "allreduce", 2 * 7 / 8),
+        ("_allgather_base", "allgather", 7 / 8),
+        ("allgather_into_tensor_coalesced", "allgather", 7 / 8),
+        ("_reduce_scatter_base", "reducescatter", 7 / 8),
+        ("reduce_scatter_tensor_coalesced", "reducescatter", 7 / 8),
+        ("all_to_all", "alltoall", 7 / 8),
+        ("broadcast", "broadcast", 1.0),
+        ("recv", "recv", 1.0),
+        ("barrier", "barrier", None),
+        ("gather", "gather", None),
+    ],
+)
+def test_bus_factors_follow_nccl_tests(name: str, kind: str, factor: float | None) -> None:
+    from attnprof.analysis.bus_bandwidth import bus_factor, kind_of
+
+    assert kind_of(name) == kind
+    assert bus_factor(name, 8) == (None if factor is None else pytest.approx(factor))
+
+
+def test_message_bytes_need_sizes_and_a_known_element_type() -> None:
+    from attnprof.analysis.bus_bandwidth import message_bytes
+
+    assert message_bytes(10, 40, "Half") == 80  # the larger side, as nccl-tests counts it
+    assert message_bytes(None, None, "Float") == "no_sizes"
+    assert message_bytes(10, 10, "Quantum") == "no_dtype"

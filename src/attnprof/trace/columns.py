@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from attnprof.trace.comms import Comms
 from attnprof.trace.decode import Doc, Event
 from attnprof.trace.inputs import Inputs, among, dims_product
 from attnprof.trace.limits import MAX_DUR_US, MAX_NAME
@@ -196,6 +197,7 @@ class Builder:
         self.fresh: dict[str, tuple[int, int]] = {}
         # what the loader keeps of recorded op inputs and launch calls' kernels
         self.inputs = Inputs()
+        self.comms = Comms()  # collectives' recorded args (trace/comms.py)
         self.n_rows = 0
         self.n_seen = 0
         self.bad_durs = 0
@@ -297,6 +299,7 @@ class Builder:
         )
 
         in_rows, in_sig = self.inputs.add(args, kind, name_col, names, self.n_rows)
+        self.comms.add(args, kind, name_col, names, krows, kargs, self.n_rows)
         self._put(input_rows=in_rows, input_sig=in_sig)
 
         fl = _pick(events, flows)
@@ -328,6 +331,7 @@ class Builder:
         }
         maps["flow_lane"] = maps["lane"]
         maps["input_sig"] = self.inputs.extend(other.inputs, self.n_rows)
+        self.comms.extend(other.comms, self.n_rows)
         self.fresh.clear()  # parts appended from here on are the other's segments, none merged
         for key, parts in other.cols.items():
             for arr in parts:
@@ -421,6 +425,7 @@ class Builder:
             conversions=self.inputs.conversions,
             shapes=self.inputs.shapes,
             launch_kernels=self.inputs.launch_kernels,
+            comms=self.comms.rows,
             inputs=RowMap(
                 self._col("input_rows", np.int64), self._col("input_sig", np.int32), list(self.inputs.sigs)
             ),

@@ -54,6 +54,17 @@ class Args(msgspec.Struct, gc=False, frozen=True):
     # the kernel a launch call names (ROCm's runtime events carry it): a graph capture records
     # launches but no kernels, so this is what its replays are matched against
     kernel: str | None = None
+    # a collective's args (record_param_comms, and its kernel where Kineto copies them): typed
+    # Any, checked in trace/comms.py, since the same keys on other events may hold anything
+    coll_name: Any = msgspec.field(default=None, name="Collective name")
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    comm_seq: Any = msgspec.field(default=None, name="Seq")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    comm_dtype: Any = msgspec.field(default=None, name="dtype")
 
 
 _NO_ARGS = Args()

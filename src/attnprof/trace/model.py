@@ -39,7 +39,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DEVICE_KINDS", "GPU_KINDS", "Kind", "RowMap", "Trace", "unique"]
+__all__ = ["DEVICE_KINDS", "GPU_KINDS", "CommArgs", "Kind", "RowMap", "Trace", "unique"]
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -66,6 +66,23 @@ DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.DEVICE)
 
 
 V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class CommArgs:
+    """What PyTorch's c10d records about one collective (record_param_comms, whose args Kineto
+    copies onto the collective's kernel): None where a field is not recorded. Sizes are element
+    counts; dtype is c10's scalar type name (Float, BFloat16, ...)."""
+
+    kind: str | None = None  # "Collective name": allreduce, allgather_into_tensor_coalesced, ...
+    group: str | None = None  # "Process Group Name"
+    group_desc: str | None = None  # "Process Group Description" (default_pg, ...)
+    group_ranks: str | None = None  # "Process Group Ranks", as written ("[0, 1, 2, 3]")
+    group_size: int | None = None  # "Group size"
+    seq: int | None = None  # "Seq": the collective's sequence number in its process group
+    in_nelems: int | None = None  # "In msg nelems"
+    out_nelems: int | None = None  # "Out msg nelems"
+    dtype: str | None = None
 
 
 class RowMap(Mapping[int, V], Generic[V]):
@@ -152,6 +169,9 @@ class Trace:
     # runtime/driver row -> (kernel name, grid blocks, block threads) where the launch call names
     # its kernel (ROCm's hip*LaunchKernel args "kernel"); -1 for a size not recorded
     launch_kernels: dict[int, tuple[str, int, int]] = field(default_factory=dict)
+    # kernel or record_param_comms cpu-op row -> its collective's recorded args (process group,
+    # sequence number, sizes), for the rows that carry any (attnprof.analysis.collectives)
+    comms: dict[int, CommArgs] = field(default_factory=dict)
     # per event row, a CPU op known by other means to have launched this device op (a graph
     # replay's kernel -> the op that launched it while the graph was captured,
     # attnprof.analysis.replay); -1 where none. Empty (the usual case) when nothing supplies one.
