@@ -1,5 +1,6 @@
 """A "because" names a cause only when it is large enough: a finding whose trace time accounts
-for under a quarter of the clean time gap is not called the reason (report/summary.py), and the
+for under a quarter of the clean time gap is not called the reason (compare/causes.py; the
+summary words its record), and the
 structural ones (a fused kernel, fewer ops) are sized the same way. Real runs at a small shape;
 the clean times are then set so the gap is known, since the rule is about the gap and the trace,
 not about how fast this machine happened to be."""
@@ -13,11 +14,13 @@ import msgspec
 import pytest
 import torch
 
-from attnprof.compare.compare import Row
+from attnprof.compare.causes import CAUSE_SHARE, cause_ms, explain, extra_ops_ms
+from attnprof.compare.compare import Row, against_baseline
+from attnprof.compare.records import Cause
 from attnprof.harness.run import RunOptions, run
 from attnprof.report.data import ReportData, build_report_data
 from attnprof.report.i18n import Translator
-from attnprof.report.summary import CAUSE_SHARE, _extra_ops_ms, cause_ms, reasons, summarize
+from attnprof.report.summary import summarize
 from attnprof.workload import Workload
 
 # S=512 makes naive's out-of-place copy of the scores (2x512x512 floats, 2 MiB) a visible op, and
@@ -102,8 +105,13 @@ def _timed(row: Row, ms: float) -> Row:
 
 
 def _only(data: ReportData, fast: Row, slow: Row) -> ReportData:
+    against_baseline([fast, slow], fast)  # the claim and its Why, as compare makes them
     comp = msgspec.structs.replace(data.comparison, rows=[fast, slow], baseline=fast.label, diffs=[])
     return msgspec.structs.replace(data, comparison=comp, expectations=[])
+
+
+def _codes(causes: list[Cause]) -> list[str]:
+    return [c.code for c in causes]
 
 
 def _share(row: Row, categories: tuple[str, ...]) -> float:
@@ -125,9 +133,9 @@ def test_a_cause_that_accounts_for_the_gap_is_named(small_run: ReportData) -> No
     assert "OUT_OF_PLACE_COPY" in slow.finding_codes and "OUT_OF_PLACE_COPY" not in fast.finding_codes
     cause = cause_ms(slow, fast, "OUT_OF_PLACE_COPY")
     assert cause == pytest.approx(0.5 * (slow_ms - 1.0)), cause
-    why = reasons(fast, slow, Translator("en"))
+    why = explain(fast, slow)
     assert why is not None and why.subject == "naive"
-    assert why.named == "copies the scores in its out-of-place masked_fill" and not why.small
+    assert _codes(why.named) == ["OUT_OF_PLACE_COPY"] and not why.small
     bullets = summarize(_only(small_run, fast, slow), Translator("en"))
     line = next(b for b in bullets if b.startswith("naive-inplace is "))
     assert line.endswith("because naive copies the scores in its out-of-place masked_fill."), line
@@ -141,9 +149,9 @@ def test_a_cause_too_small_for_the_gap_is_not_named(small_run: ReportData) -> No
     assert "OUT_OF_PLACE_COPY" in slow.finding_codes and "OUT_OF_PLACE_COPY" not in fast.finding_codes
     cause = cause_ms(slow, fast, "OUT_OF_PLACE_COPY")
     assert cause is not None and cause < CAUSE_SHARE * 1.0, cause
-    why = reasons(fast, slow, Translator("en"))
+    why = explain(fast, slow)
     assert why is not None and not why.named
-    assert why.small == "copies the scores in its out-of-place masked_fill"
+    assert _codes(why.small) == ["OUT_OF_PLACE_COPY"]
     data = _only(small_run, fast, slow)
     for lang, because, small in (
         ("en", " because ", "too little to explain it"),
@@ -162,22 +170,20 @@ def test_fewer_ops_are_named_only_when_their_time_accounts_for_the_gap(small_run
     fast = _timed(small_run.comparison.row("naive-inplace"), 1.0)
     twice = _timed(small_run.comparison.row("twice_small_copy"), 2.0)
     assert (fast.cpu_ops_per_forward or 0) < (twice.cpu_ops_per_forward or 0)
-    extra = _extra_ops_ms(fast, twice)
+    extra = extra_ops_ms(fast, twice)
     assert extra is not None and extra >= CAUSE_SHARE * 1.0, extra
-    why = reasons(fast, twice, Translator("en"))
+    why = explain(fast, twice)
     assert why is not None and why.subject == "naive-inplace"
-    assert (
-        why.named
-        == f"runs {fast.cpu_ops_per_forward:.0f} ops per forward instead of {twice.cpu_ops_per_forward:.0f}"
-    )
-    assert "copies" not in why.named  # the copy is far too small to be named beside it
+    # the copy is far too small to be named beside it
+    assert _codes(why.named) == ["fewer_ops"], why
+    assert (why.ops_fast, why.ops_slow) == (fast.cpu_ops_per_forward, twice.cpu_ops_per_forward)
 
     sleepy = _timed(small_run.comparison.row("sleepy_small_copy"), 2.0)
     assert (fast.cpu_ops_per_forward or 0) < (sleepy.cpu_ops_per_forward or 0)
-    extra = _extra_ops_ms(fast, sleepy)
+    extra = extra_ops_ms(fast, sleepy)
     assert extra is not None and extra < CAUSE_SHARE * 1.0, extra
-    why = reasons(fast, sleepy, Translator("en"))
-    assert why is not None and not why.named and "ops per forward" not in why.small
+    why = explain(fast, sleepy)
+    assert why is not None and not why.named and "fewer_ops" not in _codes(why.small)
 
 
 def test_a_fused_kernel_is_named_only_when_what_it_saves_accounts_for_the_gap(small_run: ReportData) -> None:
@@ -196,16 +202,51 @@ def test_a_fused_kernel_is_named_only_when_what_it_saves_accounts_for_the_gap(sm
     saved = cause_ms(sdpa, slow, "FUSED_ATTENTION")
     assert saved == pytest.approx(max(_share(inplace, math) * 20.0 - _share(sdpa, math) * 1.0, 0.0))
     assert saved >= CAUSE_SHARE * ((slow.median_ms or 0) - (sdpa.median_ms or 0))
-    why = reasons(sdpa, slow, Translator("en"))
-    assert why is not None and why.subject == "sdpa" and why.named == "computes attention in one fused kernel"
+    why = explain(sdpa, slow)
+    assert why is not None and why.subject == "sdpa" and _codes(why.named) == ["FUSED_ATTENTION"]
 
     sleepy = _timed(small_run.comparison.row("sleepy_small_copy"), 20.0)
     assert "FUSED_ATTENTION" not in sleepy.finding_codes
     saved = cause_ms(sdpa, sleepy, "FUSED_ATTENTION")
     assert saved is not None and saved < CAUSE_SHARE * ((sleepy.median_ms or 0) - (sdpa.median_ms or 0))
-    why = reasons(sdpa, sleepy, Translator("en"))
+    why = explain(sdpa, sleepy)
     assert why is None or not why.named
     line = next(
         b for b in summarize(_only(small_run, sdpa, sleepy), Translator("en")) if b.startswith("sdpa is ")
     )
     assert " because " not in line and "fused kernel" not in line, line
+
+
+def _synthetic(label: str, ms: float, copy_us: float, *, unreliable: bool = False) -> Row:
+    """A run row whose traced forward is 100 µs, `copy_us` of it in copies, timed at `ms`."""
+    from attnprof.analysis.result import Finding
+    from attnprof.compare.records import OpStat
+
+    ops = [
+        OpStat(name="aten::clone", category="copy", family="copy", count=1, time_us=copy_us),
+        OpStat(name="aten::bmm", category="gemm", family="gemm", count=2, time_us=100 - copy_us),
+    ]
+    findings = [Finding("OUT_OF_PLACE_COPY", "warning", "")] if copy_us > 10 else []
+    samples = [ms * x for x in _NOISE]
+    return Row(label=label, kind="run", source="r", variant=label, median_ms=statistics.median(samples),
+               samples_ms=samples, paired_rounds=True, ops=ops, ops_lane="cpu", ops_time_us_per_forward=100,
+               cpu_ops_per_forward=3, findings=findings, unreliable=unreliable)  # fmt: skip
+
+
+def test_compare_records_why_only_for_a_claim_it_may_explain() -> None:
+    """compare (not the summary) records why the faster row wins: on a reliable run with a gap
+    beyond noise the copy that accounts for it is named in Row.why; the same rows on a busy
+    machine, or at times whose ratio is a tie, get no Why at all."""
+    base = _synthetic("base", 1.0, 5)
+    slow = _synthetic("slow", 2.0, 60)  # 60% of 2 ms in copies against 5% of 1 ms: most of the gap
+    against_baseline([base, slow], base)
+    assert slow.speedup_claim == "slower" and slow.why is not None, slow
+    assert (slow.why.fast, slow.why.slow, slow.why.subject) == ("base", "slow", "slow")
+    assert _codes(slow.why.named) == ["OUT_OF_PLACE_COPY"]
+    assert slow.why.named[0].ms == pytest.approx(0.6 * slow.median_ms - 0.05 * base.median_ms)  # type: ignore[operator]
+    busy = _synthetic("slow", 2.0, 60, unreliable=True)
+    against_baseline([base, busy], base)
+    assert busy.speedup_claim == "slower" and busy.why is None
+    tie = _synthetic("slow", 1.0, 60)
+    against_baseline([base, tie], base)
+    assert tie.speedup_claim == "tie" and tie.why is None

@@ -9,7 +9,7 @@ from pathlib import Path
 from attnprof.analysis import CODES
 from attnprof.analysis.codes import CATALOGUE, code_info
 from attnprof.report.i18n import Translator
-from attnprof.report.summary import BAD_CODES, GOOD_CODES
+from attnprof.compare.causes import BAD_CODES, GOOD_CODES
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "attnprof"
 
@@ -37,6 +37,13 @@ def test_every_code_has_its_sentence_in_en_id_and_th() -> None:
         assert missing == [], (lang, missing)
 
 
-def test_the_summary_names_good_causes_as_good_and_bad_as_bad() -> None:
-    assert all(code_info(c) is not None and code_info(c).effect == "good" for c in GOOD_CODES)  # type: ignore[union-attr]
-    assert all(code_info(c) is not None and code_info(c).effect == "bad" for c in BAD_CODES)  # type: ignore[union-attr]
+def test_causes_are_read_from_the_catalogue_and_each_has_its_reason_sentence() -> None:
+    """compare/causes.py names as good causes exactly the catalogue's good codes with a cause
+    place, as bad ones its bad ones, and every one has its `reason.<code>` sentence in all three
+    languages (a code without a cause place has none: it is never named as a reason)."""
+    assert set(GOOD_CODES) == {c.code for c in CATALOGUE if c.effect == "good" and c.cause}
+    assert set(BAD_CODES) == {c.code for c in CATALOGUE if c.effect == "bad" and c.cause}
+    assert GOOD_CODES[0] == "FUSED_ATTENTION" and BAD_CODES[0] == "FP32_UPCAST"  # the order a reader hears
+    for lang in ("en", "id", "th"):
+        t = Translator(lang)
+        assert [c for c in (*GOOD_CODES, *BAD_CODES) if not t.has(f"reason.{c}")] == [], lang

@@ -242,9 +242,8 @@ def test_compiled_regions_are_not_compared_op_by_op() -> None:
     """flex's trace is one generated region: no kernel diff against an eager variant, no reason
     drawn from its ops or findings, and the comparison says so."""
     from attnprof.analysis.result import Finding
+    from attnprof.compare.causes import explain
     from attnprof.compare.compare import OpStat, Row, diffs_for
-    from attnprof.report.i18n import Translator
-    from attnprof.report.summary import reasons
 
     ops = [OpStat(name="aten::bmm", category="gemm", family="gemm", count=2, time_us=10)]
     eager = Row(label="naive-inplace", kind="run", source="r", variant="naive-inplace", median_ms=2.0,
@@ -259,7 +258,7 @@ def test_compiled_regions_are_not_compared_op_by_op() -> None:
     diffs = diffs_for(comp, ["run"])
     assert [(d.a, d.b) for d in diffs] == [("naive-inplace", "naive")]  # the eager pair only
     assert any(n.startswith("flex runs as compiled code") for n in comp.notes)
-    assert reasons(flex, eager, Translator("en")) is None  # "materialises the scores" is no evidence here
+    assert explain(flex, eager) is None  # "materialises the scores" is no evidence here
 
 
 def test_cpu_diff_shows_an_op_whose_share_moved_at_equal_count() -> None:

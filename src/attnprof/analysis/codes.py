@@ -6,7 +6,7 @@ variant faster ("good"), slower or its figures untrustworthy ("bad"), or only in
 A rule's severity can be lower than the catalogue's (materiality.judge lowers an immaterial
 finding to "info"), never higher. tests/test_codes.py holds every code the rules and compare
 emit to this table, and every key to the en, id and th catalogs. The summary's cause lists
-(report/summary.py GOOD_CODES, BAD_CODES) are checked against `effect` the same way.
+(compare/causes.py GOOD_CODES, BAD_CODES) are read from `cause` and `effect` (CAUSE_CODES).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["CATALOGUE", "FindingCode", "code_info"]
+__all__ = ["CATALOGUE", "CAUSE_CODES", "FindingCode", "code_info"]
 
 Effect = Literal["good", "bad", "neutral"]
 Severity = Literal["info", "warning", "error"]
@@ -26,6 +26,10 @@ class FindingCode(msgspec.Struct, frozen=True, kw_only=True):
     severity: Severity  # the most severe level a finding of this code is given
     effect: Effect
     where: Literal["analysis", "compare"]  # which layer emits it
+    # its place among the causes a speed gap can be explained by (compare/causes.py), in the
+    # order a reader should hear them; None: never named as the cause of a gap (its catalog
+    # sentence `reason.<code>` exists exactly when this is set)
+    cause: int | None = None
 
     @property
     def key(self) -> str:
@@ -34,9 +38,13 @@ class FindingCode(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _c(
-    code: str, severity: Severity, effect: Effect, where: Literal["analysis", "compare"] = "analysis"
+    code: str,
+    severity: Severity,
+    effect: Effect,
+    where: Literal["analysis", "compare"] = "analysis",
+    cause: int | None = None,
 ) -> FindingCode:
-    return FindingCode(code=code, severity=severity, effect=effect, where=where)
+    return FindingCode(code=code, severity=severity, effect=effect, where=where, cause=cause)
 
 
 CATALOGUE: tuple[FindingCode, ...] = (
@@ -45,30 +53,30 @@ CATALOGUE: tuple[FindingCode, ...] = (
     _c("NO_GPU_ACTIVITY", "warning", "neutral"),
     _c("UNATTRIBUTED_GPU_OPS", "info", "neutral"),
     # how attention and its GEMMs ran
-    _c("FUSED_ATTENTION", "info", "good"),
-    _c("UNFUSED_ATTENTION", "warning", "bad"),
-    _c("CUDA_CORE_GEMM", "warning", "bad"),
-    _c("FP32_UPCAST", "warning", "bad"),
-    _c("MASK_REBUILT_EACH_CALL", "warning", "bad"),
-    _c("SAFE_SOFTMAX", "warning", "bad"),
-    _c("TRANSPOSES_BEFORE_KERNEL", "warning", "bad"),
-    _c("OUT_OF_PLACE_COPY", "warning", "bad"),
+    _c("FUSED_ATTENTION", "info", "good", cause=1),
+    _c("UNFUSED_ATTENTION", "warning", "bad", cause=6),
+    _c("CUDA_CORE_GEMM", "warning", "bad", cause=5),
+    _c("FP32_UPCAST", "warning", "bad", cause=1),
+    _c("MASK_REBUILT_EACH_CALL", "warning", "bad", cause=2),
+    _c("SAFE_SOFTMAX", "warning", "bad", cause=3),
+    _c("TRANSPOSES_BEFORE_KERNEL", "warning", "bad", cause=7),
+    _c("OUT_OF_PLACE_COPY", "warning", "bad", cause=4),
     _c("LOW_OCCUPANCY_BY_DESIGN", "info", "neutral"),
     _c("OCCUPANCY_NOT_MEASURED", "info", "neutral"),
     # the device idle, and why
-    _c("GPU_IDLE_SYNC", "warning", "bad"),
+    _c("GPU_IDLE_SYNC", "warning", "bad", cause=8),
     _c("GPU_IDLE_BLOCKING_COPY", "warning", "bad"),
     _c("GPU_IDLE_ALLOCATOR", "warning", "bad"),
     _c("GPU_IDLE_INIT", "warning", "bad"),
     _c("GPU_IDLE_SLOW_LAUNCH", "warning", "bad"),
     _c("GPU_IDLE_STREAM_WAIT", "warning", "bad"),
     _c("GPU_WAIT_UNRECORDED_WORK", "warning", "bad"),
-    _c("LAUNCH_BOUND", "warning", "bad"),
-    _c("GPU_IDLE_HOST_COMPUTE", "warning", "bad"),
+    _c("LAUNCH_BOUND", "warning", "bad", cause=10),
+    _c("GPU_IDLE_HOST_COMPUTE", "warning", "bad", cause=9),
     _c("GPU_IDLE_DATA_LOADING", "warning", "bad"),
     _c("GPU_IDLE_PYTHON", "warning", "bad"),
     _c("GPU_IDLE_UNRECORDED", "warning", "neutral"),
-    _c("CUDA_GRAPH", "info", "good"),
+    _c("CUDA_GRAPH", "info", "good", cause=2),
     # the roofline and the per-op model
     _c("ABOVE_PEAK", "error", "bad"),
     _c("MEMORY_BOUND_GEMM", "warning", "bad"),
@@ -84,6 +92,15 @@ CATALOGUE: tuple[FindingCode, ...] = (
 )
 
 _BY_CODE = {c.code: c for c in CATALOGUE}
+
+# effect -> the codes that can explain a speed gap, in their `cause` order
+CAUSE_CODES: dict[Effect, tuple[str, ...]] = {
+    e: tuple(
+        c.code
+        for c in sorted((c for c in CATALOGUE if c.effect == e and c.cause), key=lambda c: c.cause or 0)
+    )
+    for e in ("good", "bad")
+}
 
 
 def code_info(code: str) -> FindingCode | None:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from attnprof.compare.build import _analyse_into, _dedupe_labels, _row_from_result, load_sources, trace_label
+from attnprof.compare.causes import why_faster
 from attnprof.compare.checks import _cold_check, _fault_check, _gate, _peak_check, _total_check
 from attnprof.compare.diff import diff_rows
 from attnprof.compare.rank import speed
@@ -34,6 +35,7 @@ __all__ = [
     "Row",
     "Source",
     "TimelineOp",
+    "against_baseline",
     "baseline_for",
     "choose_baseline",
     "compare",
@@ -158,7 +160,7 @@ def compare(
         base_row = next((r for r in group if r.label == gbase), None)
         if base_row is not None and base_row.workload and len(groups) > 1:
             baselines[base_row.workload] = base_row.label
-        _speedups(group, base_row)
+        against_baseline(group, base_row)
     for reason in dict.fromkeys(x for r in rows for x in r.load_reasons):
         notes.append(f"unreliable timing: {reason}")
     result = Comparison(
@@ -175,11 +177,13 @@ def compare(
     return result
 
 
-def _speedups(rows: Sequence[Row], base_row: Row | None) -> None:
-    """Each row against the baseline, by the rule of compare/rank.py."""
+def against_baseline(rows: Sequence[Row], base_row: Row | None) -> None:
+    """Each row against the baseline, by the rule of compare/rank.py: its speedup, the claim and
+    its interval or range, and (compare/causes.py) why the faster of the two beats the other."""
     if base_row is None:
         return
     for r in rows:
+        r.why = None
         if r.status == INCORRECT:
             continue
         sp = speed(r, base_row)
@@ -191,6 +195,10 @@ def _speedups(rows: Sequence[Row], base_row: Row | None) -> None:
         r.speedup_claim = sp.claim
         r.speedup_low, r.speedup_high = sp.low, sp.high
         r.speedup_range_low, r.speedup_range_high = sp.range_low, sp.range_high
+        if base_row.ok:
+            # the claim from the faster side's view (the ratio above is the baseline's over this one's)
+            fast, slow = (r, base_row) if sp.ratio > 1.0 else (base_row, r)
+            r.why = why_faster(fast, slow, speed(fast, slow) or sp)
 
 
 def baseline_for(comp: Comparison, row: Row) -> Row | None:

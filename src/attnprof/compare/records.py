@@ -43,8 +43,10 @@ from attnprof.run_context import RunContext
 __all__ = [
     "COMPARE_SCHEMA",
     "DEFAULT_BASELINE",
+    "FEWER_OPS",
     "INCORRECT",
     "TRACE_SUFFIXES",
+    "Cause",
     "Comparison",
     "Diff",
     "FamilyDiff",
@@ -53,6 +55,7 @@ __all__ = [
     "Row",
     "Source",
     "TimelineOp",
+    "Why",
 ]
 
 
@@ -141,6 +144,40 @@ class OpStat(msgspec.Struct, kw_only=True):
     short: str = ""  # the analyser's shortened kernel name, for display
 
 
+# the cause code of "fewer ops per forward" (sized from the ops themselves, not from a finding)
+FEWER_OPS = "fewer_ops"
+
+
+class Cause(msgspec.Struct, frozen=True):
+    """One cause that could explain a speed gap, and what it accounts for: `ms` is the part of
+    the clean time gap it explains (compare/causes.py `cause_ms`), None when the trace holds no
+    time for it (a CUDA graph, views on a GPU): such a cause is never named. `code` is a finding
+    code (analysis/codes.py) or FEWER_OPS."""
+
+    code: str
+    ms: float | None = None
+
+
+class Why(msgspec.Struct, frozen=True, kw_only=True):
+    """Why the faster of a row and its baseline beats the slower (compare/causes.py `explain`):
+    the variant the causes speak of (`subject`, and whether it is the faster side), the causes
+    large enough to name (`named`: each accounts for causes.CAUSE_SHARE of the gap or more) or,
+    when none is, the sized causes that are too small (`small`; `largest_ms` the most any of
+    them accounts for). `gap_ms`: the clean time gap they are sized against. `ops_fast`,
+    `ops_slow`: the ops per forward a FEWER_OPS cause quotes."""
+
+    fast: str
+    slow: str
+    subject: str
+    subject_is_fast: bool
+    named: list[Cause] = []
+    small: list[Cause] = []
+    largest_ms: float = 0.0
+    gap_ms: float = 0.0
+    ops_fast: float | None = None
+    ops_slow: float | None = None
+
+
 class Row(msgspec.Struct, kw_only=True):
     label: str
     kind: Literal["run", "trace"]
@@ -189,6 +226,10 @@ class Row(msgspec.Struct, kw_only=True):
     speedup_claim: str | None = None  # faster, slower, tie, too_few (rank.Speed.claim)
     speedup_range_low: float | None = None
     speedup_range_high: float | None = None
+    # why the faster of this row and its baseline beats the other (compare/causes.py): None when
+    # no record says why, when the run was busy, or for a claim about another timing than the
+    # forward (the causes are sized from the forward's trace)
+    why: Why | None = None
     paired_rounds: bool = False  # samples interleaved round by round with its run's other variants
     unreliable: bool = False  # the machine was busy while this row was timed (load_reasons says how)
     load_reasons: list[str] = []

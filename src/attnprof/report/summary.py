@@ -1,10 +1,8 @@
 """The short bullet summary: what matters in a run, in plain words, in the reader's language.
 
-It states only what the records hold: speed ratios from the clean timings, reasons from the
-trace findings (a finding the slower variant has and the faster lacks), op counts, memory,
-accuracy, noise and expectations. A reason is given only where a finding supports it and the
-time shares of the trace (the lean profiler pass's when the run kept it: Row.time_source) size
-it at CAUSE_SHARE of the clean time gap or more; one that cannot be sized is not given.
+It states only what the records hold: speed ratios from the clean timings, the reasons compare
+found for them (Row.why: compare/causes.py decides which cause is large enough to name, this
+module only words it), op counts, memory, accuracy, noise and expectations.
 """
 
 from __future__ import annotations
@@ -12,10 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-import msgspec
-
+from attnprof.compare.causes import opaque
 from attnprof.compare.compare import INCORRECT, Row, baseline_for
 from attnprof.compare.rank import MIN_INTERVAL_SAMPLES, Speed, fastest, ranked_median, ranked_samples, speed
+from attnprof.compare.records import FEWER_OPS, Cause, Why
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
@@ -32,215 +30,26 @@ from attnprof.units import (
 )
 
 __all__ = [
-    "BAD_CODES",
-    "CAUSE_SHARE",
-    "GOOD_CODES",
-    "Why",
-    "cause_ms",
     "incorrect_line",
     "load_reason",
-    "opaque",
-    "reasons",
     "summarize",
     "time_source_line",
 ]
 
-# findings that make a variant slower, in the order a reader should hear them
-BAD_CODES: tuple[str, ...] = (
-    "FP32_UPCAST",
-    "MASK_REBUILT_EACH_CALL",
-    "SAFE_SOFTMAX",
-    "OUT_OF_PLACE_COPY",
-    "CUDA_CORE_GEMM",
-    "UNFUSED_ATTENTION",
-    "TRANSPOSES_BEFORE_KERNEL",
-    "GPU_IDLE_SYNC",
-    "GPU_IDLE_HOST_COMPUTE",
-    "LAUNCH_BOUND",
-)
-# findings that make a variant faster
-GOOD_CODES: tuple[str, ...] = ("FUSED_ATTENTION", "CUDA_GRAPH")
 # trace time per forward over the clean median from which the summary says the profiler inflates
 INFLATION_NOTE = 1.5
 
 
-def opaque(row: Row) -> bool:
-    """Runs as compiled code (Row.compiled_region): its op counts and op-level findings cannot be
-    set against an eager variant's."""
-    return row.compiled_region
+def _causes(why: Why, causes: Sequence[Cause], t: Translator) -> str:
+    """The causes of a Why, in words: each finding code's `reason.<code>` sentence, fewer ops
+    with both counts."""
 
+    def one(c: Cause) -> str:
+        if c.code == FEWER_OPS:
+            return t("reason.fewer_ops", n=fmt_count(why.ops_fast), m=fmt_count(why.ops_slow))
+        return t(f"reason.{c.code}")
 
-# the least part of the clean time gap a named cause must account for to be called *the* reason:
-# a cause that could explain under a quarter of the gap is not why one variant is faster
-CAUSE_SHARE = 0.25
-
-# CPU (aten) op groups, or GPU kernel categories, in which each finding's cost lies, where the
-# trace's op list shows it. The copy group (clone, copy_, _to_copy, ...) holds both the
-# out-of-place copy and dtype conversions; _safe_softmax's cost is its guard passes; the
-# transposes are views (layout group). Fused against unfused attention: the attention math
-# itself (QK^T, softmax, PV; or the fused op or kernel doing all three), so that what the fused
-# side saves there is the cause's size.
-_ATTENTION_MATH = ("attention", "gemm", "softmax")
-_COST_GROUPS: dict[str, tuple[str, ...]] = {
-    "OUT_OF_PLACE_COPY": ("copy", "memcpy"),
-    "FP32_UPCAST": ("copy", "memcpy"),
-    "TRANSPOSES_BEFORE_KERNEL": ("layout",),
-    "UNFUSED_ATTENTION": _ATTENTION_MATH,
-    "FUSED_ATTENTION": _ATTENTION_MATH,
-}
-_SAFE_SOFTMAX_OPS = ("aten::_safe_softmax", "aten::isneginf", "aten::all", "aten::where", "aten::logical_not")
-# "fewer ops" is sized from the ops themselves (_extra_ops_ms), not from a finding
-FEWER_OPS = "fewer_ops"
-
-
-class Cause(msgspec.Struct, frozen=True):
-    """One cause named for a speed difference, and what it can account for: `ms` is the part of
-    the clean time gap it explains (its trace time as a share of the trace time per forward,
-    applied to the clean time; the other variant's own time in the same ops subtracted), None
-    when the trace holds no time for it (a CUDA graph, views on a GPU): such a cause is never
-    named."""
-
-    code: str
-    ms: float | None
-
-
-def _traced_us(row: Row) -> float | None:
-    """The trace time per forward the row's op times are shares of (its time source's, in its
-    ops' lane: compare._apply_times)."""
-    return row.ops_time_us_per_forward
-
-
-def _cause_us(row: Row, code: str, names: frozenset[str]) -> float | None:
-    """What `row` spends per traced forward on what `code` names, or None without a time for it."""
-    if code in _COST_GROUPS and row.ops:
-        if code == "TRANSPOSES_BEFORE_KERNEL" and row.ops_lane == "gpu":
-            return None  # views cost no GPU time; what they cost on the host the trace cannot split
-        return sum(o.time_us for o in row.ops if o.category in _COST_GROUPS[code])
-    if code in ("MASK_REBUILT_EACH_CALL", "SAFE_SOFTMAX") and row.ops:
-        return sum(o.time_us for o in row.ops if o.name in names)
-    return None
-
-
-def _cause_names(row: Row, code: str) -> frozenset[str]:
-    """The op names a finding's evidence points at (the mask-building ops it counted)."""
-    if code == "SAFE_SOFTMAX":
-        return frozenset(_SAFE_SOFTMAX_OPS)
-    out: set[str] = set()
-    for f in row.findings:
-        if f.code != code:
-            continue
-        ops = f.evidence.get("cpu_ops_per_instance")
-        if isinstance(ops, dict):
-            out.update(str(k) for k in ops)
-        for k in f.evidence.get("gpu_mask_kernels") or []:
-            if isinstance(k, dict) and "name" in k:
-                out.add(str(k["name"]))
-    if row.ops_lane == "gpu":  # kernels are listed by full name, the evidence by short name
-        out |= {o.name for o in row.ops if o.short in out}
-    return frozenset(out)
-
-
-def _clean_ms(row: Row, us: float | None) -> float | None:
-    """`us` of the row's traced forward in clean milliseconds: its share of the trace time per
-    forward applied to the clean median. None without either."""
-    traced = _traced_us(row)
-    if us is None or not traced or row.median_ms is None:
-        return None
-    return us / traced * row.median_ms
-
-
-def cause_ms(has: Row, lacks: Row, code: str) -> float | None:
-    """The clean milliseconds per forward that finding `code` accounts for between `has` (which
-    has it) and `lacks` (which has not). For a finding that makes a variant slower: has's cost
-    in it less lacks's in the same ops. For one that makes it faster (GOOD_CODES): what lacks
-    spends in those ops less what has spends there. Each side's time is a share of its own trace
-    time per forward applied to its own clean median. None: unknown (not sized)."""
-    if has.median_ms is None or lacks.median_ms is None:
-        return None
-    share = has.cause_shares.get(code)
-    if share is not None:  # a finding whose evidence times its own cause
-        return share * has.median_ms
-    names = _cause_names(has, code)
-    mine = _clean_ms(has, _cause_us(has, code, names))
-    theirs = _clean_ms(lacks, _cause_us(lacks, code, names))
-    if code in GOOD_CODES:
-        return max(theirs - mine, 0.0) if mine is not None and theirs is not None else None
-    return max(mine - (theirs or 0.0), 0.0) if mine is not None else None
-
-
-def _extra_ops_ms(fast: Row, slow: Row) -> float | None:
-    """What `slow`'s ops beyond `fast`'s cost, in clean ms: per op name, the part of slow's time
-    in it that its calls beyond fast's count take (all of it for an op fast never runs)."""
-    if not slow.ops:
-        return None
-    theirs = {o.name: o.count for o in fast.ops}
-    extra = sum(
-        o.time_us * max(0.0, o.count - theirs.get(o.name, 0.0)) / o.count for o in slow.ops if o.count > 0
-    )
-    return _clean_ms(slow, extra)
-
-
-class Why(msgspec.Struct, frozen=True):
-    """Why `fast` beats `slow`: the subject (the variant the reasons speak of) and the causes
-    large enough to name (`named`); `small`: causes the two differ in that account for under
-    CAUSE_SHARE of the gap (`largest_ms`: the most any of them can account for)."""
-
-    subject: str
-    named: str = ""
-    small: str = ""
-    largest_ms: float = 0.0
-    gap_ms: float = 0.0
-
-
-def reasons(fast: Row, slow: Row, t: Translator) -> Why | None:
-    """Why `fast` beats `slow`, or None when no record says why.
-
-    A reason is evidence the two differ in, pointing the way the clean times do: a finding the
-    faster one has and the slower lacks (what it does right), else one the slower has and the
-    faster lacks (what it does wrong), else fewer ops per forward. Each is sized from the traces'
-    time shares (cause_ms, _extra_ops_ms) against the clean time gap and named only when it
-    accounts for CAUSE_SHARE of the gap or more; sized causes that all account for less are
-    said to be too small (Why.small); one that cannot be sized is not said at all. Never for a
-    compiled (opaque) side, whose trace cannot show the ops or findings an eager one would."""
-    if opaque(fast) or opaque(slow):
-        return None
-    assert fast.median_ms is not None and slow.median_ms is not None
-    gap = slow.median_ms - fast.median_ms
-    fast_codes, slow_codes = set(fast.finding_codes), set(slow.finding_codes)
-    # credit what the faster one does right first ("computes attention in one fused kernel" says
-    # more than "the other materialises the scores"), else what the slower one does wrong
-    good = [Cause(c, cause_ms(fast, slow, c)) for c in GOOD_CODES if c in fast_codes and c not in slow_codes]
-    bad = [Cause(c, cause_ms(slow, fast, c)) for c in BAD_CODES if c in slow_codes and c not in fast_codes]
-    lane = (
-        "gpu_ops_per_forward"
-        if fast.gpu_ops_per_forward and slow.gpu_ops_per_forward
-        else "cpu_ops_per_forward"
-    )
-    n, m = getattr(fast, lane), getattr(slow, lane)
-    fewer = [Cause(FEWER_OPS, _extra_ops_ms(fast, slow))] if n is not None and m is not None and n < m else []
-
-    def said(causes: list[Cause]) -> str:
-        def one(c: Cause) -> str:
-            if c.code == FEWER_OPS:
-                return t("reason.fewer_ops", n=fmt_count(n), m=fmt_count(m))
-            return t(f"reason.{c.code}")
-
-        return t.join([one(c) for c in causes])
-
-    order = ((fast, good), (slow, bad), (fast, fewer))
-    for subject, causes in order:
-        named = [c for c in causes if c.ms is not None and c.ms >= CAUSE_SHARE * gap]
-        if named:
-            return Why(subject.label, named=said(named))
-    # nothing large enough: the causes that could be sized, said to be too small (the slower
-    # one's faults first: they are what a reader suspects)
-    for subject, causes in (order[1], order[0], order[2]):
-        small = [c for c in causes if c.ms is not None]
-        if small:
-            return Why(
-                subject.label, small=said(small), largest_ms=max(c.ms or 0.0 for c in small), gap_ms=gap
-            )
-    return None
+    return t.join([one(c) for c in causes])
 
 
 def _ci(sp: Speed, t: Translator) -> str:
@@ -277,21 +86,19 @@ def _speed_line(row: Row, base: Row, t: Translator) -> str:
     if sp.claim == "tie":
         return t("summary.tie", a=row.label, b=base.label, dtype=dtype, ratio=fmt_ratio(ratio), ci=_ci(sp, t))
     ci = _ci(sp, t)
-    # causes are sized against the forward's clean gap from the forward's trace: a claim about
-    # another timing (forward + backward, a model step) gets no "because" from them
-    sized = fast.ranked_by == slow.ranked_by == "forward"
-    why = None if (fast.unreliable or slow.unreliable or not sized) else reasons(fast, slow, t)
+    # why the faster one is faster: compare/causes.py decided it (Row.why), this only words it
+    why = row.why
     head = dict(fast=fast.label, slow=slow.label, ratio=fmt_ratio(ratio), dtype=dtype, ci=ci)
     if why is None:
         return t("summary.faster", **head)
     if why.named:
-        return t("summary.faster_because", **head, subject=why.subject, reasons=why.named)
+        return t("summary.faster_because", **head, subject=why.subject, reasons=_causes(why, why.named, t))
     # every cause the two differ in is too small for the gap: say so, name none as the reason
     return t(
         "summary.faster_small",
         **head,
         subject=why.subject,
-        reasons=why.small,
+        reasons=_causes(why, why.small, t),
         cause=fmt_ms(why.largest_ms),
         gap=fmt_ms(why.gap_ms),
     )
