@@ -8,8 +8,8 @@ from pathlib import Path
 
 from attnprof.analysis import CODES
 from attnprof.analysis.codes import CATALOGUE, code_info
-from attnprof.report.i18n import Translator
 from attnprof.compare.causes import BAD_CODES, GOOD_CODES
+from attnprof.report.i18n import Translator
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "attnprof"
 

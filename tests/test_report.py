@@ -12,7 +12,7 @@ from _records import environment
 from attnprof.analysis.classify import cpu_category
 from attnprof.analysis.result import Finding
 from attnprof.cli import main
-from attnprof.compare.compare import Comparison, OpStat, Row
+from attnprof.compare.compare import Comparison, OpStat, Row, against_baseline
 from attnprof.records import RunRecord
 from attnprof.report.data import ReportData, build_report_data
 from attnprof.report.i18n import LANGUAGES, Translator, load_catalog, parse_po, placeholders
@@ -88,6 +88,8 @@ def _data(rows: list[Row], baseline: str = "naive-inplace") -> ReportData:
     env = environment()
     wl = Workload(batch=2, heads=8, seq=512, head_dim=64, dtype="bf16").to_record()
     rec = RunRecord(schema="attnprof.run/1", created="now", environment=env, workload=wl, results=[])
+    # the claims and their causes, as compare makes them (Row.why)
+    against_baseline(rows, next((r for r in rows if r.label == baseline), None))
     comp = Comparison(baseline=baseline, rows=rows, sources=["r"])
     return ReportData(run_dirs=["r"], record=rec, comparison=comp)
 
