@@ -97,9 +97,10 @@ def _conv(ts: float, src: str, tgt: str) -> dict[str, Any]:
     return ev("aten::_to_copy", "cpu_op", ts, 3, **{"Input type": [src], "Concrete Inputs": ["", tgt]})
 
 
-def _t5_attention(stability: bool) -> list[dict[str, Any]]:
+def _t5_attention(stability: bool, kernel_us: float | None = None) -> list[dict[str, Any]]:
     """T5's attention: bmm -> softmax in fp32 -> downcast -> bmm; without the downcast, the second
-    bmm runs in fp32."""
+    bmm runs in fp32. With kernel_us, the second bmm launches a GEMM of that duration beside a 10 ms
+    one before the chain (the region's other device time)."""
     chain = [
         ev("attn", "user_annotation", 0, 100),
         ev("aten::bmm", "cpu_op", 10, 10, **{"Input Dims": [[8, 128, 64], [8, 64, 128]]}),
@@ -109,6 +110,9 @@ def _t5_attention(stability: bool) -> list[dict[str, Any]]:
     ]
     if stability:
         chain.insert(4, _conv(42, "float", "15"))
+    if kernel_us is not None:
+        chain += [launch(12, 801), kernel(TC_GEMM, 200, 10_000, 801)]
+        chain += [launch(52, 802), kernel("ampere_sgemm_128x64_nn", 20_000, kernel_us, 802)]
     return chain
 
 
@@ -119,9 +123,38 @@ def test_a_stability_upcast_is_not_fp32_math(tmp_path: Path) -> None:
 
 
 def test_an_upcast_whose_math_stays_in_fp32_is_a_warning(tmp_path: Path) -> None:
-    f = run(tmp_path, _t5_attention(stability=False), region="attn").finding("FP32_UPCAST")
+    f = run(tmp_path, _t5_attention(stability=False, kernel_us=2000), region="attn").finding("FP32_UPCAST")
     assert f is not None and f.severity == "warning" and "runs in fp32" in f.message
     assert f.evidence["upcasts_per_instance"] == 1 and f.evidence["stability_upcasts_per_instance"] == 0
+    # the share it concerns is measured and said: the fp32 bmm's 2 ms of the region's 12 ms
+    assert f.evidence["cost_measured"] is True and f.evidence["cost_us"] == 2000
+    assert (
+        f.evidence["cost_pct"] == round(100 * 2000 / 12_000, 3)
+        and "17% of the region device time" in f.message
+    )
+
+
+def test_a_cheap_fp32_upcast_is_info(tmp_path: Path) -> None:
+    f = run(tmp_path, _t5_attention(stability=False, kernel_us=50), region="attn").finding("FP32_UPCAST")
+    assert f is not None and f.severity == "info" and "below the 1%" in f.message
+    assert f.evidence["cost_measured"] is True and f.evidence["cost_pct"] < 100 * MATERIAL_SHARE
+
+
+def test_an_upcast_whose_cost_is_not_recorded_claims_no_materiality(tmp_path: Path) -> None:
+    # a GPU trace whose region holds no device op: the fp32 math's cost cannot be taken
+    f = run(tmp_path, _t5_attention(stability=False), region="attn").finding("FP32_UPCAST")
+    assert f is not None and f.severity == "info" and "not measured" in f.message
+    assert f.evidence["cost_measured"] is False and f.evidence["cost_pct"] is None
+
+
+def test_conversions_without_dtypes_are_not_measured_upcasts(tmp_path: Path) -> None:
+    plain = [ev("aten::_to_copy", "cpu_op", 20 + 10 * i, 3) for i in range(3)]
+    events = [ev("attn", "user_annotation", 0, 100), *plain]
+    f = run(tmp_path, events, region="attn").finding("FP32_UPCAST")
+    assert f is not None and f.severity == "info" and f.evidence["dtypes_recorded"] is False
+    assert f.evidence["cost_measured"] is False and "not measured" in f.message
+    # two conversions per call are not even a possible upcast of q, k and v
+    assert run(tmp_path, events[:3], region="attn").finding("FP32_UPCAST") is None
 
 
 def _chain_at(t0: float, b: int, s: int, corr: int, kernel_us: float) -> list[dict[str, Any]]:

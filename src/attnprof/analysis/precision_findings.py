@@ -155,18 +155,17 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
             k.category == "gemm" and k.tensor_cores is False and k.precision == "fp32" for k in ctx.kernels
         )
         cost = cost_of_ops(ctx, _fp32_span_ops(ctx, fp32_rows))
-        severity, note = judge(cost)
+        severity, what = _upcast_cost(cost, n)
         return [
             Finding(
                 "FP32_UPCAST",
                 severity,
                 f"16-bit inputs are converted to fp32 in {ctx.region.name}: {len(fp32_rows) / n:g} upcast(s) per "
                 f"instance (aten::_to_copy from bf16/fp16 to float; {where}) with no downcast before the next "
-                f"GEMM: the math after them runs in fp32 ({fmt_us(cost.us / n)} per instance until the "
-                f"downcast){note}"
+                f"GEMM: the math after them runs in fp32 ({what})"
                 + ("; fp32 GEMMs in this trace run on CUDA cores" if fp32_cc else "")
                 + stable_note,
-                {**facts, **cost.evidence()},
+                {**facts, **cost.evidence(), "cost_measured": cost.share is not None and cost.us > 0},
             )
         ]
     if n_stable:
@@ -182,18 +181,40 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
         ]
     # without recorded dtypes, only an annotated call (attn_fwd, --region) is specific enough for
     # a count to mean an upcast: a model step also converts for device transfers and inputs
+    # Which conversions upcast, and so which ops run in fp32 after them, is not known: neither
+    # the upcast nor its cost is measured, so this is info and claims no materiality.
     if not ev.dtypes_known and annotated and ev.conversions / n >= 3:
         return [
             Finding(
                 "FP32_UPCAST",
-                "warning",
-                f"{ev.conversions / n:g} dtype conversions (aten::_to_copy) per call: likely an upcast "
-                "of q, k and v to fp32 and back (dtypes not recorded: profile with record_shapes=True "
-                "to confirm)",
-                {"conversions_per_instance": ev.conversions / n, "dtypes_recorded": False},
+                "info",
+                f"{ev.conversions / n:g} dtype conversions (aten::_to_copy) per call: possibly an upcast "
+                "of q, k and v to fp32 and back; dtypes not recorded: the upcast and its cost are not measured "
+                "(profile with record_shapes=True to confirm)",
+                {
+                    "conversions_per_instance": ev.conversions / n,
+                    "dtypes_recorded": False,
+                    "cost_us": None,
+                    "cost_measured": False,
+                },
             )
         ]
     return []
+
+
+def _upcast_cost(cost: Cost, instances: int) -> tuple[str, str]:
+    """(severity, words) for the fp32 math after confirmed upcasts. A warning needs its share of
+    the scope measured and at least MATERIAL_SHARE; a share that cannot be taken (no device or CPU
+    time in the scope, or nothing the fp32 ops ran was recorded) is said to be not measured, and
+    the finding is info: a count of upcasts alone does not say they cost anything."""
+    per = fmt_us(cost.us / instances)
+    s = cost.share
+    if s is None or cost.us <= 0:
+        return "info", f"their cost is not measured: no {cost.basis} recorded for them"
+    severity, note = judge(cost)
+    if note:
+        return severity, f"{per} per instance until the downcast{note}"
+    return severity, f"{per} per instance until the downcast, {100.0 * s:.2g}% of the {cost.basis}"
 
 
 def _fp32_span_ops(ctx: Context, upcasts: list[int]) -> np.ndarray:
