@@ -31,13 +31,17 @@ def test_a_cpu_trace_is_not_told_its_gpu_was_not_recorded(tmp_path: Path) -> Non
 
 
 def test_skipped_categories_are_listed_with_their_counts(tmp_path: Path) -> None:
-    syncs = [
-        {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 0, "tid": 7, "ts": 100 + i, "dur": 1}
+    ranges = [
+        {"ph": "X", "cat": "cuda_profiler_range", "name": "r", "pid": 0, "tid": 7, "ts": 100 + i, "dur": 1}
         for i in range(3)
     ]
-    a = run(tmp_path, [launch(0, 1), kernel(GEMM, 10, 50, 1), *syncs])
-    assert _has(a, "events not analysed (trace.gaps.not_analysed): cuda_sync 3")
-    assert a.trace.gaps.not_analysed == {"cuda_sync/X": 3}
+    a = run(tmp_path, [launch(0, 1), kernel(GEMM, 10, 50, 1), *ranges])
+    assert _has(a, "events not analysed (trace.gaps.not_analysed): cuda_profiler_range 3 (profiler ranges)")
+    assert a.trace.gaps.not_analysed == {"cuda_profiler_range/X": 3}
+    # cuda_sync records are read (the idle analysis: which stream a wait was on), not skipped
+    syncs = [{**r, "cat": "cuda_sync", "name": "Stream Sync", "args": {"stream": 7}} for r in ranges]
+    read = run(tmp_path, [launch(0, 1), kernel(GEMM, 10, 50, 1), *syncs])
+    assert not _has(read, "events not analysed") and read.trace.gaps.not_analysed is None
     quiet = run(tmp_path, [launch(0, 1), kernel(GEMM, 10, 50, 1)])
     assert not _has(quiet, "events not analysed") and quiet.trace.gaps.not_analysed is None
 

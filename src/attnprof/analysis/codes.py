@@ -69,8 +69,11 @@ CATALOGUE: tuple[FindingCode, ...] = (
     _c("GPU_IDLE_ALLOCATOR", "warning", "bad"),
     _c("GPU_IDLE_INIT", "warning", "bad"),
     _c("GPU_IDLE_SLOW_LAUNCH", "warning", "bad"),
-    _c("GPU_IDLE_STREAM_WAIT", "warning", "bad"),
-    _c("GPU_WAIT_UNRECORDED_WORK", "warning", "bad"),
+    # the host is not blocked by a stream wait call, and a wait on work the trace does not hold
+    # is not idle time it explains: both are info and say nothing about speed
+    _c("GPU_IDLE_STREAM_WAIT", "info", "neutral"),
+    _c("GPU_WAIT_UNRECORDED_WORK", "info", "neutral"),
+    _c("GPU_STREAM_WAIT_UNRECORDED", "info", "neutral"),
     _c("LAUNCH_BOUND", "warning", "bad", cause=10),
     _c("GPU_IDLE_HOST_COMPUTE", "warning", "bad", cause=9),
     _c("GPU_IDLE_DATA_LOADING", "warning", "bad"),

@@ -277,7 +277,6 @@ def gap_warnings(trace: Trace, links: Links) -> tuple[list[str], Gaps]:
 
 # what each skipped category holds, and where the analysis reads the same fact instead
 _WHY = {
-    "cuda_sync": "device-side synchronisation records; waits are read from the runtime calls",
     "cpu_instant_event": "memory and marker instants",
     "cpu_instant": "memory and marker instants",
     "overhead": "profiler overhead",
@@ -293,7 +292,6 @@ _ORDINARY_DROPS = {
     "-",
     "",
     "overhead",
-    "cuda_sync",
     "cuda_profiler_range",
     "cpu_instant",
     "python",

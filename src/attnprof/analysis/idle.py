@@ -8,7 +8,8 @@ op's end; or, for the whole trace, the first to the last device op):
   device-side waits (MTIA event_wait, category "sync") are not busy;
 - idle: window - busy;
 - the host during idle, each idle microsecond given to the first of these that holds it, on any
-  host thread of the process:
+  host thread of the process (first of all, a stream held by a wait on work the trace does not
+  contain, by the device's cuda_sync records: attnprof.analysis.stream_waits):
   1. sync: inside a synchronizing runtime call (cudaDeviceSynchronize, cudaStreamSynchronize,
      cudaEventSynchronize, cudaMemcpy without Async: a blocking copy, hip* and MTIA equivalents);
   2. host compute: inside a CPU op of 20 us or more that launches nothing and waits on nothing
@@ -27,7 +28,7 @@ Interval sets are sorted, disjoint (start, end) arrays; every operation is a sor
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +42,7 @@ from attnprof.analysis.intervals import subtract as _subtract
 from attnprof.analysis.links import Links
 from attnprof.analysis.result import InstanceIdle
 from attnprof.analysis.runtime_calls import runtime_kind
+from attnprof.analysis.stream_waits import stream_waits
 from attnprof.trace.model import Kind, Trace, unique
 
 __all__ = [
@@ -65,6 +67,7 @@ CAUSES = (
     "slow_launch",
     "stream_wait",
     "unrecorded_wait",
+    "stream_wait_unrecorded",
     "launching",
     "host_compute",
     "data_loading",
@@ -97,6 +100,10 @@ class HostActivity:
     busy: Intervals  # the device's busy time
     launch_rows: npt.NDArray[np.int64]  # runtime calls that put work on the device
     has_python: bool  # the trace recorded Python frames (with_stack=True)
+    # the trace has cuda_sync records (which stream or event each wait was on)
+    sync_records: bool = False
+    # per waited-on stream ("stream N"), the time a stream was held waiting on its unrecorded work
+    held_by_stream: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -193,8 +200,9 @@ def host_activity(
     """busy_mask: per GPU op (Links.gpu_rows), whether it counts as device busy time; busy_end:
     per GPU op, the end busy time uses (attnprof.analysis.sanitize clips overruns), else the
     recorded end."""
+    ends_all = busy_end if busy_end is not None else trace.ts[links.gpu_rows] + trace.dur[links.gpu_rows]
     g = links.gpu_rows[busy_mask]
-    ends = busy_end[busy_mask] if busy_end is not None else trace.ts[g] + trace.dur[g]
+    ends = ends_all[busy_mask]
     busy = union(trace.ts[g], ends)
     rt = trace.rows(Kind.RUNTIME, Kind.DRIVER)
     names = trace.names
@@ -218,6 +226,15 @@ def host_activity(
         rt_kind[np.isin(rt, blocking) & np.isin(rt_kind, ["launching", "slow_launch"])] = "blocking_copy"
     sync_rows = rt[rt_kind == "sync"]
     waits = _unrecorded_waits(trace, sync_rows, busy)
+    # where a cuda_sync record says which stream or event a call waited on, that stream's
+    # recorded work decides, not the whole device's (another stream may have been busy)
+    sw = stream_waits(trace, links, ends_all, UNRECORDED_WAIT_US)
+    waited = sw.waited_end(sync_rows)
+    known = ~np.isnan(waited)
+    if known.any():
+        s0 = trace.ts[sync_rows[known]]
+        s1 = s0 + trace.dur[sync_rows[known]]
+        waits[known] = s1 - np.maximum(np.minimum(waited[known], s1), s0) >= UNRECORDED_WAIT_US
     rt_kind[np.isin(rt, sync_rows[waits])] = "unrecorded_wait"
     launch_rows = rt[np.isin(rt_kind, ["launching", "slow_launch", "blocking_copy"])]
 
@@ -264,8 +281,11 @@ def host_activity(
     def calls_of(kind: str) -> np.ndarray:
         return rt[rt_kind == kind]
 
-    priority: list[tuple[str, Intervals]] = []
-    named: dict[str, tuple[F64, F64, npt.NDArray[np.int64]]] = {}
+    # a stream held by a wait on work the trace does not contain: said before any host state
+    # (the host may sit in a sync meanwhile, waiting on that very stream)
+    h0, h1, h_rows, by_stream = sw.held_streams()
+    priority: list[tuple[str, Intervals]] = [("stream_wait_unrecorded", union(h0, h1))]
+    named: dict[str, tuple[F64, F64, npt.NDArray[np.int64]]] = {"stream_wait_unrecorded": (h0, h1, h_rows)}
     for kind in (
         "unrecorded_wait",
         "sync",
@@ -292,7 +312,15 @@ def host_activity(
     named["data_loading"] = _named(trace, loading)
     named["python"] = _named(trace, py)  # cut into innermost pieces only when named (costly)
     # with_stack=True recorded frames, on whichever thread: never advise it again
-    return HostActivity(priority, named, busy, launch_rows, bool((trace.kind == Kind.PYTHON).any()))
+    return HostActivity(
+        priority,
+        named,
+        busy,
+        launch_rows,
+        bool((trace.kind == Kind.PYTHON).any()),
+        sw.recorded,
+        by_stream,
+    )
 
 
 def idle_breakdown(

@@ -87,11 +87,22 @@ CAUSE_FINDINGS: dict[str, tuple[str, str, str, str]] = {
         "GPU_WAIT_UNRECORDED_WORK",
         "info",
         f"the host waits in synchronizing calls ({{names}}) that returned {UNRECORDED_WAIT_US:g} µs "
-        "or more after the last recorded device op had ended: they waited on work the trace does "
+        "or more after {ref} had ended: they waited on work the trace does "
         "not contain (another process, a stream or device the profiler did not capture, work "
         "queued before profiling began), so this is not idle time the trace explains. Profile "
         "every stream and device the program uses to see what it waited on",
         "wait_calls_us",
+    ),
+    "stream_wait_unrecorded": (
+        "GPU_STREAM_WAIT_UNRECORDED",
+        "info",
+        "a stream is held by a wait on another stream's event (cudaStreamWaitEvent, by the trace's "
+        "cuda_sync records; waited-on streams: {names}) although its next op was queued and every "
+        f"recorded op it depends on had ended {UNRECORDED_WAIT_US:g} µs or more before: it waited "
+        "on work the trace does not contain (work queued before profiling began, or on a stream "
+        "or device the profiler did not capture), so this is not idle time the trace explains. "
+        "Profile every stream and device the program uses, from before that work is queued",
+        "waited_on_streams_us",
     ),
     "launching": (
         "LAUNCH_BOUND",
@@ -179,7 +190,10 @@ def _top_names(ctx: Context, cause: str, idle: Intervals, k: int = 5) -> dict[st
     tot: Counter[str] = Counter()
     m = np.flatnonzero(held > 0)
     for r, v in zip(rows[m].tolist(), held[m].tolist(), strict=True):
-        tot[t.names[int(t.name[r])]] += v
+        if cause == "stream_wait_unrecorded":  # a cuda_sync record: named by the stream waited on
+            tot[f"stream {t.sync_waits.get(r, (-1, -1))[0]}"] += v
+        else:
+            tot[t.names[int(t.name[r])]] += v
     return {n: _r(v) for n, v in tot.most_common(k)}
 
 
@@ -220,7 +234,7 @@ def gpu_idle(ctx: Context) -> list[Finding]:
         share = f"{100 * us / idle_us:.0f}% of the idle time ({fmt_us(us)} per instance)"
         code, severity, what, facts = _idle_cause(ctx, cause, idle_iv, pre)
         lead = head
-        if cause == "unrecorded_wait":  # not the device idling behind work the trace shows
+        if cause in ("unrecorded_wait", "stream_wait_unrecorded"):  # not idling behind work the trace shows
             lead = (
                 f"{name}: of the device's idle time ({idle.idle_pct:.0f}% of {fmt_us(window)} per instance)"
             )
@@ -254,13 +268,24 @@ def _idle_cause(
     pageable = ""
     if cause == "blocking_copy" and any("Async" in n or "WithStream" in n for n in names):
         pageable = "; an async copy to or from pageable host memory blocks like a synchronous one"
+    if cause in ("unrecorded_wait", "sync"):
+        # whether the stream or event each call waited on was known (cuda_sync records), or the
+        # whole device's recorded work was the reference
+        facts["sync_records"] = ctx.host.sync_records
     if cause == "launching":
         r = ctx.region_stat
         facts |= {
             "runtime_calls": int(ctx.host.launch_rows.size),
             "cpu_time_us_per_instance": r.cpu_time_us_per_instance,
         }
+    ref = "the last recorded device op"
+    if ctx.host.sync_records:
+        ref = (
+            "the recorded work they waited on (of the stream or event the trace's cuda_sync record "
+            "names for each call, else of any stream)"
+        )
     text = what.format(
+        ref=ref,
         names=", ".join(names) or "none named",
         pre=pre,
         pageable=pageable,

@@ -48,6 +48,9 @@ _X_KINDS: dict[str, Kind] = {
     "memset": Kind.MEMSET,
     # with_stack=True's Python frames: the idle analysis says which Python code held the host
     "python_function": Kind.PYTHON,
+    # CUPTI's synchronisation records (which stream or event a sync call or a stream wait was
+    # on): the idle analysis reads them to tell a wait on unrecorded work
+    "cuda_sync": Kind.SYNC,
 }
 # launch flows (CPU launch -> GPU op), and fwdbwd flows (forward op -> its backward op), told
 # apart by Trace.flow_fwdbwd
@@ -60,7 +63,6 @@ _IGNORED_CATS = {
     "user_annotation",
     "gpu_user_annotation",
     "overhead",
-    "cuda_sync",
     "cuda_profiler_range",
     "cpu_instant",
     "python",
@@ -426,6 +428,7 @@ class Builder:
             shapes=self.inputs.shapes,
             launch_kernels=self.inputs.launch_kernels,
             comms=self.comms.rows,
+            sync_waits=self.inputs.sync_waits,
             inputs=RowMap(
                 self._col("input_rows", np.int64), self._col("input_sig", np.int32), list(self.inputs.sigs)
             ),

@@ -65,6 +65,10 @@ class Args(msgspec.Struct, gc=False, frozen=True):
     in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
     comm_dtype: Any = msgspec.field(default=None, name="dtype")
+    # a cuda_sync record's waited-on stream and the correlation of the cudaEventRecord whose
+    # event it waited on (Kineto writes -1 where CUPTI did not say); Any: checked when kept
+    wait_on_stream: Any = None
+    wait_record: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
 
 
 _NO_ARGS = Args()
@@ -262,6 +266,8 @@ _ARG_INT = {
     "shared memory",
     "device",
     "Sequence number",
+    "wait_on_stream",
+    "wait_on_cuda_event_record_corr_id",
 }
 _ARG_FLOAT = {"est. achieved occupancy %"}
 _INT64 = (-(2**63), 2**63 - 1)

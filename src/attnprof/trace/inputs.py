@@ -83,6 +83,11 @@ def _raw_list(raw: msgspec.Raw) -> list[Any] | None:
     return v if isinstance(v, list) else None
 
 
+def _whole(v: Any) -> bool:
+    """An integer as JSON gives one (not a bool)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 class Inputs:
     """Recorded inputs and launch kernels, accumulated chunk by chunk (rows are the trace's)."""
 
@@ -90,6 +95,8 @@ class Inputs:
         self.conversions: dict[int, tuple[str | None, str | None]] = {}
         self.shapes: dict[int, list[Any]] = {}
         self.launch_kernels: dict[int, tuple[str, int, int]] = {}
+        # cuda_sync row -> (wait_on_stream, wait_on_cuda_event_record_corr_id), -1 where missing
+        self.sync_waits: dict[int, tuple[int, int]] = {}
         # rows with recorded inputs, and each one's signature id (into sigs, in order of first
         # appearance): columns, not a dict per row (RowMap)
         self.sigs: dict[tuple[bytes, bytes, bytes], int] = {}
@@ -128,6 +135,9 @@ class Inputs:
             a = args[r]
             if a.kernel is not None:  # kept as a string: interning it would make name ids depend on chunking
                 self.launch_kernels[r + offset] = (a.kernel, dims_product(a.grid), dims_product(a.block))
+        for r in np.flatnonzero(kind == Kind.SYNC).tolist():
+            ws, rc = args[r].wait_on_stream, args[r].wait_record
+            self.sync_waits[r + offset] = (ws if _whole(ws) else -1, rc if _whole(rc) else -1)
         # every cpu op's recorded inputs (decoded by the per-op performance model, once per
         # distinct signature), as signature ids. Each signature re-encoded compactly, once
         # per distinct raw text, so the same inputs read the same whatever the file's spacing and
@@ -153,5 +163,6 @@ class Inputs:
         self.conversions.update({r + offset: v for r, v in other.conversions.items()})
         self.shapes.update({r + offset: v for r, v in other.shapes.items()})
         self.launch_kernels.update({r + offset: v for r, v in other.launch_kernels.items()})
+        self.sync_waits.update({r + offset: v for r, v in other.sync_waits.items()})
         sigs = self.sigs
         return np.array([sigs.setdefault(k, len(sigs)) for k in other.sigs], np.int64)

@@ -20,6 +20,7 @@ MEMCPY         gpu_memcpy                             Memcpy
 MEMSET         gpu_memset                             Memset
 DEVICE         mtia_ccp_events (other accelerators'    -
                device-side compute, DMA, sync events)
+SYNC           cuda_sync (CUPTI synchronisation records)  -
 ============== ===================================== ===========================
 
 RUNTIME also covers xpu_runtime, mtia_runtime and privateuse1_runtime, DRIVER xpu_driver and
@@ -58,6 +59,9 @@ class Kind(enum.IntEnum):
     MEMSET = 7
     DEVICE = 8
     PYTHON = 9  # python_function frames (with_stack=True): what the host's Python was running
+    # cuda_sync: CUPTI's record of a synchronisation (Stream Wait Event, Event Sync, Stream Sync,
+    # Context Sync) on the lane of the stream it concerns; its correlation is the runtime call's
+    SYNC = 10
 
 
 GPU_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
@@ -172,6 +176,10 @@ class Trace:
     # kernel or record_param_comms cpu-op row -> its collective's recorded args (process group,
     # sequence number, sizes), for the rows that carry any (attnprof.analysis.collectives)
     comms: dict[int, CommArgs] = field(default_factory=dict)
+    # cuda_sync row -> (wait_on_stream, wait_on_cuda_event_record_corr_id): the stream whose
+    # event a stream wait or event sync waited on, and the correlation of the cudaEventRecord
+    # that recorded it; -1 where not recorded
+    sync_waits: dict[int, tuple[int, int]] = field(default_factory=dict)
     # per event row, a CPU op known by other means to have launched this device op (a graph
     # replay's kernel -> the op that launched it while the graph was captured,
     # attnprof.analysis.replay); -1 where none. Empty (the usual case) when nothing supplies one.
