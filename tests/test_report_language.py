@@ -123,6 +123,8 @@ CODE_NAMES = {
     "sdpa", "flex", "aten", "softmax", "Memcpy",
     "dq", "dk", "dv",  # the gradients' names, as run.json and the tables give them
     "loadavg",  # /proc/loadavg, the file the figure is read from
+    # the collectives' names as c10d records them (the kind column), and nccl-tests' two figures
+    "allreduce", "allgather", "alltoall", "broadcast", "reduce", "send", "recv", "algbw", "busbw",
 }  # fmt: skip
 # words that are code only in one message: the message id, then the words or phrases
 CODE_IN = {
@@ -134,11 +136,14 @@ CODE_IN = {
     # a command to type, an environment variable, the C language's name
     "harness.needs_cc": ("apt-get install gcc", "CC", "kompilator C"),
     "harness.memory_share": ("force = true", "[run]"),  # the setting in the TOML config
+    "coll.bw.no_factor": ("nccl-tests",),  # NVIDIA's benchmark, whose factors are used
+    "coll.legend": ("nccl-tests",),
 }
 # words Indonesian writes as English does (KBBI entries), so an Indonesian message may hold them
 INDONESIAN = {
     "per", "data", "median", "status", "interval", "model", "parameter", "info", "tensor", "kernel",
     "register", "minor", "min",
+    "bus",  # a computer's bus (KBBI: bus)
 }  # fmt: skip
 _CODE = re.compile(
     r"\{[^{}]*\}"  # {placeholders}

@@ -94,7 +94,15 @@ def analyze_command(
         metavar="FILE",
         help="Also write the cross-rank view of the folder(s) as a self-contained HTML page.",
     ),
-    lang: str | None = typer.Option(None, "--lang", help="Language of the --html page: en, id or th."),
+    md: Path | None = typer.Option(
+        None,
+        "--md",
+        metavar="FILE",
+        help="Also write the cross-rank view of the folder(s) as Markdown (the --html page's content).",
+    ),
+    lang: str | None = typer.Option(
+        None, "--lang", help="Language of the --html page and --md file: en, id or th."
+    ),
     capture: Path | None = typer.Option(
         None,
         "--capture",
@@ -141,21 +149,25 @@ def analyze_command(
         raise UserError(f"--executor {executor!r}: use 'local' or 'ray'")
     if ray_address is not None and executor != "ray":
         raise UserError("--ray-address is where --executor ray sends a folder's traces: add --executor ray")
-    if lang is not None and html is None:
-        raise UserError("--lang is the language of the --html page: add --html FILE, or drop --lang")
+    if lang is not None and html is None and md is None:
+        raise UserError(
+            "--lang is the language of the --html page and the --md file: add --html FILE or --md FILE, or drop --lang"
+        )
     folders = [p for p in traces if p.is_dir()]
     pairs = _capture_pairs(traces, folders, capture)
     folders = [p for p in folders if p not in pairs]
     translator = None
-    if html is not None:
+    for out, option in ((html, "--html"), (md, "--md")):
+        if out is None:
+            continue
         from attnprof.report.i18n import Translator
 
         if not folders:
-            raise UserError("--html writes the cross-rank view of a folder of traces: give a folder")
+            raise UserError(f"{option} writes the cross-rank view of a folder of traces: give a folder")
         translator = Translator(lang or "en")  # an unknown language fails before any work
         from attnprof.outputs import refuse_inputs
 
-        refuse_inputs(html, traces, option="--html")
+        refuse_inputs(out, traces, option=option)
     files: list[str | os.PathLike[str]] = [p for p in traces if not p.is_dir() and p not in pairs]
     progress = _load_progress(files, no_color=bool(no_color))
     try:
@@ -214,6 +226,14 @@ def analyze_command(
         from attnprof.outputs import write_atomic
 
         write_atomic(html, page, option="--html")
+    if md is not None and translator is not None:
+        from attnprof.outputs import write_atomic
+        from attnprof.report.ranks_report import render_ranks_markdown
+
+        text = render_ranks_markdown(
+            [r for d in folders for r in runs[d]], translator, folder=", ".join(str(d) for d in folders)
+        )
+        write_atomic(md, text + "\n", option="--md")
     if as_json:
         import sys
 

@@ -1,22 +1,24 @@
-"""The HTML page for a folder of per-rank traces: the cross-rank view, self-contained, offline.
+"""The HTML page and the Markdown file for a folder of per-rank traces: the cross-rank view.
 
 Renders attnprof.analysis.ranks.FolderRun records as they are (the same figures as the terminal
-view and the JSON), in the report's style and languages. Nothing is fetched; no script.
+view and the JSON), in the report's style and languages; the collectives' words and tables come
+from report/collectives_report.py. The page is self-contained: nothing is fetched; no script.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from attnprof.report.collectives_report import bandwidth_table, collectives_lines, collectives_table
 from attnprof.report.i18n import Translator
-from attnprof.report.table import Cell, Column, Table
+from attnprof.report.table import Cell, Column, Table, md_code, md_text, to_markdown
 from attnprof.units import fmt_us
 
 if TYPE_CHECKING:
     from attnprof.analysis.ranks import FolderRun
 
-__all__ = ["ranks_table", "render_ranks_html"]
+__all__ = ["ranks_table", "render_ranks_html", "render_ranks_markdown"]
 
 
 def _pct(v: float | None) -> Cell:
@@ -101,6 +103,7 @@ def render_ranks_html(runs: Sequence[FolderRun], t: Translator, *, folder: str) 
             "slowest": _slowest_line(run, t),
             "families": _families_table(run, t),
             "traces": [d.source for d in run.traces],
+            "collectives": _collectives(run, t),
         }
         for run in runs
     ]
@@ -109,3 +112,37 @@ def render_ranks_html(runs: Sequence[FolderRun], t: Translator, *, folder: str) 
         .get_template("ranks_report.html.j2")
         .render(lang=t.lang, t=t, version=__version__, title=t("ranks.title", folder=folder), runs=sections)
     )
+
+
+def _collectives(run: FolderRun, t: Translator) -> dict[str, Any] | None:
+    view = run.cross_rank.collectives
+    if view is None:
+        return None
+    return {
+        "lines": collectives_lines(view, t),
+        "listed": collectives_table(view, t),
+        "bandwidth": bandwidth_table(view, t),
+    }
+
+
+def render_ranks_markdown(runs: Sequence[FolderRun], t: Translator, *, folder: str) -> str:
+    """The folder's view as Markdown: the same sections and tables as the HTML page."""
+    lines = [f"# {md_text(t('ranks.title', folder=folder))}", ""]
+    for run in runs:
+        lines += [f"## {md_code(run.folder)}", "", md_text(_slowest_line(run, t)), ""]
+        lines += [*to_markdown(ranks_table(run, t)), "", md_text(t("ranks.legend")), ""]
+        if run.cross_rank.families:
+            lines += [f"### {md_text(t('ranks.h.families'))}", "", *to_markdown(_families_table(run, t)), ""]
+            lines += [md_text(t("ranks.spread_legend")), ""]
+        coll = _collectives(run, t)
+        if coll is not None:
+            lines += [f"### {md_text(t('coll.h.collectives'))}", ""]
+            lines += [*(f"- {md_text(line)}" for line in coll["lines"]), ""]
+            for key in ("listed", "bandwidth"):
+                table = coll[key]
+                if isinstance(table, Table) and table.rows:
+                    lines += [f"**{md_text(table.title)}**", "", *to_markdown(table), ""]
+            lines += [md_text(t("coll.legend")), ""]
+        lines += [f"### {md_text(t('ranks.h.traces'))}", ""]
+        lines += [*(f"- {md_code(d.source)}" for d in run.traces), ""]
+    return "\n".join(lines)

@@ -13,9 +13,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from attnprof.report.collectives_report import bandwidth_table, collectives_lines, collectives_table
 from attnprof.report.console import make_console, print_table, terminal_words
 from attnprof.report.ranks_report import ranks_table
-from attnprof.report.table import to_rich
+from attnprof.report.table import EMPHASIS, to_rich
 from attnprof.units import fmt_us
 
 if TYPE_CHECKING:
@@ -80,3 +81,22 @@ def render_folder(run: FolderRun, console: Console | None = None) -> None:
             )
         console.print(fam)
         console.print(Text("spread: (max - min) / mean of the family's time across ranks", style="dim"))
+    _collectives(run, console)
+
+
+def _collectives(run: FolderRun, console: Console) -> None:
+    """The collectives across ranks (report/collectives_report.py), the columns that do not fit
+    left out from the right and named."""
+    view = run.cross_rank.collectives
+    if view is None:
+        return
+    t = terminal_words()
+    console.print(Text(t("coll.h.collectives"), style="bold"))
+    for line in collectives_lines(view, t):
+        console.print(Text(line, style=EMPHASIS[line.emphasis]))
+    if view.collectives:
+        print_table(console, to_rich(collectives_table(view, t), box=box.SIMPLE_HEAD, pad_edge=False))
+    bw = bandwidth_table(view, t)
+    if bw is not None:
+        print_table(console, to_rich(bw, box=box.SIMPLE_HEAD, pad_edge=False))
+    console.print(Text(t("coll.legend"), style="dim"))
