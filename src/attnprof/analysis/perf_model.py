@@ -29,7 +29,7 @@ from attnprof.analysis.idle import union
 from attnprof.analysis.op_model import OpCost, decode_inputs, known, model_op
 from attnprof.analysis.perf_records import OpPerf, OpTime, PerfModel, Unmodelled
 from attnprof.device import peak_for, spec_device
-from attnprof.trace.model import Kind, Trace, unique
+from attnprof.trace.model import Kind, Trace, row_columns, unique
 
 if TYPE_CHECKING:
     from attnprof.analysis.links import Links
@@ -81,21 +81,22 @@ def perf_model(
 ) -> tuple[list[OpPerf], PerfModel]:
     """`work`: per GPU op (Links.gpu_rows order), whether it is device work (not a wait)."""
     gpu_trace = bool(work.any())
-    rows = np.fromiter(trace.inputs.keys(), np.int64, len(trace.inputs))
-    rows = np.sort(rows) if rows.size else rows
+    # the recorded inputs as columns (row, signature id): one lookup per row in a RowMap cost
+    # a binary search each, a third of the analysis of a large trace
+    rows, sig_of, distinct = row_columns(trace.inputs)
+    nd = max(len(distinct), 1)
     # one decode and one formula per distinct (name, inputs)
-    costs: dict[tuple[int, tuple[bytes, bytes, bytes]], OpCost | None] = {}
-    row_cost: list[OpCost | None] = []
-    for r in rows.tolist():
-        key = (int(trace.name[r]), trace.inputs[r])
-        if key not in costs:
-            name = trace.names[key[0]]
-            args = decode_inputs(key[1]) if known(name) else None
-            costs[key] = model_op(name, args) if args is not None else None
-        row_cost.append(costs[key])
-    modelled = np.array([c is not None for c in row_cost], bool)
-    m_rows = rows[modelled]
-    m_cost = [c for c in row_cost if c is not None]
+    uniq, inv = np.unique(trace.name[rows].astype(np.int64) * nd + sig_of, return_inverse=True)
+    inv = inv.reshape(-1)
+    cost_u: list[OpCost | None] = []
+    for k in uniq.tolist():
+        name_id, s = divmod(k, nd)
+        name = trace.names[name_id]
+        args = decode_inputs(distinct[s]) if known(name) else None
+        cost_u.append(model_op(name, args) if args is not None else None)
+    modelled = np.array([c is not None for c in cost_u], bool)[inv] if rows.size else np.zeros(0, bool)
+    m_rows, m_key = rows[modelled], inv[modelled]
+    m_cost = [cost_u[i] for i in m_key.tolist()]
 
     if gpu_trace:
         t_us, n_gpu = _launched(trace, links, work, m_rows)
@@ -106,19 +107,21 @@ def perf_model(
         live = np.ones(m_rows.size, bool)
         cpu_all = trace.rows(Kind.CPU_OP)
         total, busy_us = _cpu_time(trace, cpu_all)
-    m_rows, t_us = m_rows[live], t_us[live]
+    m_rows, t_us, m_key = m_rows[live], t_us[live], m_key[live]
     m_cost = [c for c, on in zip(m_cost, live.tolist(), strict=True) if on]
     nested = _nested(trace, m_rows)
 
     # per distinct (name, inputs): calls, times, per-call rates
-    groups: dict[tuple[int, tuple[bytes, bytes, bytes]], list[int]] = defaultdict(list)
-    for i, r in enumerate(m_rows.tolist()):
-        groups[(int(trace.name[r]), trace.inputs[r])].append(i)
+    groups: dict[int, list[int]] = defaultdict(list)  # in order of first appearance
+    for i, u in enumerate(m_key.tolist()):
+        groups[u].append(i)
     ops: list[OpPerf] = []
     bound_time: dict[str | None, float] = defaultdict(float)
     flops_by_dtype: dict[str, float] = defaultdict(float)
     model_flops = modelled_us = 0.0
-    for (name_id, sig), idx in groups.items():
+    for u, idx in groups.items():
+        name_id, s = divmod(int(uniq[u]), nd)
+        sig = distinct[s]
         cost = m_cost[idx[0]]
         t = t_us[idx]
         secs = np.maximum(t, 1e-9) * 1e-6
@@ -336,8 +339,9 @@ def _unmodelled(
     no_op = left & (op < 0)
     has = left & (op >= 0)
     shaped = np.zeros(links.gpu_rows.size, bool)
+    rows = row_columns(trace.inputs)[0]
     if has.any():
-        shaped[has] = [int(r) in trace.inputs for r in op[has].tolist()]
+        shaped[has] = np.isin(op[has], rows)
     by_name: dict[str, float] = defaultdict(float)
     for r, d in zip(op[has & shaped].tolist(), dur[has & shaped].tolist(), strict=True):
         by_name[trace.names[int(trace.name[r])]] += d

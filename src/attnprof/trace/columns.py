@@ -9,14 +9,14 @@ decoded a later part of the file (the forked decoder's) is appended with its str
 from __future__ import annotations
 
 from collections import Counter
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from attnprof.trace.comms import Comms
 from attnprof.trace.decode import Doc, Event
-from attnprof.trace.inputs import Inputs, among, dims_product
+from attnprof.trace.inputs import Inputs, among, dims_product, pick
 from attnprof.trace.limits import MAX_DUR_US, MAX_NAME
 from attnprof.trace.model import Kind, RowMap, Trace
 
@@ -157,15 +157,6 @@ def _hex(v: int | str | None) -> int | None:
 _ID = attrgetter("id")
 
 
-def _pick(items: list[Any], idx: np.ndarray) -> list[Any]:
-    """items[i] for i in idx, the loop in C (itemgetter) rather than a list comprehension."""
-    if idx.size == len(items):
-        return items
-    if idx.size <= 1:
-        return [items[int(i)] for i in idx]
-    return list(itemgetter(*idx.tolist())(items))
-
-
 def _flow_ids(fl: list[Event]) -> np.ndarray:
     """Flow ids: plain integers in one C loop (the usual case), else one by one (hex strings)."""
     ids = list(map(_ID, fl))
@@ -254,13 +245,13 @@ class Builder:
                 if self.pair_kind[j] == -1 and counts[j]:
                     self.dropped[f"{cat or '-'}/{ph or '-'}"] += int(counts[j])
 
-        kept = _pick(events, keep)
+        kept = pick(events, keep)
         n = len(kept)
         names, lanes = self.names, self.lanes
         # lanes of kept and flow events interned together, in file order: ids must not depend
         # on where the chunks were cut (streamed, parallel and whole-file loads agree)
         used = np.flatnonzero(ev_kind != -1)
-        used_ev = _pick(events, used)
+        used_ev = pick(events, used)
         lane_ids = _intern(lanes, list(map(_LANE, used_ev)))
         is_flow = ev_kind[used] == -2
         del used_ev
@@ -289,7 +280,7 @@ class Builder:
         )
 
         krows = np.flatnonzero(kind == Kind.KERNEL)
-        kargs = _pick(args, krows)
+        kargs = pick(args, krows)
         self._put(
             kernel_rows=krows.astype(np.int64) + self.n_rows,
             registers=_ids([a.registers for a in kargs]),
@@ -304,7 +295,7 @@ class Builder:
         self.comms.add(args, kind, name_col, names, krows, kargs, self.n_rows)
         self._put(input_rows=in_rows, input_sig=in_sig)
 
-        fl = _pick(events, flows)
+        fl = pick(events, flows)
         nf = len(fl)
         fwdbwd = [c for k, c in cats.items() if k.lower() == "fwdbwd"]
         self._put(

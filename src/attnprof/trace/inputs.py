@@ -12,6 +12,8 @@ replays are matched against these.
 from __future__ import annotations
 
 import re
+from itertools import repeat
+from operator import attrgetter, is_not, itemgetter
 from typing import Any
 
 import msgspec
@@ -20,7 +22,7 @@ import numpy as np
 from attnprof.trace.decode import Args
 from attnprof.trace.model import Kind
 
-__all__ = ["Inputs", "among", "dims_product"]
+__all__ = ["Inputs", "among", "dims_product", "pick"]
 
 _CONVERSIONS = {"aten::to", "aten::_to_copy"}
 # ops whose input shapes are kept (Trace.shapes): the GEMMs and softmaxes of an attention chain
@@ -47,6 +49,21 @@ def dims_product(dims: Any) -> int:
             return -1
         p *= d
     return p
+
+
+_KERNEL = attrgetter("kernel")
+_DIMS = attrgetter("input_dims")
+_TRIPLE = attrgetter("input_dims", "input_type", "concrete")
+_SEP = b"\x00"
+
+
+def pick(items: list[Any], idx: np.ndarray) -> list[Any]:
+    """items[i] for i in idx, the loop in C (itemgetter) rather than a list comprehension."""
+    if idx.size == len(items):
+        return items
+    if idx.size <= 1:
+        return [items[int(i)] for i in idx]
+    return list(itemgetter(*idx.tolist())(items))
 
 
 def among(col: np.ndarray, ids: list[int], n: int) -> np.ndarray:
@@ -100,7 +117,7 @@ class Inputs:
         # rows with recorded inputs, and each one's signature id (into sigs, in order of first
         # appearance): columns, not a dict per row (RowMap)
         self.sigs: dict[tuple[bytes, bytes, bytes], int] = {}
-        self._raw_sigs: dict[tuple[bytes, bytes, bytes], int] = {}  # as written -> id in sigs
+        self._raw_sigs: dict[bytes, int] = {}  # as written (parts joined by _SEP) -> id in sigs
 
     def add(
         self, args: list[Args], kind: np.ndarray, name_col: np.ndarray, names: dict[str, int], offset: int
@@ -130,10 +147,15 @@ class Inputs:
                     if isinstance(dims, list):
                         self.shapes[r + offset] = dims
 
-        rt = np.flatnonzero((kind == Kind.RUNTIME) | (kind == Kind.DRIVER)).tolist()
-        for r in rt:
-            a = args[r]
-            if a.kernel is not None:  # kept as a string: interning it would make name ids depend on chunking
+        rt = np.flatnonzero((kind == Kind.RUNTIME) | (kind == Kind.DRIVER))
+        if rt.size:
+            rt_args = pick(args, rt)
+            named = np.fromiter(map(is_not, map(_KERNEL, rt_args), repeat(None)), bool, len(rt_args))
+            for r in rt[named].tolist():
+                a = args[r]
+                assert (
+                    a.kernel is not None
+                )  # kept as a string: interning it would make name ids depend on chunking
                 self.launch_kernels[r + offset] = (a.kernel, dims_product(a.grid), dims_product(a.block))
         for r in np.flatnonzero(kind == Kind.SYNC).tolist():
             ws, rc = args[r].wait_on_stream, args[r].wait_record
@@ -141,21 +163,27 @@ class Inputs:
         # every cpu op's recorded inputs (decoded by the per-op performance model, once per
         # distinct signature), as signature ids. Each signature re-encoded compactly, once
         # per distinct raw text, so the same inputs read the same whatever the file's spacing and
-        # whichever decode path (whole file, streamed blocks, a repaired event) produced them
-        ops_in = np.flatnonzero(kind == Kind.CPU_OP).tolist()
-        sigs, raw_sigs = self.sigs, self._raw_sigs
-        in_rows: list[int] = []
-        in_sig: list[int] = []
-        for r in ops_in:
-            a = args[r]
-            if a.input_dims:
-                raw = (bytes(a.input_dims), bytes(a.input_type), bytes(a.concrete))
-                sig = raw_sigs.get(raw)
-                if sig is None:
-                    sig = raw_sigs[raw] = sigs.setdefault(_compact_sig(raw), len(sigs))
-                in_rows.append(r + offset)
-                in_sig.append(sig)
-        return np.array(in_rows, np.int64), np.array(in_sig, np.int32)
+        # whichever decode path (whole file, streamed blocks, a repaired event) produced them.
+        # The per-op work is C loops (map): a Python loop over every op was a fifth of the load
+        ops = np.flatnonzero(kind == Kind.CPU_OP)
+        op_args = pick(args, ops)
+        has = np.fromiter(map(len, map(_DIMS, op_args)), np.int64, len(op_args)) > 0
+        rows = ops[has]
+        # the three raw parts joined by a NUL, which valid JSON text never holds raw: one bytes
+        # object to hash per op instead of a tuple of three copies
+        keys = list(map(_SEP.join, map(_TRIPLE, pick(args, rows))))
+        raw_sigs = self._raw_sigs
+        sig = np.fromiter(map(raw_sigs.get, keys, repeat(-1)), np.int64, len(keys))
+        if (sig < 0).any():
+            sigs = self.sigs
+            for i in np.flatnonzero(sig < 0).tolist():
+                key = keys[i]
+                got = raw_sigs.get(key)
+                if got is None:
+                    d, t, c = key.split(_SEP)
+                    got = raw_sigs[key] = sigs.setdefault(_compact_sig((d, t, c)), len(sigs))
+                sig[i] = got
+        return (rows + offset).astype(np.int64), sig.astype(np.int32)
 
     def extend(self, other: Inputs, offset: int) -> np.ndarray:
         """Append what another decoder kept of the events that follow (its rows from offset on);

@@ -40,7 +40,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DEVICE_KINDS", "GPU_KINDS", "CommArgs", "Kind", "RowMap", "Trace", "unique"]
+__all__ = ["DEVICE_KINDS", "GPU_KINDS", "CommArgs", "Kind", "RowMap", "Trace", "row_columns", "unique"]
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -123,6 +123,18 @@ class RowMap(Mapping[int, V], Generic[V]):
     def items(self) -> Any:
         distinct = self.distinct
         return zip(self.rows.tolist(), [distinct[i] for i in self.idx.tolist()], strict=True)
+
+
+def row_columns(m: Mapping[int, V]) -> tuple[I64, I64, list[V]]:
+    """(rows ascending, per row its value's index into the distinct values, the distinct values)
+    of a row -> value map: a RowMap's own arrays, or those of a dict (a capture trace's rows
+    attached by attnprof.analysis.replay), so that a caller reads all rows without a lookup each."""
+    if isinstance(m, RowMap):
+        return m.rows.astype(np.int64, copy=False), m.idx.astype(np.int64), m.distinct
+    rows = np.array(sorted(m), np.int64)
+    ids: dict[Any, int] = {}
+    idx = np.array([ids.setdefault(m[r], len(ids)) for r in rows.tolist()], np.int64)
+    return rows, idx, list(ids)
 
 
 @dataclass
