@@ -430,3 +430,34 @@ def test_without_a_memfd_the_forked_part_comes_back_through_a_pipe(
     monkeypatch.setattr(stream, "_memfd", lambda: None)  # not Linux, or memfd_create refused
     got = stream.streamed(plain, parallel=True)
     assert got is not None and _fields_equal(got, whole) == []
+
+
+def _linked_pair(corr: int, ext: int, flow: int) -> bytes:
+    """A cpu op, its launch and its kernel, linked by External id and correlation, and a flow."""
+    ev = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 10,
+         "args": {"External id": ext, "Sequence number": ext}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1,
+         "dur": 2, "args": {"correlation": corr, "External id": ext}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 5, "dur": 3,
+         "args": {"correlation": corr, "External id": ext, "device": 0}},
+        {"ph": "s", "cat": "ac2g", "name": "f", "pid": 1, "tid": 1, "ts": 1, "id": flow},
+        {"ph": "f", "cat": "ac2g", "name": "f", "pid": 0, "tid": 7, "ts": 5, "id": flow, "bp": "e"},
+    ]  # fmt: skip
+    return json.dumps({"traceEvents": ev}).encode()
+
+
+def test_ids_are_int32_where_they_fit_and_int64_where_one_does_not() -> None:
+    from attnprof.analysis.links import link
+
+    small = parse_trace(_linked_pair(7, 3, 9))
+    assert {small.corr.dtype, small.ext.dtype, small.seq.dtype, small.flow_id.dtype} == {np.dtype(np.int32)}
+    top = 2**31 - 1  # the largest id int32 holds
+    assert parse_trace(_linked_pair(top, 3, 9)).corr.dtype == np.int32
+    for big in ((2**31, 3, 9), (7, 2**40, 9), (7, 3, 2**33)):  # one id past int32 widens all four
+        t = parse_trace(_linked_pair(*big))
+        assert {t.corr.dtype, t.ext.dtype, t.seq.dtype, t.flow_id.dtype} == {np.dtype(np.int64)}, big
+        assert int(t.corr[2]) == big[0] and int(t.ext[2]) == big[1] and int(t.flow_id[0]) == big[2]
+    for t in (small, parse_trace(_linked_pair(2**31, 2**40, 2**33))):
+        links = link(t)  # the kernel finds its launch and its op whichever the width
+        assert links.launch.tolist() == [1] and links.cpu_op.tolist() == [0]

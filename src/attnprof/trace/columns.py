@@ -83,6 +83,10 @@ _EXT_LEGACY = attrgetter("external_id_legacy")
 _SEQ = attrgetter("seq")
 
 
+# the id columns, narrowed together (Builder._id_dtype)
+_ID_COLUMNS = ("corr", "ext", "seq", "flow_id")
+
+
 def _int_col(values: list[int]) -> np.ndarray:
     """Integer ids (-1 = missing) in one C loop; beyond +-2**62 -1, as _ids does."""
     try:
@@ -345,9 +349,23 @@ class Builder:
         # the chunks' parts are let go column by column: the trace's columns never exist twice
         # (about 0.25x the raw JSON less at the peak of a load)
         parts = self.cols.pop(key, None)
-        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+        # cast while concatenating: an id column narrowed to int32 never exists as int64 whole
+        return np.concatenate(parts, dtype=dtype, casting="same_kind") if parts else np.zeros(0, dtype)
+
+    def _id_dtype(self) -> type:
+        """int32 where every id of the trace (correlation, External id, sequence number, flow id;
+        -1 missing) fits in it, else int64. One width for all four: they are compared with each
+        other (a device op's correlation with its launch's, a flow's id stands in for a missing
+        correlation), and a copy of one column is filled from another (analysis/links.py)."""
+        lo = hi = -1
+        for key in _ID_COLUMNS:
+            for part in self.cols.get(key, ()):
+                if part.size:
+                    lo, hi = min(lo, int(part.min())), max(hi, int(part.max()))
+        return np.int32 if lo >= -1 and hi <= np.iinfo(np.int32).max else np.int64
 
     def finish(self, doc: Doc, source: str) -> Trace:
+        ids = self._id_dtype()
         props_in = doc.deviceProperties if isinstance(doc.deviceProperties, list) else []
         meta: dict[str, Any] = {}
         for key in ("schemaVersion", "distributedInfo", "cuda_runtime_version", "cupti_version", "trace_id"):
@@ -398,9 +416,9 @@ class Builder:
             ts=self._col("ts", np.float64),
             dur=self._col("dur", np.float64),
             lane=self._col("lane", np.int32),
-            corr=self._col("corr", np.int64),
-            ext=self._col("ext", np.int64),
-            seq=self._col("seq", np.int64),
+            corr=self._col("corr", ids),
+            ext=self._col("ext", ids),
+            seq=self._col("seq", ids),
             cat=self._col("cat", np.int32),
             categories=[cap(c) for c in self.cats],
             kernel_rows=self._col("kernel_rows", np.int64),
@@ -412,7 +430,7 @@ class Builder:
             device=self._col("device", np.int64),
             flow_start=self._col("flow_start", np.bool_),
             flow_fwdbwd=self._col("flow_fwdbwd", np.bool_),
-            flow_id=self._col("flow_id", np.int64),
+            flow_id=self._col("flow_id", ids),
             flow_lane=self._col("flow_lane", np.int32),
             flow_ts=self._col("flow_ts", np.float64),
             conversions=self.inputs.conversions,

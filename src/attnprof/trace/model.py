@@ -46,6 +46,8 @@ I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 F64 = npt.NDArray[np.float64]
 I8 = npt.NDArray[np.int8]
+# ids: int32 where every id of the trace fits, else int64 (trace/columns.py Builder._id_dtype)
+Ids = npt.NDArray[np.int32] | npt.NDArray[np.int64]
 
 
 class Kind(enum.IntEnum):
@@ -150,6 +152,8 @@ class Trace:
     device.
     Flow columns (ac2g / async / fwdbwd s and f events): flow_start (bool), flow_fwdbwd (bool: a
     forward -> backward flow, not a launch flow), flow_id, flow_lane, flow_ts.
+    The four id columns (corr, ext, seq, flow_id) are int32 where every id of the trace fits in
+    it, else all four int64: exact either way, and half the memory in the usual case.
     """
 
     source: str
@@ -160,9 +164,9 @@ class Trace:
     ts: F64
     dur: F64
     lane: I32
-    corr: I64
-    ext: I64
-    seq: I64
+    corr: Ids
+    ext: Ids
+    seq: Ids
     cat: I32
     categories: list[str]
     kernel_rows: I64
@@ -174,7 +178,7 @@ class Trace:
     device: I64
     flow_start: npt.NDArray[np.bool_]
     flow_fwdbwd: npt.NDArray[np.bool_]
-    flow_id: I64
+    flow_id: Ids
     flow_lane: I32
     flow_ts: F64
     # cpu-op row -> (first input's dtype, target dtype code) for dtype conversions (aten::to,
