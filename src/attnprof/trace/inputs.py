@@ -151,11 +151,10 @@ class Inputs:
         if rt.size:
             rt_args = pick(args, rt)
             named = np.fromiter(map(is_not, map(_KERNEL, rt_args), repeat(None)), bool, len(rt_args))
+            # kept as a string: interning it would make name ids depend on chunking
             for r in rt[named].tolist():
                 a = args[r]
-                assert (
-                    a.kernel is not None
-                )  # kept as a string: interning it would make name ids depend on chunking
+                assert a.kernel is not None
                 self.launch_kernels[r + offset] = (a.kernel, dims_product(a.grid), dims_product(a.block))
         for r in np.flatnonzero(kind == Kind.SYNC).tolist():
             ws, rc = args[r].wait_on_stream, args[r].wait_record
