@@ -222,7 +222,11 @@ class ModelResult(msgspec.Struct, kw_only=True):
     Shares are of the profiled step time, from the exported trace: `attention_share` from the
     per-layer ranges, `analyser_share` from the ops the analyser recognises as attention
     (attnprof.analysis.model_share); `share_noise` is the larger spread of either share across
-    the profiled steps, and `shares_agree` is false when they differ by more than that noise.
+    the profiled steps; `share_gap` is the smallest difference between the two shares in any one
+    profiled step, and `shares_agree` is false when that gap is larger than the noise. The gap is
+    taken per step because a rule that misses part of attention misses it in every step, while a
+    stall of the machine lands in one step and on one side (a preempted op the analyser's span
+    holds, or Python time inside a range).
     """
 
     implementation: str  # the attn_implementation the model ran with
@@ -230,6 +234,7 @@ class ModelResult(msgspec.Struct, kw_only=True):
     attention_share: float | None = None
     analyser_share: float | None = None
     share_noise: float | None = None
+    share_gap: float | None = None
     shares_agree: bool | None = None
     step_us_profiled: float | None = None  # mean model_step time in the profiled steps
     attention_ms: float | None = None  # attention_share x the clean step time

@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 STEP_ANNOTATION = "model_step"
-# two shares measured from three profiled steps: never call a difference below 2 points real
+# two shares measured from two or three profiled steps: never call a difference below 2 points real
 MIN_SHARE_NOISE = 0.02
 TRANSFORMERS_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "flash_attention_2", "flash_attention_3")
 Progress = Callable[[str, str], None]
@@ -612,13 +612,14 @@ def _analyse(p: _Prepared, device: str) -> None:
         mr.attention_share = sum(ann) / len(ann)
         mr.analyser_share = sum(ana) / len(ana)
         mr.share_noise = max(max(ann) - min(ann), max(ana) - min(ana))
-        mr.shares_agree = abs(mr.attention_share - mr.analyser_share) <= max(mr.share_noise, MIN_SHARE_NOISE)
+        mr.share_gap = min(abs(a - b) for a, b in zip(ann, ana, strict=True))
+        mr.shares_agree = mr.share_gap <= max(mr.share_noise, MIN_SHARE_NOISE)
         mr.step_us_profiled = sum(shares.step_us) / shares.steps
         if not mr.shares_agree:
             p.result.warnings.append(
                 f"attention share {mr.attention_share:.1%} from the per-layer ranges, {mr.analyser_share:.1%} "
-                f"from the analyser's classification: they differ by more than the noise "
-                f"({max(mr.share_noise, MIN_SHARE_NOISE):.1%})"
+                f"from the analyser's classification: in every profiled step they differ by at least "
+                f"{mr.share_gap:.1%}, more than the noise ({max(mr.share_noise, MIN_SHARE_NOISE):.1%})"
             )
     layers: dict[int, LayerAttention] = {}
     for name, times in shares.layers.items():
