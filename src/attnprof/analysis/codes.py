@@ -3,19 +3,22 @@ and compare's run-level checks alike), the most severe level it is given, whethe
 variant faster ("good"), slower or its figures untrustworthy ("bad"), or only informs
 ("neutral"), and the key of its sentence in the report catalogs (report/i18n/*.po).
 
-A rule's severity can be lower than the catalogue's (materiality.judge lowers an immaterial
-finding to "info"), never higher. tests/test_codes.py holds every code the rules and compare
+A rule never declares a severity: it makes its finding with `finding()`, which gives it the
+catalogue's level, or "info" when the rule says the finding is minor (an immaterial cost:
+materiality.Cost.material; an order-only match; a stability upcast), never a higher one. tests/test_codes.py holds every code the rules and compare
 emit to this table, and every key to the en, id and th catalogs. The summary's cause lists
 (compare/causes.py GOOD_CODES, BAD_CODES) are read from `cause` and `effect` (CAUSE_CODES).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
-__all__ = ["CATALOGUE", "CAUSE_CODES", "FindingCode", "code_info"]
+from attnprof.analysis.result import Finding
+
+__all__ = ["CATALOGUE", "CAUSE_CODES", "FindingCode", "code_info", "finding"]
 
 Effect = Literal["good", "bad", "neutral"]
 Severity = Literal["info", "warning", "error"]
@@ -58,8 +61,8 @@ CATALOGUE: tuple[FindingCode, ...] = (
     _c("CUDA_CORE_GEMM", "warning", "bad", cause=5),
     _c("FP32_UPCAST", "warning", "bad", cause=1),
     _c("MASK_REBUILT_EACH_CALL", "warning", "bad", cause=2),
-    _c("SAFE_SOFTMAX", "warning", "bad", cause=3),
-    _c("TRANSPOSES_BEFORE_KERNEL", "warning", "bad", cause=7),
+    _c("SAFE_SOFTMAX", "info", "bad", cause=3),
+    _c("TRANSPOSES_BEFORE_KERNEL", "info", "bad", cause=7),
     _c("OUT_OF_PLACE_COPY", "warning", "bad", cause=4),
     _c("LOW_OCCUPANCY_BY_DESIGN", "info", "neutral"),
     _c("OCCUPANCY_NOT_MEASURED", "info", "neutral"),
@@ -78,7 +81,7 @@ CATALOGUE: tuple[FindingCode, ...] = (
     _c("GPU_IDLE_HOST_COMPUTE", "warning", "bad", cause=9),
     _c("GPU_IDLE_DATA_LOADING", "warning", "bad"),
     _c("GPU_IDLE_PYTHON", "warning", "bad"),
-    _c("GPU_IDLE_UNRECORDED", "warning", "neutral"),
+    _c("GPU_IDLE_UNRECORDED", "info", "neutral"),
     _c("CUDA_GRAPH", "info", "good", cause=2),
     # the roofline and the per-op model
     _c("ABOVE_PEAK", "error", "bad"),
@@ -108,3 +111,14 @@ CAUSE_CODES: dict[Effect, tuple[str, ...]] = {
 
 def code_info(code: str) -> FindingCode | None:
     return _BY_CODE.get(code)
+
+
+def finding(
+    code: str, message: str, evidence: dict[str, Any] | None = None, *, minor: bool = False
+) -> Finding:
+    """A finding of a catalogued code at the catalogue's severity ("info" when `minor`: the rule
+    found it but it costs too little, or is too uncertain, for the catalogue's level)."""
+    info = _BY_CODE.get(code)
+    if info is None:
+        raise KeyError(f"{code} is not in analysis/codes.py CATALOGUE")
+    return Finding(code, "info" if minor else info.severity, message, evidence or {})

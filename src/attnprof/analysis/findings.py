@@ -1,4 +1,5 @@
-"""Findings: rules over the analysis, each with a stable code, a severity and its evidence.
+"""Findings: rules over the analysis, each with a stable code and its evidence; the severity and
+whether the code is good or bad are the catalogue's (analysis/codes.py `finding`).
 
 Every code is documented in docs/findings.md (meaning, evidence, what to do). Codes are stable:
 compare and report code match on them. Rules read only the Context the pipeline built, and each
@@ -24,11 +25,12 @@ import msgspec
 import numpy as np
 
 from attnprof.analysis.classify import CATEGORIES
+from attnprof.analysis.codes import CATALOGUE, finding
 from attnprof.analysis.context import Context, gpu_unfused_count
 from attnprof.analysis.idle_findings import gpu_idle
 from attnprof.analysis.links import launched_in
-from attnprof.analysis.materiality import cost_of_gpu_ops, cost_of_ops, judge
-from attnprof.analysis.perf_findings import PERF_CODES, PERF_RULES
+from attnprof.analysis.materiality import cost_of_gpu_ops, cost_of_ops
+from attnprof.analysis.perf_findings import PERF_RULES
 from attnprof.analysis.precision_findings import cuda_core_gemm, fp32_upcast
 from attnprof.analysis.result import Finding, KernelStat, Occupancy
 from attnprof.trace.model import Kind, unique
@@ -47,9 +49,8 @@ def trace_repaired(ctx: Context) -> list[Finding]:
     if not ctx.trace.repairs:
         return []
     return [
-        Finding(
+        finding(
             "TRACE_REPAIRED",
-            "warning",
             "The trace was not valid JSON and was repaired before analysis: " + "; ".join(ctx.trace.repairs),
             {"repairs": list(ctx.trace.repairs)},
         )
@@ -65,9 +66,8 @@ def no_gpu_activity(ctx: Context) -> list[Finding]:
         return []
     n = int(np.isin(t.name[launches], [t.names.index(k) for k in kernel_launches]).sum())
     return [
-        Finding(
+        finding(
             "NO_GPU_ACTIVITY",
-            "warning",
             f"{n} kernel launches on the CPU but no GPU events: GPU activity was not recorded "
             "(profile with ProfilerActivity.CUDA, and check CUPTI is available)",
             {"launch_events": n, "launch_apis": kernel_launches},
@@ -94,9 +94,8 @@ def fused_attention(ctx: Context) -> list[Finding]:
                 ", ".join(f"{d} {fmt_us(v)}" for d, v in dirs.items()) if len(dirs) > 1 else next(iter(dirs))
             )
             out.append(
-                Finding(
+                finding(
                     "FUSED_ATTENTION",
-                    "info",
                     f"Fused attention: {fam}, {f['count']} kernel(s), {fmt_us(f['time_us'])} in total ({split})",
                     {
                         "family": fam,
@@ -111,9 +110,8 @@ def fused_attention(ctx: Context) -> list[Finding]:
         ops = dict(ctx.cpu.fused_ops)
         n = ctx.cpu.instances or 1
         out.append(
-            Finding(
+            finding(
                 "FUSED_ATTENTION",
-                "info",
                 "Fused attention on the CPU: "
                 + ", ".join(f"{k} ({v / n:g} per call)" for k, v in ops.items()),
                 {"family": "CPU fused SDPA", "ops": ops, "per_instance": {k: v / n for k, v in ops.items()}},
@@ -180,12 +178,11 @@ def unfused_attention(ctx: Context) -> list[Finding]:
         ]
         cost = cost_of_ops(ctx, u.ops)
         evidence |= cost.evidence()
-        severity, note = judge(cost)
+        note = cost.note()
         what = "kernel time" if ctx.device.kind != "cpu" else "CPU time"
         return [
-            Finding(
+            finding(
                 "UNFUSED_ATTENTION",
-                severity,
                 f"Unfused attention: {ex['gemm']} -> {ex['softmax']} over scores {ex['scores_shape']} -> "
                 f"{ex['gemm_after']} with values {ex['values_shape']} (the costliest of the chains: "
                 f"{fmt_us(costs[order[0]].us)} of {what}, a sum over its ops), {total} time(s) ({total / n:g} "
@@ -198,17 +195,18 @@ def unfused_attention(ctx: Context) -> list[Finding]:
                     else "(F.scaled_dot_product_attention, whose CPU kernel is the fused flash one) avoids that"
                 ),
                 evidence,
+                minor=not cost.material,
             )
         ]
     return [
-        Finding(
+        finding(
             "UNFUSED_ATTENTION",
-            "info",
             f"Possible unfused attention: GEMM -> softmax -> GEMM {total} time(s) ({total / n:g} {scope}, "
             f"from {source}). Only the order says so: a softmax between two GEMMs is attention only "
             "when it normalises the first GEMM's [.., Sq, Skv] output and the second GEMM consumes it "
             "(MoE routing also has mm -> softmax -> bmm); record with record_shapes=True to confirm",
             evidence,
+            minor=True,
         )
     ]
 
@@ -246,11 +244,10 @@ def mask_rebuilt(ctx: Context) -> list[Finding]:
             [inst.gpu[ctx.gpu_cat[inst.gpu] == CATEGORIES.index("mask")] for inst in ctx.region.instances]
         )
         cost = cost_of_gpu_ops(ctx, idx)
-    severity, note = judge(cost)
+    note = cost.note()
     return [
-        Finding(
+        finding(
             "MASK_REBUILT_EACH_CALL",
-            severity,
             f"The causal mask is built again on every call ({ctx.region.name}: "
             + ", ".join(f"{k} x{v:g}" for k, v in ops.items())
             + (f"; {sum(k.count for k in tri_gpu)} triu_tril kernels on GPU" if tri_gpu else "")
@@ -262,6 +259,7 @@ def mask_rebuilt(ctx: Context) -> list[Finding]:
                 "cpu_ops_per_instance": ops,
                 "gpu_mask_kernels": [{"name": k.short_name, "count": k.count} for k in tri_gpu],
             },
+            minor=not cost.material,
         )
     ]
 
@@ -272,9 +270,8 @@ def safe_softmax(ctx: Context) -> list[Finding]:
         return []
     n = ev.instances or 1
     return [
-        Finding(
+        finding(
             "SAFE_SOFTMAX",
-            "info",
             f"aten::_safe_softmax runs {ev.safe_softmax / n:g} time(s) per call: SDPA's math path guards "
             "fully-masked rows (isneginf, all, where) with extra passes over the scores",
             {"per_instance": ev.safe_softmax / n},
@@ -289,9 +286,8 @@ def transposes(ctx: Context) -> list[Finding]:
     n = ev.instances or 1
     calls = ev.fused_calls or 1
     return [
-        Finding(
+        finding(
             "TRANSPOSES_BEFORE_KERNEL",
-            "info",
             f"{ev.transposes_before_fused / calls:g} aten::transpose per fused attention call "
             f"({', '.join(ev.fused_ops)}; {ev.fused_calls / n:g} call(s) per {ctx.region.name} instance): "
             "the kernel wants [B, S, H, D], so q, k, v (and the output) are transposed around it; the "
@@ -323,13 +319,12 @@ def out_of_place_copy(ctx: Context) -> list[Finding]:
     memcpy = ctx.links.gpu_rows[gpu]
     dtod = sum(1 for r in memcpy.tolist() if t.kind[r] == Kind.MEMCPY and "DtoD" in t.names[int(t.name[r])])
     cost = cost_of_ops(ctx, rows)
-    severity, note = judge(cost)
+    note = cost.note()
     total = sum(parents.values())
     inplace = ", ".join(f"{p.removeprefix('aten::')}_ for {p.removeprefix('aten::')}" for p in parents)
     return [
-        Finding(
+        finding(
             "OUT_OF_PLACE_COPY",
-            severity,
             f"{total / n:g} aten::clone per call from out-of-place op(s) "
             + ", ".join(f"{p} (x{c / n:g})" for p, c in parents.items())
             + (f"; {dtod / n:g} Memcpy DtoD per call launched by those clones" if dtod else "")
@@ -341,6 +336,7 @@ def out_of_place_copy(ctx: Context) -> list[Finding]:
                 "memcpy_dtod_per_instance": dtod / n,
                 **cost.evidence(),
             },
+            minor=not cost.material,
         )
     ]
 
@@ -367,9 +363,8 @@ def occupancy_findings(ctx: Context) -> list[Finding]:
             low.append((k, occ))
     for k, occ in low[:5]:
         out.append(
-            Finding(
+            finding(
                 "LOW_OCCUPANCY_BY_DESIGN",
-                "info",
                 f"{k.short_name}: theoretical occupancy {occ.theoretical_pct:g}% "
                 f"({occ.registers} registers x {occ.threads_per_block} threads, "
                 f"{occ.shared_mem_bytes} B shared; limited by {occ.limiter}). Tiled "
@@ -383,9 +378,8 @@ def occupancy_findings(ctx: Context) -> list[Finding]:
         t = sum(k.time_us for k, _ in gaps)
         names = [k.short_name for k, _ in gaps[:5]]
         out.append(
-            Finding(
+            finding(
                 "OCCUPANCY_NOT_MEASURED",
-                "info",
                 f"{len(gaps)} kernel(s) ({n} launches, {fmt_us(t)}) show 0% achieved occupancy because the "
                 f"profiler reports 0 for kernels with more than 48 KB of shared memory, whatever the launch "
                 f"API: not measured, not an idle GPU ({', '.join(names)}). Their theoretical occupancy is "
@@ -416,9 +410,8 @@ def cuda_graph(ctx: Context) -> list[Finding]:
     launches = unique(ctx.links.launch[graph])
     att = int(np.count_nonzero(graph & (ctx.gpu_cat == _ATT)))
     return [
-        Finding(
+        finding(
             "CUDA_GRAPH",
-            "info",
             f"{int(graph.sum())} GPU op(s) come from {launches.size} CUDA-graph launch(es)"
             + (f", {att} of them fused attention kernels" if att else "")
             + ": they are attributed to the cudaGraphLaunch; per-kernel CPU ops are not recorded",
@@ -432,9 +425,8 @@ def unattributed(ctx: Context) -> list[Finding]:
     if not n:
         return []
     return [
-        Finding(
+        finding(
             "UNATTRIBUTED_GPU_OPS",
-            "info",
             f"{n} device op(s) have no launch event in the trace; "
             f"{ctx.region.unplaced_gpu_ops} could not be placed in a region by time",
             {"gpu_ops": n, "unplaced": ctx.region.unplaced_gpu_ops},
@@ -451,9 +443,8 @@ def above_peak(ctx: Context) -> list[Finding]:
         v = getattr(roof, key)
         if v is not None and v > 100.0:
             out.append(
-                Finding(
+                finding(
                     "ABOVE_PEAK",
-                    "error",
                     f"Achieved {what} is {v:.0f}% of the peak ({roof.peak_source}): a measurement "
                     "error (wrong peak, wrong workload, or a time that misses part of the work)",
                     {key: round(v, 2), "time_us": roof.time_us, "workload": roof.workload},
@@ -481,37 +472,9 @@ RULES: tuple[Callable[[Context], list[Finding]], ...] = (
     *PERF_RULES,
 )
 
-CODES = (
-    "TRACE_REPAIRED",
-    "NO_GPU_ACTIVITY",
-    "FUSED_ATTENTION",
-    "UNFUSED_ATTENTION",
-    "CUDA_CORE_GEMM",
-    "FP32_UPCAST",
-    "MASK_REBUILT_EACH_CALL",
-    "SAFE_SOFTMAX",
-    "TRANSPOSES_BEFORE_KERNEL",
-    "OUT_OF_PLACE_COPY",
-    "LOW_OCCUPANCY_BY_DESIGN",
-    "OCCUPANCY_NOT_MEASURED",
-    "GPU_IDLE_SYNC",
-    "GPU_IDLE_BLOCKING_COPY",
-    "GPU_IDLE_ALLOCATOR",
-    "GPU_IDLE_INIT",
-    "GPU_IDLE_SLOW_LAUNCH",
-    "GPU_IDLE_STREAM_WAIT",
-    "GPU_WAIT_UNRECORDED_WORK",
-    "GPU_STREAM_WAIT_UNRECORDED",
-    "LAUNCH_BOUND",
-    "GPU_IDLE_HOST_COMPUTE",
-    "GPU_IDLE_DATA_LOADING",
-    "GPU_IDLE_PYTHON",
-    "GPU_IDLE_UNRECORDED",
-    "CUDA_GRAPH",
-    "UNATTRIBUTED_GPU_OPS",
-    "ABOVE_PEAK",
-    *PERF_CODES,
-)
+# every code the rules emit: the catalogue's (analysis/codes.py; tests/test_codes.py holds the
+# rules' sources to it)
+CODES: tuple[str, ...] = tuple(c.code for c in CATALOGUE if c.where == "analysis")
 
 
 def evaluate(ctx: Context) -> list[Finding]:

@@ -4,7 +4,8 @@ A cause is named when it holds at least _CAUSE_OF_IDLE of the region's idle time
 _CAUSE_OF_WINDOW of its window, on a region that idles at least _IDLE_PCT of the time and
 _IDLE_MIN_US per instance. Each finding names the host events that held the most of that idle
 time (their time inside the idle time, not their whole duration) and gives the advice that fits
-the cause; the table CAUSE_FINDINGS says which code, severity and words each cause gets.
+the cause; the table CAUSE_FINDINGS says which code and words each cause gets (its severity is the
+catalogue's: analysis/codes.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from attnprof.analysis.codes import finding
 from attnprof.analysis.context import Context
 from attnprof.analysis.idle import SLOW_LAUNCH_US, UNRECORDED_WAIT_US, innermost
 from attnprof.analysis.intervals import Intervals, subtract, union
@@ -29,13 +31,12 @@ _CAUSE_OF_WINDOW = 0.1
 _IDLE_PCT = 20.0  # idle share of the window below which idle is not reported
 _IDLE_MIN_US = 50.0  # per instance
 
-# cause -> (code, severity, what the host did and what to do, evidence key for the host events
+# cause -> (code, what the host did and what to do, evidence key for the host events
 # named). {names}: the host events, most idle time first; {pre}: the part of the idle time
 # before the instance's first launch, where it matters
-CAUSE_FINDINGS: dict[str, tuple[str, str, str, str]] = {
+CAUSE_FINDINGS: dict[str, tuple[str, str, str]] = {
     "sync": (
         "GPU_IDLE_SYNC",
-        "warning",
         "the host waits in synchronizing calls ({names}), so no new work is queued. Remove the "
         "synchronisation from the loop: .item(), .cpu(), .tolist(), printing or logging tensor "
         "values, torch.cuda.synchronize(), polling events",
@@ -43,7 +44,6 @@ CAUSE_FINDINGS: dict[str, tuple[str, str, str, str]] = {
     ),
     "blocking_copy": (
         "GPU_IDLE_BLOCKING_COPY",
-        "warning",
         "the host is inside blocking copies ({names}){pageable}: such a copy returns only once the "
         "work queued before it and the copy itself are done, so nothing new is queued meanwhile. "
         "Copy into pinned memory with non_blocking=True (a pin_memory() buffer) and read the "
@@ -52,7 +52,6 @@ CAUSE_FINDINGS: dict[str, tuple[str, str, str, str]] = {
     ),
     "allocator": (
         "GPU_IDLE_ALLOCATOR",
-        "warning",
         "the host is inside allocator calls ({names}): the caching allocator is growing or "
         "releasing device or pinned memory, and cudaFree waits for the device. Warm up before "
         "profiling so the cache holds what a step needs, keep shapes stable, avoid "
@@ -61,7 +60,6 @@ CAUSE_FINDINGS: dict[str, tuple[str, str, str, str]] = {
     ),
     "init": (
         "GPU_IDLE_INIT",
-        "warning",
         "the host is inside one-time set-up calls ({names}: stream, event or context creation, "
         "module loading, attribute queries). Profile after a warm-up "
         "(torch.profiler.schedule(wait=1, warmup=1, active=...)); in a steady loop they do not recur",
@@ -69,7 +67,6 @@ CAUSE_FINDINGS: dict[str, tuple[str, str, str, str]] = {
     ),
     "slow_launch": (
         "GPU_IDLE_SLOW_LAUNCH",
-        "warning",
         f"the host is inside launch calls of {SLOW_LAUNCH_US / 1000:g} ms or more ({{names}}). A "
         "launch that slow is not launch overhead: it is the first launch of a kernel loading its "
         "module (lazy module loading), JIT compilation or a launch blocked on a full queue. Warm "
@@ -78,14 +75,12 @@ CAUSE_FINDINGS: dict[str, tuple[str, str, str, str]] = {
     ),
     "stream_wait": (
         "GPU_IDLE_STREAM_WAIT",
-        "info",
         "the host is inside calls that make one stream wait on another stream's event ({names}): "
         "the host is not blocked by them; a long one means the driver's queue is full",
         "stream_wait_calls_us",
     ),
     "unrecorded_wait": (
         "GPU_WAIT_UNRECORDED_WORK",
-        "info",
         f"the host waits in synchronizing calls ({{names}}) that returned {UNRECORDED_WAIT_US:g} µs "
         "or more after {ref} had ended: they waited on work the trace does "
         "not contain (another process, a stream or device the profiler did not capture, work "
@@ -95,7 +90,6 @@ CAUSE_FINDINGS: dict[str, tuple[str, str, str, str]] = {
     ),
     "stream_wait_unrecorded": (
         "GPU_STREAM_WAIT_UNRECORDED",
-        "info",
         "a stream is held by a wait on another stream's event (cudaStreamWaitEvent, by the trace's "
         "cuda_sync records; waited-on streams: {names}) although its next op was queued and every "
         f"recorded op it depends on had ended {UNRECORDED_WAIT_US:g} µs or more before: it waited "
@@ -106,7 +100,6 @@ CAUSE_FINDINGS: dict[str, tuple[str, str, str, str]] = {
     ),
     "launching": (
         "LAUNCH_BOUND",
-        "warning",
         "the host is issuing work (CPU ops that launch kernels and the launch calls themselves: "
         "{names}) while the device has nothing queued: the device runs the {ops:g} device ops per "
         "instance faster than the host launches them. Fewer, larger kernels help: torch.compile, "
@@ -115,7 +108,6 @@ CAUSE_FINDINGS: dict[str, tuple[str, str, str, str]] = {
     ),
     "host_compute": (
         "GPU_IDLE_HOST_COMPUTE",
-        "warning",
         "the host runs CPU ops (or runtime calls) that launch nothing ({names}){pre}. The device "
         "waits for host computation, not for launches: create tensors on the device "
         "(torch.randn(..., device='cuda')), move preprocessing to the device or to DataLoader "
@@ -124,7 +116,6 @@ CAUSE_FINDINGS: dict[str, tuple[str, str, str, str]] = {
     ),
     "data_loading": (
         "GPU_IDLE_DATA_LOADING",
-        "warning",
         "the host is loading data ({names}; known by their range names){pre}. Load in DataLoader "
         "worker processes (num_workers > 0, pin_memory=True, persistent_workers=True) and prefetch, "
         "so that the next batch is ready when a step ends",
@@ -132,7 +123,6 @@ CAUSE_FINDINGS: dict[str, tuple[str, str, str, str]] = {
     ),
     "python": (
         "GPU_IDLE_PYTHON",
-        "warning",
         "the host runs Python code that makes no CPU op or runtime call (innermost frames: "
         "{names}){pre}: the device waits for that code (preprocessing, tokenisation, logging, "
         "control flow). Move it off the step's critical path (DataLoader workers, a background "
@@ -232,16 +222,15 @@ def gpu_idle(ctx: Context) -> list[Finding]:
         if us < _CAUSE_OF_IDLE * idle_us or us < _CAUSE_OF_WINDOW * window:
             continue
         share = f"{100 * us / idle_us:.0f}% of the idle time ({fmt_us(us)} per instance)"
-        code, severity, what, facts = _idle_cause(ctx, cause, idle_iv, pre)
+        code, what, facts = _idle_cause(ctx, cause, idle_iv, pre)
         lead = head
         if cause in ("unrecorded_wait", "stream_wait_unrecorded"):  # not idling behind work the trace shows
             lead = (
                 f"{name}: of the device's idle time ({idle.idle_pct:.0f}% of {fmt_us(window)} per instance)"
             )
         out.append(
-            Finding(
+            finding(
                 code,
-                severity,
                 f"{lead}; {share} {what}",
                 {**base, "cause": cause, "cause_us_per_instance": us, **facts},
             )
@@ -249,20 +238,17 @@ def gpu_idle(ctx: Context) -> list[Finding]:
     return out
 
 
-def _idle_cause(
-    ctx: Context, cause: str, idle_iv: Intervals, pre: str
-) -> tuple[str, str, str, dict[str, Any]]:
-    """For one cause of idle time: the finding's code, severity, what the host did and what to
+def _idle_cause(ctx: Context, cause: str, idle_iv: Intervals, pre: str) -> tuple[str, str, dict[str, Any]]:
+    """For one cause of idle time: the finding's code, what the host did and what to
     do about it, and the evidence that names it."""
     if cause not in CAUSE_FINDINGS:  # nothing recorded
         text = _UNRECORDED_WITH_STACK if ctx.host.has_python else _UNRECORDED
         return (
             "GPU_IDLE_UNRECORDED",
-            "info",
             text.format(pre=pre),
             {"python_frames_recorded": ctx.host.has_python},
         )
-    code, severity, what, key = CAUSE_FINDINGS[cause]
+    code, what, key = CAUSE_FINDINGS[cause]
     names = _top_names(ctx, cause, idle_iv)
     facts: dict[str, Any] = {key: names}
     pageable = ""
@@ -291,4 +277,4 @@ def _idle_cause(
         pageable=pageable,
         ops=ctx.region_stat.gpu_ops_per_instance,
     )
-    return code, severity, text, facts
+    return code, text, facts

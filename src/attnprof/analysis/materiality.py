@@ -17,7 +17,7 @@ from attnprof.analysis.context import Context
 from attnprof.analysis.intervals import measure, union
 from attnprof.analysis.links import launched_in
 
-__all__ = ["MATERIAL_SHARE", "Cost", "cost_of_gpu_ops", "cost_of_ops", "judge"]
+__all__ = ["MATERIAL_SHARE", "Cost", "cost_of_gpu_ops", "cost_of_ops"]
 
 MATERIAL_SHARE = 0.01  # of the scope's device (or CPU) time
 _SYNC = CATEGORIES.index("sync")
@@ -40,9 +40,6 @@ class Cost:
         """At least MATERIAL_SHARE of the scope; unknown (no basis) counts as material."""
         s = self.share
         return s is None or s >= MATERIAL_SHARE
-
-    def severity(self, severity: str = "warning") -> str:
-        return severity if self.material else "info"
 
     def evidence(self) -> dict[str, object]:
         s = self.share
@@ -91,8 +88,3 @@ def cost_of_ops(ctx: Context, rows: np.ndarray) -> Cost:
         us = measure(union(t.ts[rows], t.ts[rows] + t.dur[rows])) if rows.size else 0.0
         return Cost(us, *_basis(ctx, False))
     return cost_of_gpu_ops(ctx, launched_in(t, ctx.links, rows))
-
-
-def judge(cost: Cost, severity: str = "warning") -> tuple[str, str]:
-    """(severity, note for the message) for a finding whose named ops cost `cost`."""
-    return cost.severity(severity), cost.note()

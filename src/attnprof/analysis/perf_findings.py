@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from attnprof.analysis.codes import finding
 from attnprof.analysis.result import Finding
 
 if TYPE_CHECKING:
@@ -62,9 +63,8 @@ def memory_bound_gemm(ctx: Context) -> list[Finding]:
     o = hits[0]
     ridge = (o.peak_tflops or 0.0) / (o.peak_tbps or 1.0)
     return [
-        Finding(
+        finding(
             "MEMORY_BOUND_GEMM",
-            "warning",
             f"{len(hits)} GEMM shape(s) take {share:.3g}% of the device time and are memory-bound: "
             f"their intensity ({min(h.intensity or 0.0 for h in hits):.3g} to "
             f"{max(h.intensity or 0.0 for h in hits):.3g} FLOP/byte) is below the ridge of "
@@ -102,9 +102,8 @@ def attention_below_roof(ctx: Context) -> list[Finding]:
         return []
     o = hits[0]
     return [
-        Finding(
+        finding(
             "ATTENTION_BELOW_ROOF",
-            "warning",
             f"Attention takes {share:.3g}% of the device time at under {FAR_BELOW:.0f}% of its roof "
             f"(the largest: {o.name} {_dims(o)} at {o.pct_of_bound:.3g}% of the {o.bound} roof, "
             f"{o.tflops:.3g} TFLOP/s): compare implementations for this shape (attnprof run --shape) or "
@@ -120,9 +119,8 @@ def decode_below_bandwidth(ctx: Context) -> list[Finding]:
         return []
     o = hits[0]
     return [
-        Finding(
+        finding(
             "DECODE_BELOW_BANDWIDTH",
-            "warning",
             f"Decode attention takes {share:.3g}% of the device time at under {FAR_BELOW:.0f}% of the "
             f"memory bandwidth (the largest: {o.name} {_dims(o)} reads K and V at {o.tbps:.3g} TB/s, "
             f"{o.pct_of_bound:.3g}% of {o.peak_tbps:.3g} TB/s): with few queries per sequence the "
@@ -146,9 +144,8 @@ def op_above_roof(ctx: Context) -> list[Finding]:
     )
     o = max(hits, key=lambda h: h.pct_of_bound or 0.0)
     return [
-        Finding(
+        finding(
             "OP_ABOVE_ROOF",
-            "error",
             f"{len(hits)} op shape(s) ran above their roof (up to {o.pct_of_bound:.3g}%: {o.name} "
             f"{_dims(o)}, {o.formula}): the peak ({o.peak_tflops} TFLOP/s, {o.peak_tbps} TB/s) or "
             f"the model is wrong for them, so their percentages are not to be trusted.{hint}",

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnprof.analysis.codes import finding
 from attnprof.analysis.context import Context
 from attnprof.analysis.cpu_ops import is_downcast
-from attnprof.analysis.materiality import Cost, cost_of_ops, judge
+from attnprof.analysis.materiality import Cost, cost_of_ops
 from attnprof.analysis.result import Finding
 from attnprof.trace.model import unique
 from attnprof.units import fmt_us
@@ -81,11 +82,10 @@ def cuda_core_gemm(ctx: Context) -> list[Finding]:
         float(ctx.totals.kernel_time_us + ctx.totals.memcpy_time_us + ctx.totals.memset_time_us),
         "trace device time",
     )
-    severity, note = judge(cost)
+    note = cost.note()
     return [
-        Finding(
+        finding(
             "CUDA_CORE_GEMM",
-            severity,
             f"{n} GEMM kernel(s) run on CUDA cores, not tensor cores: {fmt_us(t)}, "
             f"{100 * t / gemm_time:.0f}% of GEMM time ({', '.join(precisions)}){note}. {hint}",
             {
@@ -97,6 +97,7 @@ def cuda_core_gemm(ctx: Context) -> list[Finding]:
                 "tensor_core_dtypes": tc,
                 "kernels": [{"name": k.short_name, "count": k.count, "time_us": k.time_us} for k in slow[:8]],
             },
+            minor=not cost.material,
         )
     ]
 
@@ -155,28 +156,28 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
             k.category == "gemm" and k.tensor_cores is False and k.precision == "fp32" for k in ctx.kernels
         )
         cost = cost_of_ops(ctx, _fp32_span_ops(ctx, fp32_rows))
-        severity, what = _upcast_cost(cost, n)
+        minor, what = _upcast_cost(cost, n)
         return [
-            Finding(
+            finding(
                 "FP32_UPCAST",
-                severity,
                 f"16-bit inputs are converted to fp32 in {ctx.region.name}: {len(fp32_rows) / n:g} upcast(s) per "
                 f"instance (aten::_to_copy from bf16/fp16 to float; {where}) with no downcast before the next "
                 f"GEMM: the math after them runs in fp32 ({what})"
                 + ("; fp32 GEMMs in this trace run on CUDA cores" if fp32_cc else "")
                 + stable_note,
                 {**facts, **cost.evidence(), "cost_measured": cost.share is not None and cost.us > 0},
+                minor=minor,
             )
         ]
     if n_stable:
         return [
-            Finding(
+            finding(
                 "FP32_UPCAST",
-                "info",
                 f"{n_stable / n:g} stability upcast(s) per instance in {ctx.region.name} (upcast -> softmax "
                 "or norm -> downcast before the next GEMM): computed in fp32 on purpose, for numerical "
                 "stability; the GEMMs stay in 16 bits",
                 facts,
+                minor=True,
             )
         ]
     # without recorded dtypes, only an annotated call (attn_fwd, --region) is specific enough for
@@ -185,9 +186,8 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
     # the upcast nor its cost is measured, so this is info and claims no materiality.
     if not ev.dtypes_known and annotated and ev.conversions / n >= 3:
         return [
-            Finding(
+            finding(
                 "FP32_UPCAST",
-                "info",
                 f"{ev.conversions / n:g} dtype conversions (aten::_to_copy) per call: possibly an upcast "
                 "of q, k and v to fp32 and back; dtypes not recorded: the upcast and its cost are not measured "
                 "(profile with record_shapes=True to confirm)",
@@ -197,24 +197,25 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
                     "cost_us": None,
                     "cost_measured": False,
                 },
+                minor=True,
             )
         ]
     return []
 
 
-def _upcast_cost(cost: Cost, instances: int) -> tuple[str, str]:
-    """(severity, words) for the fp32 math after confirmed upcasts. A warning needs its share of
-    the scope measured and at least MATERIAL_SHARE; a share that cannot be taken (no device or CPU
+def _upcast_cost(cost: Cost, instances: int) -> tuple[bool, str]:
+    """(minor, words) for the fp32 math after confirmed upcasts. A warning needs its share of the
+    scope measured and at least MATERIAL_SHARE; a share that cannot be taken (no device or CPU
     time in the scope, or nothing the fp32 ops ran was recorded) is said to be not measured, and
-    the finding is info: a count of upcasts alone does not say they cost anything."""
+    the finding is minor (info): a count of upcasts alone does not say they cost anything."""
     per = fmt_us(cost.us / instances)
     s = cost.share
     if s is None or cost.us <= 0:
-        return "info", f"their cost is not measured: no {cost.basis} recorded for them"
-    severity, note = judge(cost)
+        return True, f"their cost is not measured: no {cost.basis} recorded for them"
+    note = cost.note()
     if note:
-        return severity, f"{per} per instance until the downcast{note}"
-    return severity, f"{per} per instance until the downcast, {100.0 * s:.2g}% of the {cost.basis}"
+        return not cost.material, f"{per} per instance until the downcast{note}"
+    return not cost.material, f"{per} per instance until the downcast, {100.0 * s:.2g}% of the {cost.basis}"
 
 
 def _fp32_span_ops(ctx: Context, upcasts: list[int]) -> np.ndarray:

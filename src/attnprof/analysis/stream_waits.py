@@ -61,7 +61,11 @@ class StreamWaits:
             for part in np.split(order, cuts):
                 if part.size:
                     reach = np.maximum.accumulate(ends[part].astype(np.float64))
-                    self._by_lane[int(trace.lane[g][part[0]])] = (part, trace.corr[g][part].astype(np.int64), reach)
+                    self._by_lane[int(trace.lane[g][part[0]])] = (
+                        part,
+                        trace.corr[g][part].astype(np.int64),
+                        reach,
+                    )
 
     @property
     def recorded(self) -> bool:

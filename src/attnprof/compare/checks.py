@@ -5,8 +5,7 @@ from the catalogue of finding codes (analysis/codes.py)."""
 
 from __future__ import annotations
 
-from attnprof.analysis.codes import code_info
-from attnprof.analysis.result import Finding
+from attnprof.analysis.codes import finding
 from attnprof.analysis.stats import ratio_interval
 from attnprof.compare.records import INCORRECT, Row
 from attnprof.records import (
@@ -15,13 +14,6 @@ from attnprof.records import (
     is_incorrect,
 )
 from attnprof.run_context import RunContext
-
-
-def _severity(code: str) -> str:
-    """A compare finding's severity, from the catalogue of finding codes (analysis/codes.py)."""
-    info = code_info(code)
-    assert info is not None, f"{code} is not in analysis/codes.py CATALOGUE"
-    return info.severity
 
 
 def _peak_check(row: Row, ctx: RunContext) -> None:
@@ -34,12 +26,11 @@ def _peak_check(row: Row, ctx: RunContext) -> None:
     env = ctx.record.environment
     pct = int(f"{row.pct_of_peak:.0f}")  # as the tables print it (units.fmt_pct)
     row.findings.append(
-        Finding(
-            code="ABOVE_PEAK",
-            severity=_severity("ABOVE_PEAK"),
-            message=f"{pct}% of the peak ({env.peak_tflops:.3g} TFLOP/s, {env.peak_source}): the peak is "
+        finding(
+            "ABOVE_PEAK",
+            f"{pct}% of the peak ({env.peak_tflops:.3g} TFLOP/s, {env.peak_source}): the peak is "
             "too low or the timing misses part of the work, so this figure cannot be trusted",
-            evidence={
+            {
                 "pct_of_peak": pct,
                 "tflops_useful": row.tflops_useful,
                 "peak_tflops": env.peak_tflops,
@@ -62,12 +53,11 @@ def _fault_check(row: Row) -> None:
     if n is None or n < PAGE_FAULTS_PER_CALL:
         return
     row.findings.append(
-        Finding(
-            code="PAGE_FAULTS",
-            severity=_severity("PAGE_FAULTS"),
-            message=f"{n:.0f} minor page faults per call while timing ({n * 4 / 1024:.1f} MiB of fresh 4 KiB "
+        finding(
+            "PAGE_FAULTS",
+            f"{n:.0f} minor page faults per call while timing ({n * 4 / 1024:.1f} MiB of fresh 4 KiB "
             "pages each call): allocation and page faults, not arithmetic, are part of this variant's time",
-            evidence={"minor_faults_per_call": round(n), "allocator": row.allocator},
+            {"minor_faults_per_call": round(n), "allocator": row.allocator},
         )
     )
 
@@ -94,15 +84,14 @@ def _cold_check(row: Row, t: TimingSummary | None) -> None:
     if cold_faults - warm_faults < PAGE_FAULTS_PER_CALL:
         return
     row.findings.append(
-        Finding(
-            code="COLD_ALLOCATOR",
-            severity=_severity("COLD_ALLOCATOR"),
-            message=f"In the cold allocator state (larger buffers mapped afresh each call, as in a fresh "
+        finding(
+            "COLD_ALLOCATOR",
+            f"In the cold allocator state (larger buffers mapped afresh each call, as in a fresh "
             f"process) {cold.median_ms:.3g} ms per call, {iv.ratio:.2f}x ({iv.low:.2f}-{iv.high:.2f}) the "
             f"warm {t.median_ms:.3g} ms, with {cold_faults:.0f} minor page faults per call against "
             f"{warm_faults:.0f}: allocation and page faults, not arithmetic, make the difference. The "
             "times shown are warm.",
-            evidence={
+            {
                 "cold_ms": round(cold.median_ms, 4),
                 "warm_ms": round(t.median_ms, 4),
                 "ratio": round(iv.ratio, 2),
@@ -124,13 +113,12 @@ def _total_check(row: Row) -> None:
     if bwd is None or total is None or total >= bwd:
         return
     row.findings.append(
-        Finding(
-            code="TOTAL_BELOW_BACKWARD",
-            severity=_severity("TOTAL_BELOW_BACKWARD"),
-            message=f"Forward + backward timed as one call ({total:.3g} ms) is shorter than the backward "
+        finding(
+            "TOTAL_BELOW_BACKWARD",
+            f"Forward + backward timed as one call ({total:.3g} ms) is shorter than the backward "
             f"alone ({bwd:.3g} ms): a measurement problem, not a speed; its ranking by forward + backward "
             "cannot be trusted.",
-            evidence={"total_ms": round(total, 4), "bwd_ms": round(bwd, 4)},
+            {"total_ms": round(total, 4), "bwd_ms": round(bwd, 4)},
         )
     )
 
@@ -154,13 +142,12 @@ def _gate(row: Row, res: RunResult, dtype: str) -> None:
     row.tflops_useful = row.pct_of_peak = None
     row.findings.insert(
         0,
-        Finding(
-            code=code,
-            severity=_severity(code),
-            message=row.reason[0].upper()
+        finding(
+            code,
+            row.reason[0].upper()
             + row.reason[1:]
             + "; it is excluded from speed comparisons, the baseline and recommendations.",
-            evidence={
+            {
                 "max_abs_err": acc.max_abs_err,
                 "nan_count": acc.nan_count,
                 "inf_count": acc.inf_count,
