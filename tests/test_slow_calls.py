@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from attnprof.harness.run import SLOW_CALL_S, SLOW_MIN_SAMPLES, RunOptions, run
+from attnprof.harness.run import SLOW_CALL_S, SLOW_MIN_SAMPLES, SLOW_STEPS, RunOptions, run
 from attnprof.workload import Workload
 
 SLOW = textwrap.dedent(
@@ -44,6 +44,40 @@ def test_slow_calls_get_a_short_schedule_and_say_so(tmp_path: Path) -> None:
     for r in (slow, fast):  # timing is interleaved: the short timing holds for the whole run
         assert r.timing is not None and r.timing.n == SLOW_MIN_SAMPLES and r.timing.cold is None
         assert any(w.startswith(f"timed in {SLOW_MIN_SAMPLES} interleaved rounds") for w in r.warnings)
+        assert r.min_rounds == SLOW_MIN_SAMPLES
+    # recorded per variant: the schedule each was profiled with, against the run's default
+    assert rec.steps == (1, 1, 3) and rec.min_rounds == 10
+    assert slow.profile_steps == SLOW_STEPS and fast.profile_steps == (1, 1, 3)
+    _shown_per_variant(out)
+
+
+def _shown_per_variant(out: Path) -> None:
+    """The reports name the variant profiled otherwise beside the run's default (not "1, 1, 3"
+    alone), and the rounds both were timed in; sdpa, profiled at the default, is not named."""
+    import io
+
+    from rich.console import Console
+
+    from attnprof.report.data import build_report_data
+    from attnprof.report.i18n import Translator
+    from attnprof.report.tables import env_items
+    from attnprof.report.terminal import render_comparison
+
+    data = build_report_data(out)
+    sdpa, sleepy = data.comparison.row("sdpa"), data.comparison.row("sleepy")
+    assert sleepy.own_steps == SLOW_STEPS and sdpa.own_steps is None
+    assert sleepy.own_min_rounds == sdpa.own_min_rounds == SLOW_MIN_SAMPLES
+    for lang in ("en", "id", "th"):
+        t = Translator(lang)
+        env = dict(env_items(data, t))
+        assert env[t("env.steps")] == "1, 1, 3 (sleepy: 0, 0, 1)", (lang, env)
+        assert env[t("env.rounds")] == f"10 ({t.join(['sdpa', 'sleepy'])}: {SLOW_MIN_SAMPLES})", (lang, env)
+    buf = io.StringIO()
+    render_comparison(Console(file=buf, width=100, color_system=None), data.comparison)
+    text = buf.getvalue()
+    assert "sleepy: profiled with schedule 0, 0, 1 (wait, warmup, active), not the run's 1, 1, 3." in text
+    assert f"sdpa and sleepy: timed in at least {SLOW_MIN_SAMPLES} rounds, not the run's 10." in text
+    assert "sdpa: profiled" not in text
 
 
 def test_fast_runs_keep_the_full_schedule(tmp_path: Path) -> None:

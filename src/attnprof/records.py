@@ -295,6 +295,13 @@ class RunResult(msgspec.Struct, kw_only=True):
     # per-category shares, timelines and diffs come from it. None: not kept (run.json written
     # before this field, or not profiled): reports then use `trace` and say so
     lean_trace: str | None = None
+    # what this variant was actually measured with, where the harness can change it per variant
+    # (a slow call: harness/run.py SLOW_STEPS, SLOW_MIN_SAMPLES): the profiler schedule (wait,
+    # warmup, active) it was profiled with, and the least number of interleaved timing rounds it
+    # was timed in. None: not profiled / not timed, or a record from before these fields (the
+    # run's RunRecord.steps and min_rounds then stand for it)
+    profile_steps: tuple[int, int, int] | None = None
+    min_rounds: int | None = None
 
     def __post_init__(self) -> None:
         if not self.label:
@@ -446,7 +453,10 @@ class RunRecord(msgspec.Struct, kw_only=True):
     workload: WorkloadRecord
     results: list[RunResult]
     causal_alignment: str = "top-left"
-    steps: tuple[int, int, int] = (1, 1, 3)
+    steps: tuple[int, int, int] = (1, 1, 3)  # the run's default profiler schedule
+    # the run's default least number of clean-timing rounds (RunOptions.min_samples); None in a
+    # record from before it was recorded
+    min_rounds: int | None = None
     # interrupted (SIGINT/SIGTERM): `results` holds what finished, `resume` what did not
     interrupted: bool = False
     resume: ResumeState | None = None

@@ -264,6 +264,17 @@ def _apply_times(row: Row, a: TraceAnalysis) -> None:
         row.timeline, row.timeline_lane = _self_segments(region.cpu_ops), "cpu"
 
 
+def _own_measurement(res: RunResult, record: RunRecord) -> tuple[tuple[int, int, int] | None, int | None]:
+    """The profiler schedule and least timing rounds a result was measured with, each only where
+    it differs from the run's default (a slow call's 0, 0, 1 and 3 rounds: harness/run.py), so
+    that no view states the run's default for a variant measured otherwise."""
+    steps = res.profile_steps
+    own_steps = steps if steps is not None and tuple(steps) != tuple(record.steps) else None
+    rounds, default = res.min_rounds, record.min_rounds
+    own_rounds = rounds if rounds is not None and default is not None and rounds != default else None
+    return own_steps, own_rounds
+
+
 def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
     w = record.workload
     ident = WorkloadId.of(w)  # old records normalised here, once (an empty mask, kv 0)
@@ -322,6 +333,8 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         lean_trace=str(run_dir / res.lean_trace) if res.lean_trace else None,
         workload=ident.label,
     )
+    row.own_steps, row.own_min_rounds = _own_measurement(res, record)
+    row.run_steps, row.run_min_rounds = record.steps, record.min_rounds
     if res.profile is not None:  # the harness's own per-forward counts; the analysis refines them
         row.gpu_ops_per_forward = res.profile.gpu_ops_per_forward
         row.cpu_ops_per_forward = res.profile.cpu_ops_per_forward

@@ -230,6 +230,14 @@ class Row(msgspec.Struct, kw_only=True):
     # no record says why, when the run was busy, or for a claim about another timing than the
     # forward (the causes are sized from the forward's trace)
     why: Why | None = None
+    # what this row was measured with where it differs from its run's default (RunRecord.steps,
+    # min_rounds): the profiler schedule (wait, warmup, active) and the least number of timing
+    # rounds; None where it is the run's default or not recorded (build.py `_own_measurement`)
+    own_steps: tuple[int, int, int] | None = None
+    own_min_rounds: int | None = None
+    # its run's defaults those differ from (None for a bare trace, or a record without them)
+    run_steps: tuple[int, int, int] | None = None
+    run_min_rounds: int | None = None
     paired_rounds: bool = False  # samples interleaved round by round with its run's other variants
     unreliable: bool = False  # the machine was busy while this row was timed (load_reasons says how)
     load_reasons: list[str] = []

@@ -585,6 +585,7 @@ def _prepare(
                 result.trace, result.table = profiled.trace, profiled.table
                 result.lean_trace = profiled.lean_trace
                 result.profile = prof.summary
+                result.profile_steps = opts.steps  # SLOW_STEPS for a slow call
             result.backend = _backend(v, prof.op_names if prof else set())
 
             if opts.check_accuracy:
@@ -736,6 +737,7 @@ def _record(workload: Workload, env: Environment, opts: RunOptions, results: lis
         results=results,
         causal_alignment=workload.causal_alignment,
         steps=opts.steps,
+        min_rounds=opts.min_samples,
     )
 
 
@@ -791,12 +793,13 @@ def _run_suite(
         slow = slowest[1].call_s > SLOW_CALL_S
         if slow and opts.min_samples > SLOW_MIN_SAMPLES:
             topts = msgspec.structs.replace(topts, min_samples=SLOW_MIN_SAMPLES)
+        rounds = topts.min_samples  # the least rounds each variant is timed in (RunResult.min_rounds)
         try:
             summaries = _time(calls, workload, topts, cold=not slow)
         except Exception as exc:
             reraise_interrupt(exc)
             # one variant failing only in timing: time them one by one to find and record it
-            summaries = {}
+            summaries, rounds = {}, opts.min_samples
             for r, p in ready:
                 try:
                     summaries.update(_time(p.calls(), workload, opts))
@@ -805,6 +808,7 @@ def _run_suite(
         for r, _ in ready:
             if r.label in summaries:
                 _apply_timing(r, summaries, env.sound_peak)  # None for a busy machine's peak
+                r.min_rounds = rounds
                 if slow:
                     r.warnings.append(
                         f"timed in {topts.min_samples} interleaved rounds with no cold-allocator rounds: one "

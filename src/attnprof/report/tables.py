@@ -18,6 +18,7 @@ from attnprof.compare.expect import ExpectationResult
 from attnprof.records import Status
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
+from attnprof.report.measured import rounds_value, steps_value
 from attnprof.report.peak_view import peak_source
 from attnprof.report.perf_tables import PerfSection, perf_sections
 from attnprof.report.reasons import translate_reason
@@ -417,6 +418,7 @@ def env_items(data: ReportData, t: Translator) -> list[tuple[str, str]]:
             (t("env.trace"), ", ".join(data.trace_files)),
         ]
     e, w = data.record.environment, data.record.workload
+    rounds = rounds_value(data.record, data.comparison.rows, t)
     device = e.device_name + (f" (sm {e.compute_capability})" if e.compute_capability else "")
     soft = f"PyTorch {e.torch_version}, Python {e.python}" + (
         f", CUDA {e.cuda_version}" if e.cuda_version else ""
@@ -447,7 +449,9 @@ def env_items(data: ReportData, t: Translator) -> list[tuple[str, str]]:
         if w.mask in ("", "causal", "none")
         else (t("env.mask"), w.mask),
         *([(t("env.direction"), t("env.fwd_bwd"))] if w.backward else []),
-        (t("env.steps"), ", ".join(str(s) for s in data.record.steps)),
+        # the run's default, and the variants measured otherwise (report/measured.py)
+        (t("env.steps"), steps_value(data.record, data.comparison.rows, t)),
+        *([(t("env.rounds"), rounds)] if rounds is not None else []),
         (t("env.created"), data.record.created),
     ]
 

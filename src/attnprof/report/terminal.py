@@ -21,6 +21,7 @@ from attnprof.compare.compare import INCORRECT, Comparison
 from attnprof.compare.diff import Diff
 from attnprof.compare.expect import ExpectationResult, summarize_results
 from attnprof.report.console import make_console, print_table, terminal_words
+from attnprof.report.measured import schedule_lines
 from attnprof.report.summary import time_source_line
 from attnprof.report.table import Cell, Column, Table, fit, to_rich
 from attnprof.report.tables import (
@@ -197,6 +198,8 @@ def _footer(console: Console, comp: Comparison) -> None:
     source = time_source_line(comp.rows, terminal_words())
     if source is not None:
         console.print(Text(f"  {source}", style="dim"))
+    for line in schedule_lines(comp.rows, terminal_words()):  # measured otherwise than the run's default
+        console.print(Text(f"  {line}", style="yellow"))
     for note in comp.notes:
         console.print(Text(f"  note: {note}", style="dim"))
 
