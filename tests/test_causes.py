@@ -250,3 +250,22 @@ def test_compare_records_why_only_for_a_claim_it_may_explain() -> None:
     tie = _synthetic("slow", 1.0, 60)
     against_baseline([base, tie], base)
     assert tie.speedup_claim == "tie" and tie.why is None
+
+
+@pytest.mark.parametrize(
+    ("code", "named"),
+    [("GPU_IDLE_ALLOCATOR", True), ("GPU_IDLE_DATA_LOADING", True), ("GPU_WAIT_UNRECORDED_WORK", False)],
+)
+def test_an_idle_cause_is_named_by_its_catalogue_place(code: str, named: bool) -> None:
+    """The idle causes that make a step slower (analysis/codes.py `cause`) are named when their
+    time accounts for the gap; a wait on work the trace does not contain (neutral) never is."""
+    from attnprof.analysis.result import Finding
+
+    base = _synthetic("base", 1.0, 5)
+    slow = _synthetic("slow", 2.0, 5)
+    slow.findings = [Finding(code, "warning", "")]
+    slow.cause_shares = {code: 0.6}  # its idle time: 60% of the traced forward, most of the gap
+    against_baseline([base, slow], base)
+    assert slow.speedup_claim == "slower"
+    got = _codes(slow.why.named) if slow.why is not None else []
+    assert (code in got) is named, got

@@ -66,12 +66,13 @@ CATALOGUE: tuple[FindingCode, ...] = (
     _c("OUT_OF_PLACE_COPY", "warning", "bad", cause=4),
     _c("LOW_OCCUPANCY_BY_DESIGN", "info", "neutral"),
     _c("OCCUPANCY_NOT_MEASURED", "info", "neutral"),
-    # the device idle, and why
+    # the device idle, and why: each idle cause that makes a step slower is a cause a speed gap
+    # can be explained by (its evidence times it: compare/build.py cause_shares)
     _c("GPU_IDLE_SYNC", "warning", "bad", cause=8),
-    _c("GPU_IDLE_BLOCKING_COPY", "warning", "bad"),
-    _c("GPU_IDLE_ALLOCATOR", "warning", "bad"),
-    _c("GPU_IDLE_INIT", "warning", "bad"),
-    _c("GPU_IDLE_SLOW_LAUNCH", "warning", "bad"),
+    _c("GPU_IDLE_BLOCKING_COPY", "warning", "bad", cause=11),
+    _c("GPU_IDLE_ALLOCATOR", "warning", "bad", cause=12),
+    _c("GPU_IDLE_INIT", "warning", "bad", cause=13),
+    _c("GPU_IDLE_SLOW_LAUNCH", "warning", "bad", cause=14),
     # the host is not blocked by a stream wait call, and a wait on work the trace does not hold
     # is not idle time it explains: both are info and say nothing about speed
     _c("GPU_IDLE_STREAM_WAIT", "info", "neutral"),
@@ -79,8 +80,8 @@ CATALOGUE: tuple[FindingCode, ...] = (
     _c("GPU_STREAM_WAIT_UNRECORDED", "info", "neutral"),
     _c("LAUNCH_BOUND", "warning", "bad", cause=10),
     _c("GPU_IDLE_HOST_COMPUTE", "warning", "bad", cause=9),
-    _c("GPU_IDLE_DATA_LOADING", "warning", "bad"),
-    _c("GPU_IDLE_PYTHON", "warning", "bad"),
+    _c("GPU_IDLE_DATA_LOADING", "warning", "bad", cause=15),
+    _c("GPU_IDLE_PYTHON", "warning", "bad", cause=16),
     _c("GPU_IDLE_UNRECORDED", "info", "neutral"),
     _c("CUDA_GRAPH", "info", "good", cause=2),
     # the roofline and the per-op model
