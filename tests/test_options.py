@@ -50,10 +50,11 @@ def test_a_bad_shape_names_shape_not_a_flag_the_command_lacks(small_trace: Path,
     assert "--shape '1,0,8,8': H must be a positive integer" in line, line
 
 
-def test_lang_without_html_is_refused(small_trace: Path) -> None:
-    line = one_error_line(attnprof("analyze", str(small_trace), "--lang", "th"))
-    assert "--lang" in line and "--html" in line, line
-    assert attnprof("analyze", str(small_trace)).returncode == 0  # without --lang: fine
+def test_lang_translates_the_terminal_view_and_is_refused_with_json(small_trace: Path) -> None:
+    th = attnprof("analyze", str(small_trace), "--lang", "th")
+    assert th.returncode == 0 and "ข้อค้นพบ" in th.stdout and "Findings" not in th.stdout, th.stdout
+    line = one_error_line(attnprof("analyze", str(small_trace), "--lang", "th", "--json"))
+    assert "--lang" in line and "--json" in line, line
 
 
 def test_a_variant_file_without_its_function_says_what_is_missing(tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def analyze_command(
         help="Also write the cross-rank view of the folder(s) as Markdown (the --html page's content).",
     ),
     lang: str | None = typer.Option(
-        None, "--lang", help="Language of the --html page and --md file: en, id or th."
+        None, "--lang", help="Language of the terminal view, the --html page and the --md file: en, id or th."
     ),
     capture: Path | None = typer.Option(
         None,
@@ -149,14 +149,19 @@ def analyze_command(
         raise UserError(f"--executor {executor!r}: use 'local' or 'ray'")
     if ray_address is not None and executor != "ray":
         raise UserError("--ray-address is where --executor ray sends a folder's traces: add --executor ray")
-    if lang is not None and html is None and md is None:
+    if lang is not None and as_json and html is None and md is None:
         raise UserError(
-            "--lang is the language of the --html page and the --md file: add --html FILE or --md FILE, or drop --lang"
+            "--lang is the language of the terminal view, the --html page and the --md file; --json is "
+            "data: drop --lang"
         )
     folders = [p for p in traces if p.is_dir()]
     pairs = _capture_pairs(traces, folders, capture)
     folders = [p for p in folders if p not in pairs]
     translator = None
+    if lang is not None:
+        from attnprof.report.i18n import Translator
+
+        translator = Translator(lang)  # an unknown language fails before any work
     for out, option in ((html, "--html"), (md, "--md")):
         if out is None:
             continue
@@ -261,7 +266,7 @@ def analyze_command(
 
             render_ops(results[p], console=console, top=top)
         else:
-            render_analysis(results[p], console=console)
+            render_analysis(results[p], console=console, t=translator)
 
 
 def _parse_peak(text: str) -> tuple[float, float]:

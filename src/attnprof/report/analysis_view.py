@@ -2,6 +2,12 @@
 
 Renders the record as it is: device and trace summary, top kernels, time by category, the
 region, launch APIs, the roofline when there is one, and the findings. Computes nothing.
+
+Every word goes through the report catalogs (report/i18n/*.po, keys `av.*`), so `attnprof
+analyze --lang id` prints the same view in Indonesian. A finding's message is the analyser's own
+(English) in English; in another language the catalog's sentence for its code, as the reports
+give it (report/finding_text.py `finding_message`). Notes the analysis writes (warnings, repairs, the
+roofline's basis) stay as the analysis words them.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from attnprof.report.console import make_console, print_table
+from attnprof.report.finding_text import finding_message
+from attnprof.report.i18n import Translator
 from attnprof.units import fmt_us
 
 if TYPE_CHECKING:
@@ -22,6 +30,7 @@ if TYPE_CHECKING:
         Device,
         GraphReplays,
         Occupancy,
+        RegionStat,
         Share,
         TimeShare,
         TraceAnalysis,
@@ -32,85 +41,99 @@ __all__ = ["render_analysis"]
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def _tc(v: bool | None) -> Text:
+def _tc(v: bool | None, t: Translator) -> Text:
     if v is None:
         return Text("?", style="dim")
-    return Text("yes", style="green") if v else Text("no", style="red")
+    return Text(t("av.yes"), style="green") if v else Text(t("av.no"), style="red")
 
 
-def _occ(o: Occupancy | None) -> str:
+def _occ(o: Occupancy | None, t: Translator) -> str:
     if o is None:
         return "-"
     ach = o.achieved_pct
     th = o.theoretical_pct
-    a = "n/m" if not o.measured else ("-" if ach is None else f"{ach:.0f}")
-    t = "-" if th is None else f"{th:.0f}"
-    return f"{a}/{t}"
+    a = t("av.not_measured_short") if not o.measured else ("-" if ach is None else f"{ach:.0f}")
+    theo = "-" if th is None else f"{th:.0f}"
+    return f"{a}/{theo}"
 
 
-def _device_line(d: Device) -> str:
+def _category(c: str, t: Translator) -> str:
+    """The terminal's English keeps the short category ids (gemm); another language its words."""
+    return c if t.lang == "en" else t.maybe(f"category.{c}", c)
+
+
+def _device_line(d: Device, t: Translator) -> str:
     if d.kind == "cpu":
-        return "CPU only (no device events)"
+        return t("av.cpu_only")
     acc = d.accelerator
     if d.name and acc and acc != "cuda":
-        return f"{d.name} ({acc})" + (f", {d.count} devices listed" if d.count > 1 else "")
+        return f"{d.name} ({acc})" + (", " + t("av.devices_listed", n=d.count) if d.count > 1 else "")
     if d.name:
         cc = d.compute_capability
         parts = [d.name]
         if cc:
             parts.append(f"sm{cc.replace('.', '')}")
         if d.num_sms:
-            parts.append(f"{d.num_sms} SMs")
+            parts.append(t("av.sms", n=d.num_sms))
         if d.count > 1:
-            parts.append(f"{d.count} devices listed")
+            parts.append(t("av.devices_listed", n=d.count))
         return ", ".join(parts)
-    return "GPU (no deviceProperties in the trace)" if d.kind == "gpu" else "unknown"
+    return t("av.gpu_no_props", field="deviceProperties") if d.kind == "gpu" else t("av.unknown")
 
 
-def _graphs_part(g: GraphReplays, total: float) -> str | None:
+def _graphs_part(g: GraphReplays, total: float, t: Translator) -> str | None:
     """ "graph replays 97% (95% without their CPU op, no capture trace)": how much of the device
     time the share above could only attribute by kernel name."""
     if not g.replayed_ops or total <= 0:
         return None
-    rest = "no capture trace" if g.capture is None else f"capture {g.capture}"
-    return (
-        f"graph replays {100.0 * g.replayed_us / total:.0f}% "
-        f"({100.0 * g.unattributed_us / total:.0f}% without their CPU op, {rest})"
+    rest = t("av.no_capture") if g.capture is None else t("av.capture", name=g.capture)
+    return t(
+        "av.graphs",
+        pct=f"{100.0 * g.replayed_us / total:.0f}%",
+        bare=f"{100.0 * g.unattributed_us / total:.0f}%",
+        rest=rest,
     )
 
 
-def _share_line(sh: Share) -> str | None:
+def _share_line(sh: Share, t: Translator) -> str | None:
     """ "attention 12% (fused 12%, unfused 0%; fwd 8%, bwd 4%) | GEMM 64% | ...": the first thing
     a reader of a model trace wants. None without device time."""
     total = sh.device_time_us or 0.0
     if total <= 0:
-        return _cpu_share_line(sh)
+        return _cpu_share_line(sh, t)
     att = sh.attention
 
     def p(us: float) -> str:
         return f"{100.0 * us / total:.0f}%"
 
-    prov = f", by provenance {p(att.provenance_us)}" if att.provenance_us > 0 else ""
+    prov = t("av.by_provenance", pct=p(att.provenance_us)) if att.provenance_us > 0 else ""
     parts = [
-        f"attention {p(att.time_us)} (fused {p(att.fused_us)}, unfused {p(att.unfused_us)}{prov}; "
-        f"fwd {p(att.fwd_us)}, bwd {p(att.bwd_us)})"
+        t(
+            "av.attention_part",
+            att=p(att.time_us),
+            fused=p(att.fused_us),
+            unfused=p(att.unfused_us),
+            prov=prov,
+            fwd=p(att.fwd_us),
+            bwd=p(att.bwd_us),
+        )
     ]
     comm = sh.communication
     for part, label in (
-        (sh.gemm, "GEMM"),
+        (sh.gemm, "gemm"),
         (sh.conv, "conv"),
         (sh.communication, "comm"),
         (sh.memory, "memory"),
     ):
-        parts.append(f"{label} {p(part.time_us)}")
+        parts.append(f"{t(f'av.part.{label}')} {p(part.time_us)}")
         if part is comm and comm.exposed_us is not None and comm.hidden_pct is not None:
             # the share sums durations; exposed is the time no compute hides (a union)
-            parts[-1] += f" ({fmt_us(comm.exposed_us)} exposed, {comm.hidden_pct:.0f}% hidden)"
-    parts.append(f"other {p(sh.other.time_us)}")
-    return f"device time {fmt_us(total)}: " + " | ".join(parts)
+            parts[-1] += t("av.exposed", exposed=fmt_us(comm.exposed_us), hidden=f"{comm.hidden_pct:.0f}")
+    parts.append(f"{t('av.part.other')} {p(sh.other.time_us)}")
+    return t("av.device_time", total=fmt_us(total), parts=" | ".join(parts))
 
 
-def _cpu_share_line(sh: Share) -> str | None:
+def _cpu_share_line(sh: Share, t: Translator) -> str | None:
     """A trace without device time: the same line by CPU self time, saying so."""
     total = sh.cpu_self_time_us or 0.0
     if total <= 0:
@@ -122,17 +145,19 @@ def _cpu_share_line(sh: Share) -> str | None:
     parts: list[tuple[str, TimeShare | AttentionShare | None]] = [
         ("attention", sh.attention),
         ("conv", sh.conv),
-        ("GEMM", sh.gemm),
+        ("gemm", sh.gemm),
         ("norm", sh.norm),
         ("elementwise", sh.elementwise),
         ("comm", sh.communication),
         ("memory", sh.memory),
         ("other", sh.other),
     ]
-    return f"CPU self time {fmt_us(total)} (no device time): " + " | ".join(f"{k} {p(v)}" for k, v in parts)
+    return t(
+        "av.cpu_self", total=fmt_us(total), parts=" | ".join(f"{t(f'av.part.{k}')} {p(v)}" for k, v in parts)
+    )
 
 
-def _attention_rules_lines(sh: Share) -> list[str]:
+def _attention_rules_lines(sh: Share, t: Translator) -> list[str]:
     """Which rule made how much device time attention, and the kernels only their names make
     attention (the caveat: nothing the trace recorded about their origin says so)."""
     total = sh.device_time_us or 0.0
@@ -140,122 +165,147 @@ def _attention_rules_lines(sh: Share) -> list[str]:
     if total <= 0 or not att.rules:
         return []
     rules = ", ".join(f"{rule} {100.0 * us / total:.1f}%" for rule, us in att.rules.items())
-    out = [f"attention by rule (of device time): {rules}"]
+    out = [t("av.by_rule", rules=rules)]
     if att.name_only_kernels:
         out.append(
-            f"attention by kernel name only ({100.0 * att.name_only_us / total:.1f}% of device time; no "
-            f"launching op, enclosing op or range says attention): {', '.join(att.name_only_kernels)}"
+            t(
+                "av.name_only",
+                pct=f"{100.0 * att.name_only_us / total:.1f}%",
+                names=", ".join(att.name_only_kernels),
+            )
         )
     return out
 
 
-def _replayed(d: TraceAnalysis, console: Console) -> None:
+def _replayed(d: TraceAnalysis, console: Console, t: Translator) -> None:
     """Graph-replayed kernels with the CPU op (and Python frame) that captured them."""
     ks = d.graphs.kernels
     if not ks:
         return
-    table = Table(
-        title="Replayed kernels and their captured ops", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0)
-    )
+    table = Table(title=t("av.replayed_title"), box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
     for col, width, justify in (
         ("kernel", 28, "left"),
         ("total", 8, "right"),
-        ("captured op", 26, "left"),
-        ("python frame", 30, "left"),
+        ("captured_op", 26, "left"),
+        ("frame", 30, "left"),
     ):
-        table.add_column(col, width=width, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+        table.add_column(t(f"av.col.{col}"), width=width, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
     for k in ks:
         table.add_row(k.name, fmt_us(k.time_us), k.op, k.frame or "-")
     print_table(console, table)
 
 
-def _compiled(d: TraceAnalysis, console: Console) -> None:
+def _compiled(d: TraceAnalysis, console: Console, t: Translator) -> None:
     """Compiled code's share, and each fused kernel with the ops its name lists."""
     c = d.compiled
     if c.time_us <= 0 or c.pct is None:
         return
     graphs = len(c.graphs)
-    by_name = f"; {fmt_us(c.name_only_us)} of it by kernel name only" if c.name_only_us > 0 else ""
+    by_name = t("av.compiled_by_name", time=fmt_us(c.name_only_us)) if c.name_only_us > 0 else ""
     console.print(
-        f"compiled code (torch.compile): {c.pct:.0f}% of device time ({fmt_us(c.time_us)}), in "
-        f"{graphs} compiled graphs{by_name}",
+        t("av.compiled", pct=f"{c.pct:.0f}%", time=fmt_us(c.time_us), graphs=graphs, by_name=by_name),
         overflow="fold",
     )
     fused = [k for k in c.kernels if k.fused_ops is not None]
     if not fused:
         return
-    table = Table(title="Fused kernels (torch.compile)", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
+    table = Table(title=t("av.fused_title"), box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
     for col, width, justify in (
         ("kernel", 30, "left"),
         ("n", 6, "right"),
         ("total", 8, "right"),
-        ("fused ops", 30, "left"),
+        ("fused_ops", 30, "left"),
     ):
-        table.add_column(col, width=width, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+        table.add_column(t(f"av.col.{col}"), width=width, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
     for k in fused:
-        ops = ", ".join(k.fused_ops or []) or "(not in the name)"
+        ops = ", ".join(k.fused_ops or []) or t("av.not_in_name")
         table.add_row(k.name, f"{k.count:,}", fmt_us(k.time_us), ops)
     print_table(console, table)
 
 
-def _phases(d: TraceAnalysis, console: Console) -> None:
+def _phases(d: TraceAnalysis, console: Console, t: Translator) -> None:
     """One line per inference phase: its share of device time and its attention share."""
     ph = d.phases
     for p in ph.phases:
         pct = f"{p.pct:.0f}%" if p.pct is not None else "-"
         att = f"{p.attention_pct:.1f}%" if p.attention_pct is not None else "-"
-        steps = f"{p.steps} step{'s' if p.steps != 1 else ''}, " if p.steps else ""
-        line = (
-            f"{p.phase} ({ph.source}): {steps}{pct} of device time ({fmt_us(p.device_us)}), attention {att}"
+        steps = t("av.steps_one" if p.steps == 1 else "av.steps", n=p.steps) if p.steps else ""
+        line = t(
+            "av.phase",
+            phase=p.phase,
+            source=ph.source,
+            steps=steps,
+            pct=pct,
+            time=fmt_us(p.device_us),
+            att=att,
         )
         b = p.batches[0] if len(p.batches) == 1 else None
         if b is not None and b.prefill_requests is not None:
-            line += (
-                f"; batch: {b.prefill_requests} prefill requests ({b.prefill_query_tokens} query tokens), "
-                f"{b.decode_requests} decode requests ({b.decode_kv_tokens} KV tokens)"
+            line += t(
+                "av.phase_batch",
+                pr=b.prefill_requests,
+                pq=b.prefill_query_tokens,
+                dr=b.decode_requests,
+                dk=b.decode_kv_tokens,
             )
         if p.achieved_tflops is not None:
-            line += f"; modelled ops ({fmt_us(p.modelled_us)}): {p.achieved_tflops:.3g} TFLOP/s"
+            line += t("av.phase_rate", time=fmt_us(p.modelled_us), tflops=f"{p.achieved_tflops:.3g}")
         if p.attention_tbps is not None:
-            bw = f" ({p.attention_bw_pct:.0f}% of HBM peak)" if p.attention_bw_pct is not None else ""
-            line += f"; attention {p.attention_tbps:.3g} TB/s{bw}"
+            bw = (
+                t("av.phase_bw_pct", pct=f"{p.attention_bw_pct:.0f}")
+                if p.attention_bw_pct is not None
+                else ""
+            )
+            line += t("av.phase_bw", tbps=f"{p.attention_tbps:.3g}", bw=bw)
         if p.phase == "mixed":
-            line += "; prefill and decode share its kernels, so its time is not split"
+            line += t("av.phase_mixed")
         console.print(line, overflow="fold")
     if ph.phases and ph.unknown_us > 0:
         console.print(
-            f"no phase: {fmt_us(ph.unknown_us)} ({ph.unknown_pct:.0f}% of device time)", overflow="fold"
+            t("av.no_phase", time=fmt_us(ph.unknown_us), pct=f"{ph.unknown_pct:.0f}"), overflow="fold"
         )
 
 
-def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
+def render_analysis(d: TraceAnalysis, console: Console | None = None, t: Translator | None = None) -> None:
+    """Print the analysis; `t`: the reader's language (English when None)."""
     if console is None:
         console = make_console()
-    t, tr = d.totals, d.trace
+    if t is None:
+        t = Translator("en")
+    en = t.lang == "en"
+    tot, tr = d.totals, d.trace
     console.print(Text(f"{d.source}", style="bold"))
-    share = _share_line(d.share)
-    graphs = _graphs_part(d.graphs, d.share.device_time_us or 0.0)
+    share = _share_line(d.share, t)
+    graphs = _graphs_part(d.graphs, d.share.device_time_us or 0.0, t)
     if share and graphs:
         share += f" | {graphs}"
     if share:
         console.print(Text(share, style="bold"), overflow="fold")
-        for rules_line in _attention_rules_lines(d.share):
+        for rules_line in _attention_rules_lines(d.share, t):
             console.print(Text(rules_line), overflow="fold")
-    console.print(f"device: {_device_line(d.device)}")
-    rank = f", rank {tr.rank}" if tr.rank is not None else ""
+    console.print(t("av.device", line=_device_line(d.device, t)))
+    rank = t("av.rank", rank=tr.rank) if tr.rank is not None else ""
     console.print(
-        f"events: {tr.events:,} ({tr.kept_events:,} analysed{rank}); "
-        f"kernels {t.kernels:,} ({fmt_us(t.kernel_time_us)}), memcpy {t.memcpy:,}, "
-        f"memset {t.memset:,}, cpu ops {t.cpu_ops:,}"
+        t(
+            "av.events",
+            events=f"{tr.events:,}",
+            kept=f"{tr.kept_events:,}",
+            rank=rank,
+            kernels=f"{tot.kernels:,}",
+            ktime=fmt_us(tot.kernel_time_us),
+            memcpy=f"{tot.memcpy:,}",
+            memset=f"{tot.memset:,}",
+            cpu_ops=f"{tot.cpu_ops:,}",
+        )
     )
     for note in d.repairs:
-        console.print(Text(f"repaired: {note}", style="yellow"))
+        console.print(Text(t("av.repaired", note=note), style="yellow"))
     for note in d.warnings:
-        console.print(Text(f"warning: {note}", style="yellow"))
+        console.print(Text(t("av.warning", note=note), style="yellow"))
 
     if d.kernels:
         table = Table(
-            title=f"Top kernels ({len(d.kernels)} of {t.unique_kernels})",
+            title=t("av.top_title", n=len(d.kernels), total=tot.unique_kernels),
             box=box.SIMPLE_HEAD,
             pad_edge=False,
             padding=(0, 0),
@@ -265,144 +315,161 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None) -> None:
             ("kernel", 28, "left"),
             ("category", 11, "left"),
             ("family", 15, "left"),
-            ("TC", 3, "center"),
+            ("tc", 3, "center"),
             ("n", 6, "right"),
             ("total", 8, "right"),
             ("mean", 8, "right"),
-            ("occ a/t%", 8, "right"),
+            ("occ", 8, "right"),
         ):
-            table.add_column(col, width=width, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+            table.add_column(
+                t(f"av.col.{col}"),
+                width=width,
+                justify=justify,  # type: ignore[arg-type]
+                no_wrap=True,
+                overflow="ellipsis",
+            )
         for k in d.kernels:
             table.add_row(
                 k.short_name,
-                k.category,
+                _category(k.category, t),
                 k.family,
-                _tc(k.tensor_cores),
+                _tc(k.tensor_cores, t),
                 f"{k.count:,}",
                 fmt_us(k.time_us),
                 fmt_us(k.mean_us),
-                _occ(k.occupancy),
+                _occ(k.occupancy, t),
             )
         print_table(console, table)
-        console.print(
-            Text(
-                "TC: tensor cores (? = cannot tell from the name); occ a/t%: achieved / "
-                "theoretical occupancy, n/m = not measured",
-                style="dim",
-            )
-        )
+        console.print(Text(t("av.legend"), style="dim"))
 
-    _replayed(d, console)
-    _compiled(d, console)
-    _phases(d, console)
+    _replayed(d, console, t)
+    _compiled(d, console, t)
+    _phases(d, console, t)
 
     if d.categories:
-        cat = Table(title="GPU time by category", box=box.SIMPLE_HEAD, pad_edge=False)
-        cat.add_column("category")
-        cat.add_column("count", justify="right")
-        cat.add_column("time", justify="right")
+        cat = Table(title=t("av.cat_title"), box=box.SIMPLE_HEAD, pad_edge=False)
+        cat.add_column(t("av.col.category"))
+        cat.add_column(t("av.col.count"), justify="right")
+        cat.add_column(t("av.col.time"), justify="right")
         cat.add_column("%", justify="right")
         for c in d.categories:
-            cat.add_row(c.category, f"{c.count:,}", fmt_us(c.time_us), f"{c.pct_time:.1f}")
+            cat.add_row(_category(c.category, t), f"{c.count:,}", fmt_us(c.time_us), f"{c.pct_time:.1f}")
         console.print(cat)
 
     for r in d.regions:
-        reg = Table(
-            title=f"Region: {r.name} ({r.selector}), per instance", box=box.SIMPLE_HEAD, pad_edge=False
-        )
-        # a CPU-only trace has no device: no device columns of zeros, no "device idle 100%"
-        cpu_only = d.device.kind == "cpu"
-        # graph replays of captured ranges ran no CPU ops of their own: not a measured zero
-        replayed = r.instances > 0 and r.replayed_instances == r.instances
-        cols = [
-            ("instances", str(r.instances)),
-            ("cpu ops", "graph replay" if replayed else f"{r.cpu_ops_per_instance:g}"),
-            ("gpu ops", f"{r.gpu_ops_per_instance:g}"),
-            ("cpu time", "graph replay" if replayed else fmt_us(r.cpu_time_us_per_instance)),
-            # the sum of the device-op durations (overlapping streams each count), and their
-            # union (busy), never more than the span
-            ("gpu kernel sum", fmt_us(r.gpu_time_us_per_instance)),
-            ("gpu busy", fmt_us(r.gpu_busy_union_us_per_instance)),
-            ("gpu span", fmt_us(r.gpu_span_us_per_instance)),
-        ]
-        if cpu_only:
-            cols = [c for c in cols if not c[0].startswith("gpu")]
-        for col, _ in cols:
-            reg.add_column(col, justify="right")
-        reg.add_row(*(v for _, v in cols))
-        console.print(reg)
-        att = r.attribution
-        if att.rules:
-            rules = ", ".join(f"{k} {v:g}" for k, v in att.rules.items())
-            threads = ", ".join(f"{x.thread} {x.gpu_ops_per_instance:g}" for x in att.threads[:4])
-            console.print(
-                Text(
-                    f"device ops per instance by rule: {rules}; by launching thread: {threads}", style="dim"
-                ),
-                overflow="fold",
-            )
-        bwd = r.backward
-        if bwd.gpu_ops_per_instance:
-            console.print(
-                Text(
-                    f"linked backward ({bwd.linked_by}): {bwd.gpu_ops_per_instance:g} device ops, "
-                    f"{fmt_us(bwd.gpu_time_us_per_instance)} per instance",
-                    style="dim",
-                ),
-                overflow="fold",
-            )
-        idle = r.idle
-        if idle.window_us_per_instance and not cpu_only:
-            host = ", ".join(
-                f"{k.replace('_', ' ')} {fmt_us(v)}"
-                for k, v in idle.host_during_idle_us_per_instance.items()
-                if v
-            )
-            console.print(
-                Text(
-                    f"device idle {idle.idle_pct:.0f}% ({fmt_us(idle.idle_us_per_instance)} of "
-                    f"{fmt_us(idle.window_us_per_instance)} per instance); host meanwhile: {host or 'nothing'}",
-                    style="dim",
-                ),
-                overflow="fold",
-            )
-        if r.gpu_ops and len(r.gpu_ops) <= 30:
-            seq = " -> ".join(f"{o.category}" for o in r.gpu_ops)
-            console.print(Text(f"GPU ops in order (first instance): {seq}", style="dim"), overflow="fold")
-        elif r.cpu_ops_by_name and not r.gpu_ops:
-            # by self time, not by count: aten::empty x2000 costs less than one convolution
-            ops = ", ".join(
-                f"{o.name} {fmt_us(o.self_us_per_instance)} (x{o.per_instance:g})"
-                for o in r.cpu_ops_by_name[:8]
-            )
-            console.print(Text(f"CPU ops by self time per instance: {ops}", style="dim"), overflow="fold")
+        _region(d, r, console, t)
 
     if d.launch_apis:
         apis = ", ".join(f"{a.api} {a.gpu_ops:,}" for a in d.launch_apis)
-        console.print(f"launch APIs (GPU ops): {apis}", overflow="fold")
+        console.print(t("av.launch_apis", apis=apis), overflow="fold")
 
     roof = d.roofline
     if roof is not None:
-        head = f"roofline ({roof.workload}; {roof.basis}): "
+        head = t("av.roof_head", workload=roof.workload, basis=roof.basis)
         if roof.achieved_tflops is None or roof.achieved_tbps is None:  # no time in the region
-            console.print(f"{head}not measured ({roof.note or 'no time in the region'})", overflow="fold")
+            console.print(t("av.roof_nm", head=head, why=roof.note or t("av.no_time")), overflow="fold")
         else:
             pct = roof.pct_of_peak_flops
             peak = (
-                f" = {pct:.1f}% of {roof.peak_tflops:.3g} TFLOP/s" if pct is not None else f" ({roof.note})"
+                t("av.roof_pct", pct=f"{pct:.1f}", peak=f"{roof.peak_tflops:.3g}")
+                if pct is not None
+                else f" ({roof.note})"
             )
             console.print(
-                f"{head}{roof.achieved_tflops:.3g} TFLOP/s{peak}, {roof.achieved_tbps:.3g} TB/s",
+                t(
+                    "av.roof",
+                    head=head,
+                    tflops=f"{roof.achieved_tflops:.3g}",
+                    peak=peak,
+                    tbps=f"{roof.achieved_tbps:.3g}",
+                ),
                 overflow="fold",
             )
 
-    console.print(Text("Findings", style="bold"))
+    console.print(Text(t("av.findings"), style="bold"))
     if not d.findings:
-        console.print("  none")
+        console.print("  " + t("av.none"))
     for f in d.findings:
         line = Text("  ")
-        line.append(f"{f.severity:<7} ", style=_SEVERITY_STYLE.get(f.severity, ""))
+        sev = f.severity if en else t.maybe(f"severity.{f.severity}", f.severity)
+        line.append(f"{sev:<7} ", style=_SEVERITY_STYLE.get(f.severity, ""))
         line.append(f"{f.code}: ", style="bold")
-        line.append(f.message)
+        line.append(finding_message(t, f.code, f.message, f.evidence))
         console.print(line, overflow="fold")
     console.print()
+
+
+def _region(d: TraceAnalysis, r: RegionStat, console: Console, t: Translator) -> None:
+    """One region: its per-instance table, how its device ops were placed, its idle time and
+    its ops in order."""
+    reg = Table(
+        title=t("av.region_title", name=r.name, selector=r.selector), box=box.SIMPLE_HEAD, pad_edge=False
+    )
+    # a CPU-only trace has no device: no device columns of zeros, no "device idle 100%"
+    cpu_only = d.device.kind == "cpu"
+    # graph replays of captured ranges ran no CPU ops of their own: not a measured zero
+    replayed = r.instances > 0 and r.replayed_instances == r.instances
+    cols = [
+        ("instances", str(r.instances), False),
+        ("cpu_ops", t("av.graph_replay") if replayed else f"{r.cpu_ops_per_instance:g}", False),
+        ("gpu_ops", f"{r.gpu_ops_per_instance:g}", True),
+        ("cpu_time", t("av.graph_replay") if replayed else fmt_us(r.cpu_time_us_per_instance), False),
+        # the sum of the device-op durations (overlapping streams each count), and their
+        # union (busy), never more than the span
+        ("gpu_sum", fmt_us(r.gpu_time_us_per_instance), True),
+        ("gpu_busy", fmt_us(r.gpu_busy_union_us_per_instance), True),
+        ("gpu_span", fmt_us(r.gpu_span_us_per_instance), True),
+    ]
+    cols = [c for c in cols if not (cpu_only and c[2])]
+    for col, _, _ in cols:
+        reg.add_column(t(f"av.col.{col}"), justify="right")
+    reg.add_row(*(v for _, v, _ in cols))
+    console.print(reg)
+    att = r.attribution
+    if att.rules:
+        rules = ", ".join(f"{k} {v:g}" for k, v in att.rules.items())
+        threads = ", ".join(f"{x.thread} {x.gpu_ops_per_instance:g}" for x in att.threads[:4])
+        console.print(Text(t("av.by_rule_ops", rules=rules, threads=threads), style="dim"), overflow="fold")
+    bwd = r.backward
+    if bwd.gpu_ops_per_instance:
+        console.print(
+            Text(
+                t(
+                    "av.backward",
+                    by=bwd.linked_by,
+                    ops=f"{bwd.gpu_ops_per_instance:g}",
+                    time=fmt_us(bwd.gpu_time_us_per_instance),
+                ),
+                style="dim",
+            ),
+            overflow="fold",
+        )
+    idle = r.idle
+    if idle.window_us_per_instance and not cpu_only:
+        host = ", ".join(
+            f"{t.maybe(f'av.cause.{k}', k.replace('_', ' '))} {fmt_us(v)}"
+            for k, v in idle.host_during_idle_us_per_instance.items()
+            if v
+        )
+        console.print(
+            Text(
+                t(
+                    "av.idle",
+                    pct=f"{idle.idle_pct:.0f}",
+                    idle=fmt_us(idle.idle_us_per_instance),
+                    window=fmt_us(idle.window_us_per_instance),
+                    host=host or t("av.nothing"),
+                ),
+                style="dim",
+            ),
+            overflow="fold",
+        )
+    if r.gpu_ops and len(r.gpu_ops) <= 30:
+        seq = " -> ".join(_category(o.category or "other", t) for o in r.gpu_ops)
+        console.print(Text(t("av.gpu_seq", seq=seq), style="dim"), overflow="fold")
+    elif r.cpu_ops_by_name and not r.gpu_ops:
+        # by self time, not by count: aten::empty x2000 costs less than one convolution
+        ops = ", ".join(
+            f"{o.name} {fmt_us(o.self_us_per_instance)} (x{o.per_instance:g})" for o in r.cpu_ops_by_name[:8]
+        )
+        console.print(Text(t("av.cpu_by_self", ops=ops), style="dim"), overflow="fold")

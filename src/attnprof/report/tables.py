@@ -17,6 +17,7 @@ from attnprof.compare.diff import Diff, KernelChange
 from attnprof.compare.expect import ExpectationResult
 from attnprof.records import Status
 from attnprof.report.data import ReportData
+from attnprof.report.finding_text import finding_message
 from attnprof.report.i18n import Translator
 from attnprof.report.measured import rounds_value, steps_value
 from attnprof.report.peak_view import peak_source
@@ -463,28 +464,16 @@ def finding_items(data: ReportData, t: Translator) -> list[tuple[str, str, str, 
     out = []
     for r in data.comparison.rows:
         for f in r.findings:
-            key = f"finding.{f.code}"
-            if t.lang == "en" or not t.has(key):
-                msg = f.message or (t(key) if t.has(key) else f.code)
-            else:
-                msg = _finding_sentence(t, key, f.evidence)
-            out.append((r.label, f.code, f.severity, msg, _evidence(f.evidence)))
+            out.append(
+                (
+                    r.label,
+                    f.code,
+                    f.severity,
+                    finding_message(t, f.code, f.message, f.evidence),
+                    _evidence(f.evidence),
+                )
+            )
     return out
-
-
-def _finding_sentence(t: Translator, key: str, evidence: object) -> str:
-    """The catalog's sentence for a finding, its fields ({pct_of_peak}) filled from the evidence;
-    the `<key>.generic` sentence where the evidence lacks a field."""
-    from attnprof.report.i18n import placeholders
-
-    template = t(key)
-    fields = placeholders(template)
-    if not fields:
-        return template
-    ev = evidence if isinstance(evidence, dict) else {}
-    if fields <= set(ev):
-        return t(key, **{k: ev[k] for k in fields})
-    return t(f"{key}.generic") if t.has(f"{key}.generic") else template.split(":", 1)[-1].strip()
 
 
 def _evidence(ev: object) -> list[str]:
