@@ -254,11 +254,17 @@ def test_compare_records_why_only_for_a_claim_it_may_explain() -> None:
 
 @pytest.mark.parametrize(
     ("code", "named"),
-    [("GPU_IDLE_ALLOCATOR", True), ("GPU_IDLE_DATA_LOADING", True), ("GPU_WAIT_UNRECORDED_WORK", False)],
+    [
+        ("GPU_IDLE_ALLOCATOR", True),
+        ("GPU_IDLE_DATA_LOADING", True),
+        ("GPU_WAIT_UNRECORDED_WORK", False),  # neutral: not idle time the trace explains
+        ("GPU_IDLE_SLOW_LAUNCH", False),  # one-time set-up: the clean timing runs after the warm-up
+    ],
 )
 def test_an_idle_cause_is_named_by_its_catalogue_place(code: str, named: bool) -> None:
     """The idle causes that make a step slower (analysis/codes.py `cause`) are named when their
-    time accounts for the gap; a wait on work the trace does not contain (neutral) never is."""
+    time accounts for the gap; a wait on work the trace does not contain (neutral) and one-time
+    set-up never are."""
     from attnprof.analysis.result import Finding
 
     base = _synthetic("base", 1.0, 5)

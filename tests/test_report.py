@@ -28,10 +28,12 @@ SAME_EVERYWHERE = {
     "category.gemm", "category.softmax", "category.triton",
     # units and torch's word for a tensor's type, as the per-op table heads its columns
     "perf.col.tflops", "perf.col.tbps", "perf.col.dtype",
+    # the analysis view: GEMM, the count symbol n, and a line of fields and units only
+    "av.part.gemm", "av.col.n", "av.roof",
 }  # fmt: skip
 # words Indonesian spells as English does (loanwords), and its list separator
 SAME_IN = {
-    "id": {"col.median", "col.status", "list.sep", "check.status", "severity.info", "perf.col.formula"},
+    "id": {"col.median", "col.status", "list.sep", "check.status", "severity.info", "perf.col.formula", "av.col.kernel"},
     "th": set(),
 }  # fmt: skip
 
