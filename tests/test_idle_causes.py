@@ -190,6 +190,46 @@ def test_a_dataloader_range_is_data_loading_with_the_ops_inside(tmp_path: Path, 
     assert f is not None and DATALOADER in f.message and "GPU_IDLE_HOST_COMPUTE" not in a.codes
 
 
+def test_a_dataloader_range_says_it_was_known_by_its_name(tmp_path: Path) -> None:
+    host = [ev(DATALOADER, "user_annotation", 10, 1700)]
+    f = run(tmp_path, _step([*host, launch(1800, 1)], [kernel(GEMM, 1810, 150, 1)])).finding(
+        "GPU_IDLE_DATA_LOADING"
+    )
+    assert (
+        f is not None and f.evidence["data_loading_by"] == "range_names" and "range names only" in f.message
+    )
+
+
+TORCH_NEXT = "torch/utils/data/dataloader.py(733): __next__"
+
+
+def test_python_frames_of_torch_data_are_data_loading_by_provenance(tmp_path: Path) -> None:
+    # a DataLoader iterated with with_stack=True and no record_function range: its frames say so
+    frames = [
+        _py("train.py(40): <module>", 0, 1990),
+        _py(TORCH_NEXT, 10, 1700),
+        _py("torch/utils/data/_utils/collate.py(171): default_collate", 100, 1500),
+    ]
+    a = run(tmp_path, _python_step(frames))
+    f = a.finding("GPU_IDLE_DATA_LOADING")
+    assert f is not None and f.evidence["data_loading_by"] == "python_frames"
+    assert "Python frames in torch/utils/data" in f.message and "GPU_IDLE_PYTHON" not in a.codes
+    assert (
+        f.evidence["data_loading_by_us"]["python_frames"]
+        > 0
+        == f.evidence["data_loading_by_us"]["range_names"]
+    )
+
+
+def test_frames_outside_torch_data_are_not_data_loading(tmp_path: Path) -> None:
+    frames = [
+        _py("train.py(40): <module>", 0, 1990),
+        _py("torch/utils/checkpoint.py(480): checkpoint", 10, 1700),
+    ]
+    a = run(tmp_path, _python_step(frames))
+    assert "GPU_IDLE_DATA_LOADING" not in a.codes and "GPU_IDLE_PYTHON" in a.codes
+
+
 def test_host_compute_outside_a_dataloader_is_not_data_loading(tmp_path: Path) -> None:
     host = [ev("aten::div", "cpu_op", 50, 1500)]
     a = run(tmp_path, _step([*host, launch(1800, 1)], [kernel(GEMM, 1810, 150, 1)]))

@@ -80,7 +80,10 @@ SLOW_LAUNCH_US = 1000.0  # a launch call this long is not launch overhead (a fir
 # a synchronizing call that returns this long after the last recorded device op ended waited
 # on work the trace does not contain (a sync returns microseconds after its work is done)
 UNRECORDED_WAIT_US = 100.0
-# names that say a host range loads data (a DataLoader's __next__, a data_loader record_function)
+# where data loading is recorded: first a Python frame in torch's data package (a DataLoader's
+# __next__, its fetcher and collate: with_stack=True), then, where no such frame covers the time,
+# a host range whose name says so (a DataLoader's __next__ range, a data_loader record_function)
+_TORCH_DATA = re.compile(r"torch[/\\]utils[/\\]data[/\\]")
 _DATA_LOADING = re.compile(r"(?i)dataloader|data_loader|_DataLoaderIter|data loading")
 _PAGEABLE = re.compile(r"(?i)pageable")
 
@@ -104,6 +107,9 @@ class HostActivity:
     sync_records: bool = False
     # per waited-on stream ("stream N"), the time a stream was held waiting on its unrecorded work
     held_by_stream: dict[str, float] = field(default_factory=dict)
+    # data loading as each rule found it: Python frames in torch/utils/data, and ranges named so
+    loading_frames: Intervals = field(default_factory=lambda: (np.zeros(0), np.zeros(0)))
+    loading_names: Intervals = field(default_factory=lambda: (np.zeros(0), np.zeros(0)))
 
 
 @dataclass
@@ -266,13 +272,17 @@ def host_activity(
         lo, hi = float(min(compute[0][0], loud_iv[0][0])), float(max(compute[1][-1], loud_iv[1][-1]))
         compute = _subtract(compute, loud_iv, lo, hi)
 
-    # data loading: host ranges whose names say so (a DataLoader's __next__), and what runs
-    # inside them; by name only, as the profiler records no other sign of it
+    # data loading, and what runs inside it: by provenance, the Python frames of torch's data
+    # package (the file the frame's code is in); by name, the ranges whose names say so
+    py = trace.own(trace.rows(Kind.PYTHON))
+    py_names = trace.name[py]
+    torch_data = [int(i) for i in unique(py_names).tolist() if _TORCH_DATA.search(names[int(i)])]
+    by_frame = py[np.isin(py_names, torch_data)]
     ranges = trace.own(trace.rows(Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON))
     r_names = trace.name[ranges]
     dl_ids = [int(i) for i in unique(r_names).tolist() if _DATA_LOADING.search(names[int(i)])]
-    loading = ranges[np.isin(r_names, dl_ids)]
-    py = trace.own(trace.rows(Kind.PYTHON))
+    by_name = ranges[np.isin(r_names, dl_ids) & ~np.isin(ranges, by_frame)]
+    loading = np.concatenate([by_frame, by_name])
     # only the threads that do the work (CPU ops or runtime calls): a helper thread's frames
     # (tqdm's monitor blocked in threading.wait) run beside the work, not instead of it
     working = unique(np.concatenate([trace.lane[ops], trace.lane[rt]]))
@@ -320,6 +330,8 @@ def host_activity(
         bool((trace.kind == Kind.PYTHON).any()),
         sw.recorded,
         by_stream,
+        _rows_iv(trace, by_frame),
+        _rows_iv(trace, by_name),
     )
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from attnprof.analysis.codes import finding
 from attnprof.analysis.context import Context
 from attnprof.analysis.idle import SLOW_LAUNCH_US, UNRECORDED_WAIT_US, innermost
-from attnprof.analysis.intervals import Intervals, subtract, union
+from attnprof.analysis.intervals import Intervals, intersect, measure, subtract, union
 from attnprof.analysis.result import Finding
 from attnprof.units import fmt_us
 
@@ -116,7 +116,7 @@ CAUSE_FINDINGS: dict[str, tuple[str, str, str]] = {
     ),
     "data_loading": (
         "GPU_IDLE_DATA_LOADING",
-        "the host is loading data ({names}; known by their range names){pre}. Load in DataLoader "
+        "the host is loading data ({names}; known by {known}){pre}. Load in DataLoader "
         "worker processes (num_workers > 0, pin_memory=True, persistent_workers=True) and prefetch, "
         "so that the next batch is ready when a step ends",
         "data_loading_us",
@@ -254,6 +254,9 @@ def _idle_cause(ctx: Context, cause: str, idle_iv: Intervals, pre: str) -> tuple
     pageable = ""
     if cause == "blocking_copy" and any("Async" in n or "WithStream" in n for n in names):
         pageable = "; an async copy to or from pageable host memory blocks like a synchronous one"
+    known = ""
+    if cause == "data_loading":
+        known, facts["data_loading_by"], facts["data_loading_by_us"] = _loading_rule(ctx, idle_iv)
     if cause in ("unrecorded_wait", "sync"):
         # whether the stream or event each call waited on was known (cuda_sync records), or the
         # whole device's recorded work was the reference
@@ -271,6 +274,7 @@ def _idle_cause(ctx: Context, cause: str, idle_iv: Intervals, pre: str) -> tuple
             "names for each call, else of any stream)"
         )
     text = what.format(
+        known=known,
         ref=ref,
         names=", ".join(names) or "none named",
         pre=pre,
@@ -278,3 +282,26 @@ def _idle_cause(ctx: Context, cause: str, idle_iv: Intervals, pre: str) -> tuple
         ops=ctx.region_stat.gpu_ops_per_instance,
     )
     return code, text, facts
+
+
+def _loading_rule(ctx: Context, idle_iv: Intervals) -> tuple[str, str, dict[str, float]]:
+    """Which rule found the data loading that holds the idle time: Python frames of
+    torch/utils/data (provenance) first, range names where no such frame covers the time. Its
+    words, its name, and the idle time each rule covers (over the windows analysed)."""
+    frames, by_name = ctx.host.loading_frames, ctx.host.loading_names
+    if not idle_iv[0].size:
+        return "their range names", "range_names", {}
+    lo, hi = float(idle_iv[0][0]), float(idle_iv[1][-1])
+    in_frames = intersect(idle_iv, frames)
+    rest = subtract(idle_iv, in_frames, lo, hi)
+    us = {
+        "python_frames": round(measure(in_frames), 3),
+        "range_names": round(measure(intersect(rest, by_name)), 3),
+    }
+    if us["python_frames"] >= us["range_names"]:
+        return "their Python frames in torch/utils/data", "python_frames", us
+    return (
+        "their range names only (no Python frame of torch/utils/data covers that time)",
+        "range_names",
+        us,
+    )
