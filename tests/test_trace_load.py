@@ -461,3 +461,62 @@ def test_ids_are_int32_where_they_fit_and_int64_where_one_does_not() -> None:
     for t in (small, parse_trace(_linked_pair(2**31, 2**40, 2**33))):
         links = link(t)  # the kernel finds its launch and its op whichever the width
         assert links.launch.tolist() == [1] and links.cpu_op.tolist() == [0]
+
+
+def test_frames_and_inputs_are_kept_only_when_asked_for() -> None:
+    from attnprof.analysis.links import link
+    from attnprof.analysis.regions import find_region
+    from attnprof.trace.model import Keep
+
+    path = trace("AMD-AGI__TraceLens__tests__traces__mi300__resnet_act_checkpoint")  # with_stack, shapes
+    full = load_trace(path)
+    lean = load_trace(path, keep=Keep(frames=False, inputs=False))
+    py = full.kind == Kind.PYTHON
+    assert py.sum() > full.n_events / 2  # most of this trace's events are Python frames
+    assert (lean.kind != Kind.PYTHON).all() and lean.n_events == int((~py).sum())
+    assert lean.dropped["python_function/X"] == int(py.sum())  # dropped, and said so
+    assert not any("unknown categories" in w for w in lean.warnings)
+    assert len(full.inputs) > 0 and full.shapes
+    assert len(lean.inputs) == 0 and not lean.shapes and not lean.conversions
+    for col in ("kind", "ts", "dur", "lane", "corr", "ext", "seq"):  # every other row as it was
+        assert np.array_equal(getattr(lean, col), getattr(full, col)[~py]), col
+    # the same names (their ids differ: the frames' names are not interned)
+    assert [lean.names[i] for i in lean.name.tolist()] == [full.names[i] for i in full.name[~py].tolist()]
+    assert len(lean.names) < len(full.names)
+    assert np.array_equal(lean.flow_id, full.flow_id) and np.array_equal(lean.registers, full.registers)
+    # what the harness reads of a trace loaded so (harness/profile.py) is the same
+    a, b = link(full), link(lean)
+    assert int((a.launch >= 0).sum()) == int((b.launch >= 0).sum()) and a.gpu_rows.size == b.gpu_rows.size
+    name = next(n for n in full.names if n.startswith("ProfilerStep"))
+    ra, rb = find_region(full, a, name), find_region(lean, b, name)
+    assert [i.cpu_ops.size for i in ra.instances] == [i.cpu_ops.size for i in rb.instances]
+    assert [i.gpu.size for i in ra.instances] == [i.gpu.size for i in rb.instances]
+    assert [i.cpu_time_us for i in ra.instances] == [i.cpu_time_us for i in rb.instances]
+
+
+def test_the_whole_file_path_is_refused_by_its_own_larger_estimate(tmp_path: Path) -> None:
+    from attnprof.trace import limits
+
+    ev = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k",
+        "pid": 0,
+        "tid": 1,
+        "ts": 1,
+        "dur": 2,
+        "args": {"correlation": 1},
+    }
+    streamable, bare = tmp_path / "doc.json", tmp_path / "bare.json"
+    streamable.write_text(json.dumps({"traceEvents": [ev] * 20000}))
+    bare.write_text(json.dumps([ev] * 20000))  # a bare array: only the whole-file path reads it
+    avail = limits.available_memory()
+    assert avail is not None and limits.PEAK_FACTOR < limits.WHOLE_FACTOR
+    # a limit between the two estimates of this size: the streamed load fits, the whole-file one not
+    size = streamable.stat().st_size
+    fraction = size * (limits.PEAK_FACTOR + limits.WHOLE_FACTOR) / 2 / avail
+    assert load_trace(streamable, max_memory=fraction).kernel_rows.size == 20000
+    with pytest.raises(UserError, match="of memory to analyse") as info:
+        load_trace(bare, max_memory=fraction)
+    assert "--max-memory 0" in str(info.value) and str(bare) in str(info.value)
+    assert load_trace(bare, max_memory=0).kernel_rows.size == 20000  # no limit: it loads

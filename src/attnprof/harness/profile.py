@@ -90,8 +90,10 @@ def _per_instance(trace_path: Path, names: tuple[str, ...]) -> dict[str, _PerIns
     from attnprof.analysis.links import link
     from attnprof.analysis.regions import find_region
     from attnprof.trace.load import load_trace
+    from attnprof.trace.model import Keep
 
-    trace = load_trace(trace_path)
+    # the op counts read no Python frame and no recorded input: neither is kept
+    trace = load_trace(trace_path, keep=Keep(frames=False, inputs=False))
     links = link(trace)
     out: dict[str, _PerInstance] = {}
     for name in names:

@@ -18,7 +18,7 @@ from attnprof.trace.comms import Comms
 from attnprof.trace.decode import Doc, Event
 from attnprof.trace.inputs import Inputs, among, dims_product, pick
 from attnprof.trace.limits import MAX_DUR_US, MAX_NAME
-from attnprof.trace.model import Kind, RowMap, Trace
+from attnprof.trace.model import KEEP_ALL, Keep, Kind, RowMap, Trace
 
 __all__ = ["Builder", "cap"]
 
@@ -87,12 +87,13 @@ _SEQ = attrgetter("seq")
 _ID_COLUMNS = ("corr", "ext", "seq", "flow_id")
 
 
-def _int_col(values: list[int]) -> np.ndarray:
-    """Integer ids (-1 = missing) in one C loop; beyond +-2**62 -1, as _ids does."""
+def _int_col(args: list[Any], field: attrgetter[Any]) -> np.ndarray:
+    """One integer id field of every args (-1 = missing) in one C loop, no list in between;
+    beyond +-2**62 -1, as _ids does."""
     try:
-        arr = np.fromiter(values, np.int64, len(values))
+        arr = np.fromiter(map(field, args), np.int64, len(args))
     except OverflowError:
-        return _ids([None if v == -1 else v for v in values])
+        return _ids([None if v == -1 else v for v in map(field, args)])
     return np.where((arr < -(2**62)) | (arr > 2**62), -1, arr)
 
 
@@ -176,7 +177,8 @@ def _flow_ids(fl: list[Event]) -> np.ndarray:
 class Builder:
     """Columns accumulated chunk by chunk; strings interned across chunks."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: Keep = KEEP_ALL) -> None:
+        self.keep = keep
         self.names: dict[str, int] = {}
         self.lanes: dict[tuple[int | str, int | str], int] = {}
         self.cats: dict[str, int] = {}
@@ -193,7 +195,7 @@ class Builder:
         # per column: how many parts at the end of its list are not merged yet, and their bytes
         self.fresh: dict[str, tuple[int, int]] = {}
         # what the loader keeps of recorded op inputs and launch calls' kernels
-        self.inputs = Inputs()
+        self.inputs = Inputs(keep.inputs)
         self.comms = Comms()  # collectives' recorded args (trace/comms.py)
         self.n_rows = 0
         self.n_seen = 0
@@ -218,6 +220,8 @@ class Builder:
 
     def _kind_of(self, cat: str, ph: str) -> int:
         low = cat.lower()
+        if low == "python_function" and not self.keep.frames:
+            return -1  # not asked for: dropped, and counted as dropped (Trace.dropped)
         if ph == "X" and low in _X_KINDS:
             return int(_X_KINDS[low])
         if ph in ("s", "f", "t") and low in _FLOW_CATS:
@@ -260,8 +264,8 @@ class Builder:
         is_flow = ev_kind[used] == -2
         del used_ev
         args = list(map(_ARGS_OF, kept))
-        ext = _int_col(list(map(_EXT, args)))
-        ext_legacy = _int_col(list(map(_EXT_LEGACY, args)))
+        ext = _int_col(args, _EXT)
+        ext_legacy = _int_col(args, _EXT_LEGACY)
         kind = ev_kind[keep].astype(np.int8)
         name_col = _intern(names, list(map(_NAME, kept))).astype(np.int32)
         dur = np.fromiter(map(_DUR, kept), np.float64, n)
@@ -277,9 +281,9 @@ class Builder:
             lane=lane_ids[~is_flow].astype(np.int32),
             ts=np.fromiter(map(_TS, kept), np.float64, n),
             dur=dur,
-            corr=_int_col(list(map(_CORR, args))),
+            corr=_int_col(args, _CORR),
             ext=np.where(ext >= 0, ext, ext_legacy),
-            seq=_int_col(list(map(_SEQ, args))),
+            seq=_int_col(args, _SEQ),
             cat=cat_ids[keep].astype(np.int32),
         )
 

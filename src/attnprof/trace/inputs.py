@@ -108,7 +108,8 @@ def _whole(v: Any) -> bool:
 class Inputs:
     """Recorded inputs and launch kernels, accumulated chunk by chunk (rows are the trace's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: bool = True) -> None:
+        self.keep = keep  # the recorded inputs (conversions, shapes, signatures): Keep.inputs
         self.conversions: dict[int, tuple[str | None, str | None]] = {}
         self.shapes: dict[int, list[Any]] = {}
         self.launch_kernels: dict[int, tuple[str, int, int]] = {}
@@ -124,7 +125,7 @@ class Inputs:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Take what is kept of one chunk's kept events (args[i] is row offset + i); return the
         chunk's (rows with recorded inputs, their signature ids)."""
-        conv_ids = [names[c] for c in _CONVERSIONS if c in names]
+        conv_ids = [names[c] for c in _CONVERSIONS if c in names] if self.keep else []
         if conv_ids:
             for r in np.flatnonzero(among(name_col, conv_ids, len(names)) & (kind == Kind.CPU_OP)).tolist():
                 types, concrete = _raw_list(args[r].input_type), _raw_list(args[r].concrete)
@@ -135,7 +136,7 @@ class Inputs:
                         tgt = concrete[1] or None
                     self.conversions[r + offset] = (src, tgt)
 
-        shaped_ids = [names[c] for c in _SHAPED if c in names]
+        shaped_ids = [names[c] for c in _SHAPED if c in names] if self.keep else []
         if shaped_ids:
             for r in np.flatnonzero(among(name_col, shaped_ids, len(names)) & (kind == Kind.CPU_OP)).tolist():
                 given = args[r].input_dims
@@ -164,7 +165,7 @@ class Inputs:
         # per distinct raw text, so the same inputs read the same whatever the file's spacing and
         # whichever decode path (whole file, streamed blocks, a repaired event) produced them.
         # The per-op work is C loops (map): a Python loop over every op was a fifth of the load
-        ops = np.flatnonzero(kind == Kind.CPU_OP)
+        ops = np.flatnonzero(kind == Kind.CPU_OP) if self.keep else np.zeros(0, np.int64)
         op_args = pick(args, ops)
         has = np.fromiter(map(len, map(_DIMS, op_args)), np.int64, len(op_args)) > 0
         rows = ops[has]

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_MEMORY",
     "MAX_NAME",
     "PEAK_FACTOR",
+    "WHOLE_FACTOR",
     "available_memory",
     "check_input",
     "raw_limit",
@@ -26,8 +27,14 @@ __all__ = [
 
 # refuse a trace whose analysis would need more than this fraction of the available memory
 MAX_MEMORY = 0.8
-# peak memory of a load, in raw (decompressed) JSON bytes: measured 1.3-1.95x (docs/benchmarks.md)
-PEAK_FACTOR = 2.0
+# peak memory growth of a streamed load and its analysis, per raw (decompressed) JSON byte: at
+# most 0.95x measured on traces of 48 MB to 1.2 GB (the modern 48 MB one; the larger the trace,
+# the lower: 0.3x at 1.2 GB; docs/benchmarks.md "issue 22"), with a margin
+PEAK_FACTOR = 1.2
+# the same for the whole-file path (a bare array, JSON to repair, damaged gzip: parse_trace
+# holds the raw JSON and its events' slices at once): measured 1.3-1.95x. load_trace checks it
+# again before it takes that path
+WHOLE_FACTOR = 2.0
 # the most characters of an event name kept: longer ones are cut to this and a warning says how
 # many were. The longest name in the shared traces is 5,123 characters (a templated CUTLASS
 # kernel); the analysis matches names against dozens of patterns, at about 3 s per MB of name,
@@ -45,8 +52,11 @@ _KINDS = (
 )
 
 
-def check_input(path: Path, *, max_memory: float = MAX_MEMORY) -> int:
+def check_input(path: Path, *, max_memory: float = MAX_MEMORY, factor: float = PEAK_FACTOR) -> int:
     """Refuse, before reading a byte, what cannot be a trace or cannot fit; return its raw size.
+
+    factor: the memory a load and its analysis need per raw JSON byte (PEAK_FACTOR streamed,
+    WHOLE_FACTOR for the whole-file path).
 
     A device or a FIFO has no end to read to (and opening a FIFO blocks). The raw JSON size of a
     .json.gz is read from its gzip trailer (the size modulo 4 GiB), never less than the file.
@@ -65,7 +75,7 @@ def check_input(path: Path, *, max_memory: float = MAX_MEMORY) -> int:
     raw = st.st_size
     if max_memory > 0 and raw > 0:
         raw = max(raw, _gzip_size(path))
-        need = raw * PEAK_FACTOR
+        need = raw * factor
         avail = available_memory()
         if avail is not None and need > max_memory * avail:
             raise UserError(
@@ -76,11 +86,11 @@ def check_input(path: Path, *, max_memory: float = MAX_MEMORY) -> int:
     return raw
 
 
-def raw_limit(max_memory: float) -> int | None:
+def raw_limit(max_memory: float, factor: float = PEAK_FACTOR) -> int | None:
     """The most raw JSON a load may produce under max_memory (None: no limit, or unknown). A
     gzip trailer records the size modulo 4 GiB only, so decompression is bounded by this too."""
     avail = available_memory() if max_memory > 0 else None
-    return None if avail is None else int(max_memory * avail / PEAK_FACTOR)
+    return None if avail is None else int(max_memory * avail / factor)
 
 
 def too_large(path: Path, limit: int, max_memory: float) -> UserError:

@@ -47,8 +47,8 @@ from typing import Any
 from attnprof.errors import UserError
 from attnprof.trace.columns import Builder
 from attnprof.trace.decode import LENIENT, as_utf8, decode_chunk, scan
-from attnprof.trace.limits import MAX_MEMORY, check_input, raw_limit, too_large
-from attnprof.trace.model import Trace
+from attnprof.trace.limits import MAX_MEMORY, WHOLE_FACTOR, check_input, raw_limit, too_large
+from attnprof.trace.model import KEEP_ALL, Keep, Trace
 from attnprof.trace.stream import PROGRESS, Once, TooLarge, is_gzip, streamed
 
 __all__ = ["MAX_MEMORY", "PROGRESS", "load_trace", "parse_trace"]
@@ -65,6 +65,7 @@ def load_trace(
     max_memory: float = MAX_MEMORY,
     parallel: bool | None = None,
     meanwhile: Callable[[], object] | None = None,
+    keep: Keep = KEEP_ALL,
 ) -> Trace:
     """Read and decode one trace file (.json or .json.gz). Raises UserError on bad input.
 
@@ -74,7 +75,8 @@ def load_trace(
     False where the caller already runs one process per CPU). meanwhile: called once, in this process, while the forked process
     decodes its part (work the caller needs next, its imports say, then overlaps the decoding;
     the forked process takes a larger part for it, FORK_SHARE); where nothing is forked, after
-    the load. An exception it raises stops the forked process and propagates.
+    the load. An exception it raises stops the forked process and propagates. keep: what is
+    kept beyond the events every analysis reads (Python frames, recorded inputs; model.Keep).
     """
     p = Path(path)
     check_input(p, max_memory=max_memory)
@@ -82,16 +84,21 @@ def load_trace(
     once = Once(meanwhile)
     try:
         try:
-            trace = streamed(p, limit=limit, parallel=parallel, meanwhile=once)
+            trace = streamed(p, limit=limit, parallel=parallel, meanwhile=once, keep=keep)
         except TooLarge as exc:
             raise too_large(p, exc.limit, max_memory) from None
         if trace is None:
+            # the whole-file path holds more at once than streaming: refused where it would not fit
+            check_input(p, max_memory=max_memory, factor=WHOLE_FACTOR)
+            limit = raw_limit(max_memory, WHOLE_FACTOR)
             if limit is not None and is_gzip(p):
-                trace = parse_trace(_gunzip_bounded(p, limit, max_memory), source=p.name, label=str(p))
+                trace = parse_trace(
+                    _gunzip_bounded(p, limit, max_memory), source=p.name, label=str(p), keep=keep
+                )
             else:
                 # no local name for the bytes: parse_trace must hold the only reference, so that
                 # it can free the raw JSON before the columns are put together
-                trace = parse_trace(p.read_bytes(), source=p.name, label=str(p))
+                trace = parse_trace(p.read_bytes(), source=p.name, label=str(p), keep=keep)
     except FileNotFoundError:
         raise UserError(f"{p}: no such file") from None
     except IsADirectoryError:
@@ -105,13 +112,15 @@ def load_trace(
     return trace
 
 
-def parse_trace(data: bytes, *, source: str = "<bytes>", label: str | None = None) -> Trace:
+def parse_trace(
+    data: bytes, *, source: str = "<bytes>", label: str | None = None, keep: Keep = KEEP_ALL
+) -> Trace:
     """Decode trace bytes (gzip or plain JSON) into a Trace. label names the input in errors."""
     label = label or source
     box = [data]
     del data  # _parse holds the only reference, so that it can free the raw JSON early
     try:
-        return _parse(box, source, label)
+        return _parse(box, source, label, keep)
     except RecursionError:
         raise UserError(
             f"{label}: the JSON is nested deeper than the decoder allows: not a profiler trace, "
@@ -119,7 +128,7 @@ def parse_trace(data: bytes, *, source: str = "<bytes>", label: str | None = Non
         ) from None
 
 
-def _parse(box: list[bytes], source: str, label: str) -> Trace:
+def _parse(box: list[bytes], source: str, label: str, keep: Keep = KEEP_ALL) -> Trace:
     """The document is scanned once with the events kept as raw JSON slices (msgspec.Raw, no copy),
     then the events are decoded into structs CHUNK at a time and turned into columns, so the
     structs for all events never exist at once.
@@ -142,7 +151,7 @@ def _parse(box: list[bytes], source: str, label: str) -> Trace:
     doc.traceEvents = None
     if raws is None:
         raise UserError(f"{label}: no traceEvents list, so not a PyTorch profiler trace")
-    builder = Builder()
+    builder = Builder(keep)
     lenient = False
     for i in range(0, len(raws), CHUNK):
         chunk = raws[i : i + CHUNK]

@@ -40,7 +40,18 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DEVICE_KINDS", "GPU_KINDS", "CommArgs", "Kind", "RowMap", "Trace", "row_columns", "unique"]
+__all__ = [
+    "DEVICE_KINDS",
+    "GPU_KINDS",
+    "KEEP_ALL",
+    "CommArgs",
+    "Keep",
+    "Kind",
+    "RowMap",
+    "Trace",
+    "row_columns",
+    "unique",
+]
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
@@ -72,6 +83,20 @@ DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.DEVICE)
 
 
 V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class Keep:
+    """What a load keeps beyond the events every analysis reads. The full analysis reads both
+    (the idle analysis and the user frame read Python frames, the per-op model and the unfused
+    chains the recorded inputs); a caller that reads neither (the harness's per-forward op
+    counts) loads without them: with_stack traces hold more Python frames than ops."""
+
+    frames: bool = True  # python_function events (Kind.PYTHON rows); else dropped and counted
+    inputs: bool = True  # cpu ops' recorded inputs: Trace.inputs, shapes and conversions
+
+
+KEEP_ALL = Keep()
 
 
 @dataclass(frozen=True)

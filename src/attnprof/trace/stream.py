@@ -24,7 +24,7 @@ import msgspec
 from attnprof.trace.columns import Builder
 from attnprof.trace.decode import BOM, DOC, EVENTS, LENIENT, Event, decode_lenient, first_byte
 from attnprof.trace.limits import MAX_NAME
-from attnprof.trace.model import Trace
+from attnprof.trace.model import KEEP_ALL, Keep, Trace
 
 __all__ = ["BLOCK", "PROGRESS", "Once", "TooLarge", "is_gzip", "streamed"]
 
@@ -178,7 +178,12 @@ FORK_SHARE = 0.52
 
 
 def streamed(
-    path: Path, *, parallel: bool | None = None, limit: int | None = None, meanwhile: Once | None = None
+    path: Path,
+    *,
+    parallel: bool | None = None,
+    limit: int | None = None,
+    meanwhile: Once | None = None,
+    keep: Keep = KEEP_ALL,
 ) -> Trace | None:
     """The trace, or None when this file needs the whole-file path (see above).
 
@@ -194,12 +199,12 @@ def streamed(
     if parallel and not is_gzip(path):
         share = FORK_SHARE if meanwhile is not None and meanwhile.fn is not None else 0.5
         split = _split_point(path, size, share)
-        trace = _stream_parallel(path, split, meanwhile) if split is not None else None
+        trace = _stream_parallel(path, split, meanwhile, keep) if split is not None else None
         if trace is not None:
             return trace
     reader = _Reader(path, limit)
     try:
-        part = _Part(first=True, last=True)
+        part = _Part(first=True, last=True, keep=keep)
         part.consume(iter(reader))
         return part.trace(path.name)
     except _STREAM_ERRORS:
@@ -249,7 +254,9 @@ def _split_point(path: Path, size: int, share: float = 0.5) -> tuple[int, int] |
     return None
 
 
-def _stream_parallel(path: Path, split: tuple[int, int], meanwhile: Once | None = None) -> Trace | None:
+def _stream_parallel(
+    path: Path, split: tuple[int, int], meanwhile: Once | None = None, keep: Keep = KEEP_ALL
+) -> Trace | None:
     import pickle
 
     # the child's part comes back in an anonymous in-memory file where there is one (Linux): the
@@ -263,7 +270,7 @@ def _stream_parallel(path: Path, split: tuple[int, int], meanwhile: Once | None 
         try:
             os.close(r)
             try:
-                part: _Part | None = _Part(first=False, last=True)
+                part: _Part | None = _Part(first=False, last=True, keep=keep)
                 assert part is not None
                 part.consume(_file_blocks(path, split[1], None))
             except _STREAM_ERRORS:
@@ -282,7 +289,7 @@ def _stream_parallel(path: Path, split: tuple[int, int], meanwhile: Once | None 
                 except BaseException:
                     _stop(pid)  # its part is not wanted any more
                     raise
-            first = _Part(first=True, last=False)
+            first = _Part(first=True, last=False, keep=keep)
             try:
                 first.consume(_file_blocks(path, 0, split[0]))
             except _STREAM_ERRORS:
@@ -362,9 +369,9 @@ class _Part:
     event); else right after an event.
     """
 
-    def __init__(self, *, first: bool, last: bool) -> None:
+    def __init__(self, *, first: bool, last: bool, keep: Keep = KEEP_ALL) -> None:
         self.first, self.last = first, last
-        self.builder = Builder()
+        self.builder = Builder(keep)
         self.lenient = False
         self.n_items = 0
         self.total = 0
