@@ -298,6 +298,18 @@ def attnprof(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
     )
 
 
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The command in this process: a model's run costs the same either way, but a subprocess
+    pays for importing torch and transformers again (most of such a test's time). The entry
+    point itself is covered by the subprocess tests (a missing or old transformers, a Hub id)."""
+    from attnprof.cli import main
+
+    capsys.readouterr()  # what earlier steps of the test printed is not this command's
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["attnprof", *args], code, out, err)
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -352,7 +364,7 @@ def test_a_transformers_older_than_the_api_it_drives_is_refused(tmp_path: Path) 
     assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
 
 
-def test_local_config_file_then_report_and_compare(tmp_path: Path) -> None:
+def test_local_config_file_then_report_and_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from transformers import LlamaConfig
 
     cfg = LlamaConfig(
@@ -362,8 +374,8 @@ def test_local_config_file_then_report_and_compare(tmp_path: Path) -> None:
     cfg_file = tmp_path / "tiny-llama.json"
     cfg_file.write_text(cfg.to_json_string())
     out = tmp_path / "run"
-    p = attnprof(
-        "model", str(cfg_file), "--attn", "eager,sdpa", "--seq", "16",
+    p = cli(
+        capsys, "model", str(cfg_file), "--attn", "eager,sdpa", "--seq", "16",
         "--time-budget", "0.05", "--out", str(out), "--json",
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
@@ -372,7 +384,7 @@ def test_local_config_file_then_report_and_compare(tmp_path: Path) -> None:
     assert record["model"]["source"] == "config" and record["model"]["seq"] == 16
     assert [r["status"] for r in record["results"]] == ["ok", "ok"]
 
-    rep = attnprof("report", str(out), "--format", "md", "--output", "-")
+    rep = cli(capsys, "report", str(out), "--format", "md", "--output", "-")
     assert rep.returncode == 0, rep.stderr
     assert "## Attention inside the model" in rep.stdout and "### Attention per layer" in rep.stdout
     # titled with the model, never with the shape of one attention call inside it
@@ -380,14 +392,14 @@ def test_local_config_file_then_report_and_compare(tmp_path: Path) -> None:
     assert f"model {cfg_file}" in title and "1x4x16x8" not in title, title
     section = rep.stdout.split("### Attention per layer", 1)[1]
     assert "| 0 |" in section and "| 1 |" in section  # one row per layer
-    cmp_ = attnprof("compare", str(out))
+    cmp_ = cli(capsys, "compare", str(out))
     assert cmp_.returncode == 0, cmp_.stderr
     assert "eager" in cmp_.stdout and "sdpa" in cmp_.stdout
 
 
-def test_terminal_output_names_the_fastest(tmp_path: Path) -> None:
-    p = attnprof(
-        "model", "gpt2", "--size", "tiny", "--attn", "eager,attnprof-sdpa-math,flash_attention_3",
+def test_terminal_output_names_the_fastest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = cli(
+        capsys, "model", "gpt2", "--size", "tiny", "--attn", "eager,attnprof-sdpa-math,flash_attention_3",
         "--time-budget", "0.05", "--out", str(tmp_path / "o"), "--no-color",
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
@@ -398,10 +410,10 @@ def test_terminal_output_names_the_fastest(tmp_path: Path) -> None:
     assert "attnprof-sdpa-MATH" in p.stdout
 
 
-def test_tensorboard_layout_for_a_model(tmp_path: Path) -> None:
+def test_tensorboard_layout_for_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tb = tmp_path / "tb"
-    p = attnprof(
-        "model", "gpt2", "--size", "tiny", "--attn", "eager", "--time-budget", "0.05",
+    p = cli(
+        capsys, "model", "gpt2", "--size", "tiny", "--attn", "eager", "--time-budget", "0.05",
         "--out", str(tmp_path / "o"), "--tensorboard", str(tb), "--json",
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
