@@ -9,6 +9,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -19,6 +20,14 @@ import pytest
 # for the suite, so that a test that analyses a folder twice analyses it twice, and nothing is
 # written to the home directory; tests/test_rank_cache.py turns it on in a temporary directory
 os.environ.setdefault("ATTNPROF_CACHE", "off")
+
+# A suite started in the background by a shell without job control (`cmd &`, nohup, some CI
+# runners) inherits SIGINT ignored, and an ignored signal stays ignored across exec: every child
+# Python then ignores the Ctrl-C that the interrupt tests send it and exits 0. A handled signal
+# is reset to the default at exec, so handling it here gives each child Python its
+# KeyboardInterrupt back, wherever the suite was started from.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @functools.cache
