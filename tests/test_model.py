@@ -364,7 +364,9 @@ def test_a_transformers_older_than_the_api_it_drives_is_refused(tmp_path: Path) 
     assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
 
 
-def test_local_config_file_then_report_and_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_local_config_file_then_report_and_compare(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from transformers import LlamaConfig
 
     cfg = LlamaConfig(
