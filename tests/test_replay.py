@@ -497,3 +497,28 @@ def test_shared_vllm_pair_gets_per_layer_times_from_its_capture() -> None:
     (p,) = whole.regions[0].per_instance
     assert p.gpu_ops == sum(g.launches.size for g in graphs) == a.graphs.attributed_ops
     assert p.gpu_time_us == pytest.approx(a.graphs.replayed_us, abs=0.01)
+
+
+def test_a_pair_folder_with_two_captures_for_one_rank_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Which capture trace belongs to the execution trace is not recorded: two of them for rank 0
+    are refused with the fix (give the pair with --capture); one of each is analysed."""
+    from attnprof.cli import main
+
+    doc = json.dumps(
+        {
+            "traceEvents": [
+                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5}
+            ]
+        }
+    )
+    (tmp_path / "capture_traces").mkdir()
+    (tmp_path / "graph_execution.json").write_text(doc)
+    (tmp_path / "capture_traces" / "graph_capture_rank_0.1.pt.trace.json").write_text(doc)
+    assert main(["analyze", str(tmp_path), "--json"]) == 0
+    capsys.readouterr()
+    (tmp_path / "capture_traces" / "graph_capture_rank_0.2.pt.trace.json").write_text(doc)
+    assert main(["analyze", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "1 execution and 2 capture traces" in err[0] and "--capture" in err[0], err

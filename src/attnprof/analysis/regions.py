@@ -118,6 +118,18 @@ def _candidates(trace: Trace) -> I64:
     return rows[(rows < trace.imported_from) | ~np.isin(trace.name[rows], ids)]
 
 
+_MODULE = "nn.Module: "
+
+
+def _module_frames(trace: Trace) -> I64:
+    """nn.Module frames (python_function "nn.Module: Name_N", recorded with with_modules=True):
+    region candidates for --region after the annotations and ops, so that a name both match
+    keeps meaning the annotation."""
+    py = trace.own(trace.rows(Kind.PYTHON))
+    ids = [i for i, n in enumerate(trace.names) if n.startswith(_MODULE)]
+    return py[np.isin(trace.name[py], ids)] if ids else py[:0]
+
+
 def _select(trace: Trace, region: str | None) -> tuple[str, str, I64]:
     rows = _candidates(trace)
     names = trace.names
@@ -134,9 +146,11 @@ def _select(trace: Trace, region: str | None) -> tuple[str, str, I64]:
             return "ProfilerStep#*", "ProfilerStep", ann
         return "whole trace", "whole trace", rows[:0]
     ids = [i for i, n in enumerate(names) if n == region]
-    hit = rows[np.isin(trace.name[rows], ids)] if ids else rows[:0]
-    if hit.size:
-        return region, "exact", hit
+    modules = _module_frames(trace)
+    for among in (rows, modules):
+        hit = among[np.isin(trace.name[among], ids)] if ids else among[:0]
+        if hit.size:
+            return region, "exact", hit
     try:
         pattern = re.compile(region)
     except re.error as exc:
@@ -144,13 +158,16 @@ def _select(trace: Trace, region: str | None) -> tuple[str, str, I64]:
             f"--region {region!r} is neither an annotation in the trace nor a valid regex ({exc})"
         ) from None
     ids = [i for i, n in enumerate(names) if pattern.search(n)]
-    hit = rows[np.isin(trace.name[rows], ids)] if ids else rows[:0]
-    if hit.size:
-        return region, "regex", hit
+    for among in (rows, modules):
+        hit = among[np.isin(trace.name[among], ids)] if ids else among[:0]
+        if hit.size:
+            return region, "regex", hit
     ann = trace.own(trace.rows(Kind.ANNOTATION))
     known = sorted({names[int(i)] for i in unique(trace.name[ann])})[:12]
     hint = f"; annotations here: {', '.join(known)}" if known else "; the trace has no user annotations"
-    raise UserError(f"--region {region!r} matches no annotation or op in {trace.source}{hint}")
+    if modules.size:
+        hint += f"; nn.Module frames too ({names[int(trace.name[modules[0]])]}, ...)"
+    raise UserError(f"--region {region!r} matches no annotation, op or nn.Module in {trace.source}{hint}")
 
 
 def backward_ops(trace: Trace, cpu_rows: I64) -> I64:
