@@ -48,8 +48,8 @@ def test_fastest_correct_variant_margin_and_dispatch_flag() -> None:
     rows = [
         # bucket 33-64: two configurations (batch 1 and 2)
         row("naive", 64, 1.0), row("naive", 64, 2.0, batch=2),
-        row("sdpa-math", 64, 1.5), row("sdpa-math", 64, 3.0, batch=2),
-        row("sdpa-flash", 64, 3.0), row("sdpa-flash", 64, 6.0, batch=2),
+        row("sdpa-math", 64, 1.5, samples=_spread(1.5)), row("sdpa-math", 64, 3.0, batch=2, samples=_spread(3.0)),
+        row("sdpa-flash", 64, 3.0, samples=_spread(3.0)), row("sdpa-flash", 64, 6.0, batch=2, samples=_spread(6.0)),
         row("fast-but-wrong", 64, 0.1, accurate=False), row("fast-but-wrong", 64, 0.2, batch=2),
         row("failed", 64, None, ok=False),
         # bucket 65-128: flash wins, as PyTorch picks
@@ -75,6 +75,41 @@ def test_fastest_correct_variant_margin_and_dispatch_flag() -> None:
         device="cpu", dtype="fp32", causal=True, head_dim=16, gqa=False, seq=50, kv_seq=50
     )
     assert matched is not None and matched.backend == "math"
+
+
+def test_a_pinning_gain_from_too_few_samples_is_no_verdict() -> None:
+    """The same 2x pinning gain as above, from 3 samples a job (or none stored): compare/rank.py's
+    rule refuses a 95% interval, so the verdict is "too few samples to tell" with the range of
+    the ratios, and the policy keeps PyTorch's dispatch; with 11 samples a job it pins."""
+
+    def rows(samples: int) -> list[StoredResult]:
+        def s(m: float) -> list[float] | None:
+            return [m * x for x in (0.98, 1.0, 1.02, 0.99, 1.01, 1.0, 0.97, 1.03, 1.0, 1.0, 1.0)][
+                :samples
+            ] or None
+
+        return [row("sdpa-math", 64, 1.5, samples=s(1.5)), row("sdpa-flash", 64, 3.0, samples=s(3.0))]
+
+    (few,) = recommend(rows(3))
+    assert few.verdict == "too_few" and few.pin_gain == pytest.approx(2.0) and few.pin_samples == 3
+    assert few.pin_gain_low is None and few.pin_gain_high is None  # no 95% claim
+    assert few.pin_gain_range_low == pytest.approx(2.0 * 0.98 / 1.02)  # unpaired: the extremes
+    assert few.pin_gain_range_high == pytest.approx(2.0 * 1.02 / 0.98)
+    assert [r["backend"] for r in build_policy([few])["rules"]] == ["default"]
+    for lang, words in (("en", "too few to tell"), ("id", "terlalu sedikit"), ("th", "น้อยเกินกว่าจะบอกได้")):
+        line = next(
+            x
+            for x in store_summary(
+                StoreReportData(store="s.db", results=rows(3), recommendations=[few]), Translator(lang)
+            )
+            if "64" in x and words in x
+        )
+        # the range and "a 95% interval needs 6", no interval given
+        assert "95% 6" not in line and " 6" in line and ("1.9" in line or "1,9" in line), (lang, line)
+    (none,) = recommend(rows(0))
+    assert none.verdict == "too_few" and none.pin_samples == 0 and none.pin_gain_range_low is None
+    (enough,) = recommend(rows(11))
+    assert enough.verdict == "pin" and enough.pin_gain_low is not None and enough.pin_gain_low > 1.0
 
 
 def test_margins_inside_the_timing_noise_are_ties() -> None:

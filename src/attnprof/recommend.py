@@ -19,11 +19,13 @@ How the choice is made, per bucket:
 - Pinning against PyTorch's default: the `sdpa` variant (default dispatch, no pin; the backend
   it actually ran is read from its trace) is measured like any other. pin_gain is its time over
   the fastest pinned backend's (geometric mean over the bucket's configurations; > 1: pinning is
-  faster), with a 95% bootstrap interval from the stored samples (analysis/stats.py). Where
-  `sdpa` was not swept, the pinned variant of the backend PyTorch picks stands in for it. The
-  verdict is "pin" only when the interval lies above 1; "default" when PyTorch's choice is at
-  least as fast (interval below 1, or holding 1: a tie gives no reason to pin); None when there
-  is nothing to compare. A policy pins a backend only where the verdict is "pin"; elsewhere its
+  faster), with a 95% bootstrap interval from the stored samples by compare/rank.py's one rule
+  (`samples_claim`): only with MIN_INTERVAL_SAMPLES samples a side on every configuration;
+  with fewer the verdict is "too_few" (too few samples to tell; the range of the ratios is
+  kept, never called a 95% interval). Where `sdpa` was not swept, the pinned variant of the
+  backend PyTorch picks stands in for it. The verdict is "pin" only when the interval lies
+  above 1; "default" when PyTorch's choice is at least as fast (interval below 1, or holding 1:
+  a tie gives no reason to pin); None when there is nothing to compare. A policy pins a backend only where the verdict is "pin"; elsewhere its
   rule says "default" (PyTorch's own dispatch).
 - Same kernel: where the `sdpa` variant ran the very backend that is the fastest pinned one, the
   two are one kernel and pinning changes nothing: pin_gain is 1 and the verdict "default",
@@ -52,7 +54,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from attnprof.analysis.stats import RatioInterval, geomean_ratio_interval
+from attnprof.compare.rank import Speed, samples_claim
 from attnprof.records import RAN_STATUSES
 from attnprof.store import StoredResult
 from attnprof.workload import WorkloadId, kind_words
@@ -159,12 +161,19 @@ class Recommendation(msgspec.Struct, kw_only=True):
     default_variant: str | None = None  # what stands for the default: "sdpa", or a pinned twin
     default_backend: str | None = None  # the backend the default dispatch actually ran
     pin_gain: float | None = None  # time(default) / time(best pinned backend)
+    # its 95% interval: only with compare/rank.py MIN_INTERVAL_SAMPLES samples a side on every
+    # configuration; with fewer the verdict is "too_few" and the range of the ratios is given
     pin_gain_low: float | None = None
     pin_gain_high: float | None = None
+    pin_samples: int | None = None  # samples on the smallest side of any configuration compared
+    pin_gain_range_low: float | None = None
+    pin_gain_range_high: float | None = None
     # the default dispatch ran the fastest pinned backend itself: one kernel, pin_gain 1 by
     # definition, not measured (two timings of one kernel differ by drift alone)
     same_kernel: bool = False
-    verdict: str | None = None  # "pin", "default", "unknown" (busy machine), or None (nothing to compare)
+    # "pin", "default", "unknown" (busy machine), "too_few" (too few samples to tell), or None
+    # (nothing to compare)
+    verdict: str | None = None
     # the pinned SDPA backends timed correct in this bucket, fastest first: best_sdpa is the
     # fastest of these only, never of backends nobody measured
     sdpa_measured: list[str] = []
@@ -211,7 +220,9 @@ def _geomean(xs: Sequence[float]) -> float:
 class _Pin(NamedTuple):
     default: str | None = None  # what stands for the default dispatch: "sdpa" or a pinned twin
     backend: str | None = None  # the backend the default dispatch ran
-    interval: RatioInterval | None = None  # of time(default) / time(fastest pinned backend)
+    # the claim about time(default) / time(fastest pinned backend): compare/rank.py's rule, its
+    # 95% interval only with enough samples ("too_few" and the range otherwise)
+    claim: Speed | None = None
     gain: float | None = None  # that ratio; None where there is nothing to compare
     same_kernel: bool = False  # the default ran the fastest pinned backend itself: gain 1 by definition
 
@@ -249,7 +260,8 @@ def _pin_against_default(
         # one kernel: nothing to pin, whatever their two timings say (module docstring)
         return _Pin(default.variant, backend, None, 1.0, same_kernel=True)
     pairs = [(samples[default.variant].get(c, []), samples[best.variant].get(c, [])) for c in sorted(configs)]
-    return _Pin(default.variant, backend, geomean_ratio_interval(pairs), default.score / best.score)
+    gain = default.score / best.score
+    return _Pin(default.variant, backend, samples_claim(pairs, ratio=gain), gain)
 
 
 def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendation:
@@ -309,7 +321,8 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
     choice = choices.most_common(1)[0][0] if choices else None
     default_cand = next((c for c in cands if c.variant == DEFAULT_DISPATCH), None)
     pin = _pin_against_default(pinned, default_cand, choice, samples, backends, configs)
-    default, iv, pin_gain = pin.default, pin.interval, pin.gain
+    default, sp, pin_gain = pin.default, pin.claim, pin.gain
+    iv = sp if sp is not None and sp.claim != "too_few" else None  # a 95% interval, or none
     drift = JOB_DRIFT.get(bucket.device, 0.0)
     compared = [c for c in cands if c.variant in (default, pinned[0].variant if pinned else None)]
     verdict = None
@@ -318,11 +331,10 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
             verdict = "default"  # PyTorch's pick is the fastest pinned backend, or the same kernel
         elif any(c.unreliable for c in compared):
             verdict = "unknown"  # timed on a busy machine: no verdict either way
-        elif iv is not None:
+        elif iv is not None and iv.low is not None:
             verdict = "pin" if iv.low > 1.0 + drift else "default"
-        else:  # no samples stored: the noise rule the margins use
-            noisy = max([c.noise for c in compared] + [drift])
-            verdict = "pin" if pin_gain - 1.0 > noisy else "default"
+        else:  # too few samples for an interval (or none stored): no claim either way
+            verdict = "too_few"
     sdpa = pinned
     gain = None
     gain_noisy = False
@@ -366,6 +378,9 @@ def _recommend_bucket(bucket: Bucket, rows: list[StoredResult]) -> Recommendatio
         same_kernel=pin.same_kernel,
         pin_gain_low=iv.low if iv else None,
         pin_gain_high=iv.high if iv else None,
+        pin_samples=sp.n if sp is not None else None,
+        pin_gain_range_low=sp.range_low if sp is not None and iv is None else None,
+        pin_gain_range_high=sp.range_high if sp is not None and iv is None else None,
         verdict=verdict,
         sdpa_measured=[SDPA_BACKENDS[c.variant] for c in pinned],
         unreliable=sorted(

@@ -5,8 +5,10 @@ renders the claims made here and makes none of its own.
 - Which timing ranks (`ranked_by`): a forward run by its forward, a `--backward` run by forward +
   backward timed as one call (what a training step pays; recommend ranks its backward buckets the
   same way), a model run by its step.
-- A speed claim between two rows (`speed`): the ratio of their ranked medians and its 95%
-  bootstrap interval (analysis/stats.py `ratio_interval`, paired by round within one run). A
+- A speed claim between two rows (`speed`), or between two sets of samples per configuration
+  (`samples_claim`: recommend's pinning gain over a bucket's configurations): the ratio of
+  their ranked medians and its 95% bootstrap interval (analysis/stats.py `ratio_interval`,
+  paired by round within one run; `geomean_ratio_interval` over configurations). A
   95% interval needs MIN_INTERVAL_SAMPLES samples on each side (docs/run.md, "Statistics"):
   below that the claim is "too_few" and carries the range of the ratios instead, never a 95%
   claim. With enough samples: "faster"/"slower" when the interval excludes 1, else "tie".
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from attnprof.analysis.stats import MIN_INTERVAL_SAMPLES, ratio_interval
+from attnprof.analysis.stats import MIN_INTERVAL_SAMPLES, geomean_ratio_interval, ratio_interval
 
 if TYPE_CHECKING:
     from attnprof.compare.records import Row
@@ -37,6 +39,7 @@ __all__ = [
     "fastest",
     "ranked_median",
     "ranked_samples",
+    "samples_claim",
     "speed",
 ]
 
@@ -99,19 +102,50 @@ def speed(row: Row, other: Row) -> Speed | None:
     mine, theirs = ranked_median(row), ranked_median(other)
     if not mine or not theirs:
         return None
-    ratio = theirs / mine
     num, den = ranked_samples(other), ranked_samples(row)
     paired = row.input == other.input and row.kind == other.kind == "run"
     paired = paired and row.paired_rounds and other.paired_rounds and len(num) == len(den)
-    n = min(len(num), len(den))
+    return samples_claim([(num, den)], ratio=theirs / mine, paired=paired)
+
+
+def samples_claim(
+    pairs: Sequence[tuple[Sequence[float], Sequence[float]]], *, ratio: float, paired: bool = False
+) -> Speed:
+    """The claim the samples allow about `ratio`, the ratio of num's time to den's (> 1: den is
+    faster): for one pair (num, den) of sample sets, or for several configurations at once (the
+    geometric mean of their ratios, each configuration's sets resampled apart, as a sweep times
+    its jobs apart: recommend's pinning gain). Fewer than MIN_INTERVAL_SAMPLES samples on a side
+    of any pair: "too_few", with the range of the ratios (for several pairs, the geometric means
+    of their per-pair extremes), never a 95% interval."""
+    n = min((min(len(a), len(b)) for a, b in pairs), default=0)
     if n < MIN_INTERVAL_SAMPLES:
-        low, high = _range(num, den, paired)
+        lows: list[float] = []
+        highs: list[float] = []
+        for a, b in pairs:
+            lo, hi = _range(a, b, paired)
+            if lo is None or hi is None:
+                lows = highs = []
+                break
+            lows.append(lo)
+            highs.append(hi)
+        low, high = (_geomean(lows), _geomean(highs)) if lows else (None, None)
         return Speed(ratio=ratio, claim="too_few", range_low=low, range_high=high, n=n, paired=paired)
-    iv = ratio_interval(num, den, paired=paired)
+    if len(pairs) == 1:
+        iv = ratio_interval(pairs[0][0], pairs[0][1], paired=paired)
+    else:
+        iv, paired = geomean_ratio_interval(pairs), False
     if iv is None:  # a non-positive sample: no interval can be had
         return Speed(ratio=ratio, claim="too_few", n=n, paired=paired)
     claim: Claim = "faster" if iv.low > 1.0 else "slower" if iv.high < 1.0 else "tie"
     return Speed(ratio=ratio, claim=claim, low=iv.low, high=iv.high, n=n, paired=paired)
+
+
+def _geomean(xs: Sequence[float]) -> float:
+    import math
+
+    if len(xs) == 1:
+        return xs[0]  # exactly the one pair's figure
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 class Fastest(msgspec.Struct, kw_only=True):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from attnprof.compare.rank import NOTABLE
+from attnprof.compare.rank import MIN_INTERVAL_SAMPLES, NOTABLE
 from attnprof.errors import UserError
 from attnprof.recommend import Recommendation, recommend
 from attnprof.records import RAN_STATUSES
@@ -135,6 +135,8 @@ def pin_cell(rec: Recommendation, t: Translator) -> Cell:
         return Cell("-")
     if rec.verdict == "unknown":
         return Cell(t("rec.unknown"), rec.pin_gain, "x")
+    if rec.verdict == "too_few":  # no 95% claim from so few samples (compare/rank.py)
+        return Cell(t("rec.too_few", ratio=fmt_ratio(rec.pin_gain)), rec.pin_gain, "x")
     if rec.same_kernel:
         return Cell(t("rec.same_backend"), rec.pin_gain, "x")
     ci = (
@@ -154,6 +156,8 @@ def _pin_flag(rec: Recommendation) -> Cell:
         return Cell(f"pin {fmt_ratio(gain)}x", gain, "x", "warn")
     if rec.verdict == "unknown":
         return Cell("busy", gain, "x", "warn")
+    if rec.verdict == "too_few":
+        return Cell(f"few {fmt_ratio(gain)}x?", gain, "x", "dim")
     if rec.verdict != "default":
         return Cell("?", emphasis="dim")
     if not gain or gain == 1.0:
@@ -257,6 +261,23 @@ def _store_summary(data: StoreReportData, t: Translator) -> list[str]:
             )
         if rec.verdict == "unknown":
             out.append(t("store.summary.unreliable", bucket=bucket))
+        elif rec.verdict == "too_few" and rec.pin_gain is not None and rec.best_sdpa:
+            lo, hi = rec.pin_gain_range_low, rec.pin_gain_range_high
+            out.append(
+                t(
+                    "store.summary.too_few",
+                    bucket=bucket,
+                    best=rec.best_sdpa,
+                    ratio=fmt_ratio(rec.pin_gain),
+                    default=rec.default_variant,
+                    choice=rec.default_backend or rec.pytorch_choice or "?",
+                    n=rec.pin_samples or 0,
+                    range=t("store.summary.range", low=fmt_ratio(lo), high=fmt_ratio(hi))
+                    if lo is not None and hi is not None
+                    else "",
+                    min=MIN_INTERVAL_SAMPLES,
+                )
+            )
         elif rec.pin_gain is not None and rec.verdict and rec.best_sdpa and rec.pin_gain_low is not None:
             out.append(
                 t(

@@ -16,7 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.text import Text
 
-from attnprof.compare.rank import NOTABLE
+from attnprof.compare.rank import MIN_INTERVAL_SAMPLES, NOTABLE
 from attnprof.records import variant_label
 from attnprof.report.console import make_console, print_table, terminal_words
 from attnprof.report.store_report import recommendation_table, short_variant
@@ -345,7 +345,13 @@ def print_recommendations(con: Console, recs: list[Recommendation]) -> None:
         ci = (
             f", 95% interval {fmt_ratio(r.pin_gain_low)}–{fmt_ratio(r.pin_gain_high)}x"
             if r.pin_gain_low is not None
-            else ", no samples for an interval"
+            else f", too few samples to tell ({r.pin_samples or 0} a side"
+            + (
+                f", the ratios range {fmt_ratio(r.pin_gain_range_low)}–{fmt_ratio(r.pin_gain_range_high)}x"
+                if r.pin_gain_range_low is not None
+                else ""
+            )
+            + f"; a 95% interval needs {MIN_INTERVAL_SAMPLES})"
         )
         what = "pin it" if r.verdict == "pin" else "keep PyTorch's choice"
         if r.verdict == "default" and (r.pin_gain_low or 0.0) > 1.0:
