@@ -120,16 +120,18 @@ def _prods(dims: list[Any]) -> np.ndarray:
     return np.array([dims_product(d) for d in dims], np.int64)
 
 
-def _intern(table: dict[Any, int], keys: list[Any]) -> np.ndarray:
-    """Ids of keys in table, adding new ones in order of first appearance (so that ids do not
-    depend on how the events were cut into chunks); the per-event loops run in C."""
+def _intern(table: dict[Any, int], field: attrgetter[Any], items: list[Any]) -> np.ndarray:
+    """Ids of field(item) in table, adding new ones in order of first appearance (so that ids do
+    not depend on how the events were cut into chunks); the per-event loops run in C."""
     if len(table) > 0:
-        # after the first chunks nearly every key is known: one lookup pass, no dict of the
-        # chunk's keys (a key not yet known falls through to the pass that adds them in order)
+        # after the first chunks nearly every key is known: one lookup pass straight from the
+        # events, no list of the keys (a key not yet known falls through to the pass that adds
+        # them in order)
         try:
-            return np.fromiter(map(table.__getitem__, keys), np.int64, len(keys))
+            return np.fromiter(map(table.__getitem__, map(field, items)), np.int64, len(items))
         except KeyError:
             pass
+    keys = list(map(field, items))
     for k in [k for k in dict.fromkeys(keys) if k not in table]:
         table[k] = len(table)
     return np.fromiter(map(table.__getitem__, keys), np.int64, len(keys))
@@ -237,7 +239,7 @@ class Builder:
             return
         cats, pairs = self.cats, self.pairs
         known = len(pairs)
-        pair_ids = _intern(pairs, list(map(_CAT_PH, events)))
+        pair_ids = _intern(pairs, _CAT_PH, events)
         if len(pairs) > known:  # new pairs, in order of first appearance: so are their cats
             new = list(pairs)[known:]
             self.pair_cat = np.append(self.pair_cat, [cats.setdefault(c, len(cats)) for c, _ in new])
@@ -260,14 +262,14 @@ class Builder:
         # on where the chunks were cut (streamed, parallel and whole-file loads agree)
         used = np.flatnonzero(ev_kind != -1)
         used_ev = pick(events, used)
-        lane_ids = _intern(lanes, list(map(_LANE, used_ev)))
+        lane_ids = _intern(lanes, _LANE, used_ev)
         is_flow = ev_kind[used] == -2
         del used_ev
         args = list(map(_ARGS_OF, kept))
         ext = _int_col(args, _EXT)
         ext_legacy = _int_col(args, _EXT_LEGACY)
         kind = ev_kind[keep].astype(np.int8)
-        name_col = _intern(names, list(map(_NAME, kept))).astype(np.int32)
+        name_col = _intern(names, _NAME, kept).astype(np.int32)
         dur = np.fromiter(map(_DUR, kept), np.float64, n)
         bad = ~((dur >= 0.0) & (dur <= MAX_DUR_US))
         if bad.any():
