@@ -10,24 +10,11 @@ from typing import Any
 
 import pytest
 
+from attnprof.analysis.idle_findings import IDLE_CODES
 from attnprof.analysis.runtime_calls import RUNTIME_KINDS, runtime_kind
 from test_analysis_truth import ev, kernel, launch, run
 
 GEMM = "ampere_sgemm_128x64_nn"
-IDLE_CODES = {
-    "GPU_IDLE_SYNC",
-    "GPU_IDLE_BLOCKING_COPY",
-    "GPU_IDLE_ALLOCATOR",
-    "GPU_IDLE_INIT",
-    "GPU_IDLE_SLOW_LAUNCH",
-    "GPU_IDLE_STREAM_WAIT",
-    "GPU_WAIT_UNRECORDED_WORK",
-    "LAUNCH_BOUND",
-    "GPU_IDLE_HOST_COMPUTE",
-    "GPU_IDLE_DATA_LOADING",
-    "GPU_IDLE_PYTHON",
-    "GPU_IDLE_UNRECORDED",
-}
 
 
 @pytest.mark.parametrize(
@@ -48,7 +35,7 @@ def _step(host: list[dict[str, Any]], device: list[dict[str, Any]]) -> list[dict
 
 
 def _idle_codes(codes: list[str]) -> set[str]:
-    return set(codes) & IDLE_CODES
+    return set(codes) & set(IDLE_CODES)
 
 
 def _memcpy(name: str, ts: float, dur: float, corr: int) -> dict[str, Any]:

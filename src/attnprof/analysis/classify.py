@@ -43,8 +43,10 @@ Classification runs once per unique name, never per event.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TypeVar
 
 __all__ = [
     "CATEGORIES",
@@ -54,8 +56,11 @@ __all__ = [
     "classify",
     "cpu_category",
     "device_event_category",
+    "first_match",
     "precision_of",
 ]
+
+L = TypeVar("L")
 
 CATEGORIES = (
     "attention",
@@ -529,32 +534,34 @@ _DEVICE_EVENT = (
 )
 
 
-def device_event_category(name: str) -> str:
-    """Category of another accelerator's device event; the kernel rules when no rule names it."""
-    for cat, pattern in _DEVICE_EVENT:
-        if pattern.search(name):
-            return cat
-    return classify(name).category
-
-
-def precision_of(name: str) -> str | None:
-    for label, pattern in _PRECISION:
+def first_match(table: Iterable[tuple[L, re.Pattern[str]]], name: str) -> L | None:
+    """The label of the first (label, pattern) row whose pattern is found in `name`, else None:
+    the one ordered matcher of every name table in the analysis (kernel rules, precisions,
+    directions, device events here; attention ops in provenance.py; runtime-call kinds in
+    runtime_calls.py). Order is the rule: a row wins over every row after it."""
+    for label, pattern in table:
         if pattern.search(name):
             return label
     return None
 
 
+def device_event_category(name: str) -> str:
+    """Category of another accelerator's device event; the kernel rules when no rule names it."""
+    return first_match(_DEVICE_EVENT, name) or classify(name).category
+
+
+def precision_of(name: str) -> str | None:
+    return first_match(_PRECISION, name)
+
+
 @lru_cache(maxsize=65536)
 def classify(name: str) -> Classification:
     """Category, family, tensor-core use and precision of one kernel name."""
-    category, family, tensor_cores = _FALLBACK
-    for rule in RULES:
-        if rule.pattern.search(name):
-            category, family, tensor_cores = rule.category, rule.family, rule.tensor_cores
-            break
+    rule = first_match(((r, r.pattern) for r in RULES), name)
+    category, family, tensor_cores = (rule.category, rule.family, rule.tensor_cores) if rule else _FALLBACK
     direction = None
     if category in ("attention", "softmax"):
-        direction = next((d for d, p in _DIRECTION if p.search(name)), "fwd")
+        direction = first_match(_DIRECTION, name) or "fwd"
     return Classification(category, family, tensor_cores, precision_of(name), direction)
 
 

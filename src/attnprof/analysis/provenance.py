@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from attnprof.analysis.classify import first_match
 from attnprof.analysis.links import Links
 from attnprof.analysis.regions import backward_ops, inside
 from attnprof.trace.model import Kind, Trace
@@ -115,7 +116,7 @@ ACTIVATION_GEMMS = frozenset({"aten::bmm", "aten::matmul", "aten::baddbmm", "ate
 
 def is_attention_op(name: str) -> str | None:
     """The label of the ATTENTION_OPS entry an op name matches, else None."""
-    return next((label for label, p in ATTENTION_OPS if p.search(name)), None)
+    return first_match(ATTENTION_OPS, name)
 
 
 def says_attention(name: str) -> bool:

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 
+from attnprof.analysis.classify import first_match
+
 __all__ = ["RUNTIME_KINDS", "RuntimeKind", "runtime_kind"]
 
 RuntimeKind = tuple[str, re.Pattern[str], tuple[str, ...]]
@@ -156,7 +158,4 @@ RUNTIME_KINDS: tuple[RuntimeKind, ...] = (
 
 def runtime_kind(name: str) -> str:
     """The kind of one runtime call (RUNTIME_KINDS), "other" when no rule names it."""
-    for kind, rx, _ in RUNTIME_KINDS:
-        if rx.search(name):
-            return kind
-    return "other"
+    return first_match(((kind, rx) for kind, rx, _ in RUNTIME_KINDS), name) or "other"
