@@ -48,10 +48,34 @@ def measure(iv: Intervals) -> float:
     return float((iv[1] - iv[0]).sum())
 
 
+def _ascending(x: np.ndarray) -> bool:
+    return bool((x[1:] >= x[:-1]).all())
+
+
 def intersect(a: Intervals, b: Intervals) -> Intervals:
-    """Intersection of two sorted disjoint interval sets."""
+    """Intersection of two sorted disjoint interval sets.
+
+    Each interval of the smaller set is met with the run of the other's that overlap it, found by
+    binary search (both sets' starts and ends ascend): the idle analysis intersects each region
+    instance's few gaps with the trace's sets of host activity, where sorting both together
+    (the general sweep below) cost a third of the analysis of a 300 MB trace. The same set either
+    way: pieces of the same intervals, merged by union."""
     if a[0].size == 0 or b[0].size == 0:
         return np.zeros(0), np.zeros(0)
+    if a[0].size > b[0].size:
+        a, b = b, a
+    if all(_ascending(x) for x in (*a, *b)):
+        lo = np.searchsorted(b[1], a[0], side="right")  # first of b's ending after a's start
+        hi = np.searchsorted(b[0], a[1], side="left")  # past the last of b's starting before a's end
+        n = np.maximum(hi - lo, 0)
+        total = int(n.sum())
+        if total == 0:
+            return np.zeros(0), np.zeros(0)
+        j = np.repeat(np.arange(n.size), n)
+        k = np.arange(total) - np.repeat(np.cumsum(n) - n - lo, n)
+        s, e = np.maximum(a[0][j], b[0][k]), np.minimum(a[1][j], b[1][k])
+        keep = e > s
+        return union(s[keep], e[keep])
     pts = np.concatenate([a[0], a[1], b[0], b[1]])
     da = np.concatenate([np.ones(a[0].size), -np.ones(a[0].size), np.zeros(2 * b[0].size)])
     db = np.concatenate([np.zeros(2 * a[0].size), np.ones(b[0].size), -np.ones(b[0].size)])
