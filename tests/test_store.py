@@ -98,6 +98,54 @@ def test_version_1_store_is_migrated_without_losing_rows(tmp_path: Path) -> None
         assert st.count() == 2
 
 
+def _insert(conn: sqlite3.Connection, key: str, status: str, accuracy_ok: int | None) -> None:
+    conn.execute(
+        "INSERT INTO results (job_key, variant, mode, batch, heads, kv_heads, seq, kv_seq, head_dim, dtype, device,"
+        " causal, seed, config, status, accuracy_ok, result, started_at, finished_at)"
+        " VALUES (?, 'naive', 'eager', 1, 2, 2, 64, 64, 16, 'fp32', 'cpu', 1, 0, '{}', ?, ?,"
+        ' \'{"variant":"naive","status":"ok"}\', \'t\', \'t\')',
+        (key, status, accuracy_ok),
+    )
+
+
+def test_a_schema_4_store_says_incorrect_in_its_status_column_once_migrated(tmp_path: Path) -> None:
+    """Before schema 5 an incorrect result was stored as "ok" with accuracy_ok = 0 (migration 1's
+    CHECK had no 'incorrect'). Read-only, the old file stays readable as it is (the pair read as
+    one word); opened to write, it is migrated once: the table rebuilt, the column saying
+    'incorrect', correct and unchecked rows untouched, and new incorrect rows stored as such."""
+    path = tmp_path / "v4.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn, target=4)
+    _insert(conn, "wrong", "ok", 0)
+    _insert(conn, "right", "ok", 1)
+    _insert(conn, "unchecked", "ok", None)
+    _insert(conn, "old-word", "skipped", None)
+    with pytest.raises(sqlite3.IntegrityError):  # what schema 4 could not hold
+        _insert(conn, "new-word", "incorrect", 0)
+    conn.close()
+    with Store(path, readonly=True) as st:  # read without upgrading
+        assert schema_version(st.conn) == 4
+        assert {r.job_key: r.status for r in st.query()}["wrong"] == "incorrect"
+        assert st.done_keys(statuses=["incorrect"]) == {"wrong"} and st.status_of("wrong") == "incorrect"
+    with Store(path) as st:
+        assert schema_version(st.conn) == SCHEMA_VERSION == 5
+        column = dict(st.conn.execute("SELECT job_key, status FROM results").fetchall())
+        assert column == {"wrong": "incorrect", "right": "ok", "unchecked": "ok", "old-word": "skipped"}
+        assert {r.job_key: r.status for r in st.query()} == {**column, "old-word": "refused"}
+        assert st.conn.execute("PRAGMA index_list(results)").fetchall()  # the shape index remade
+        bad = make_row("bad")
+        acc = bad.result.accuracy
+        assert acc is not None
+        bad.result.accuracy = msgspec.structs.replace(acc, max_abs_err=0.5, ok=False)
+        bad.result.settle_status()
+        assert bad.result.status == "incorrect" and st.record(bad)
+        assert (
+            st.conn.execute("SELECT status FROM results WHERE job_key = 'bad'").fetchone()[0] == "incorrect"
+        )
+    with Store(path) as st:  # once: nothing left to migrate
+        assert schema_version(st.conn) == 5 and st.count() == 5
+
+
 def test_store_from_a_newer_attnprof_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
     conn = sqlite3.connect(path)

@@ -12,10 +12,17 @@ Version history:
 3. leases: the job a sweep is running, with its owner (host, pid and the process's start time,
    so a reused pid is not taken for the owner) and an expiry, so that concurrent sweeps on one
    store split the grid and a crashed sweep's jobs are taken over. Reading needs only version 2.
+4. results.mask, backward and phase: the workload as people run it.
+5. the status column says `incorrect` for a job that ran and failed the accuracy check (before,
+   such a row held "ok" with accuracy_ok = 0). Migration 1's CHECK did not allow the word and
+   SQLite cannot change a CHECK in place, so the results table is rebuilt (same columns, same
+   rows, in one transaction) with the old pair rewritten as `incorrect`. A store read without
+   upgrading (read-only, schema 2 to 4) still holds the pair: STATUS_SQL reads it as one word.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 from attnprof.errors import UserError
@@ -28,25 +35,20 @@ __all__ = [
     "STATUSES",
     "STATUS_SQL",
     "check_statuses",
-    "column_status",
     "migrate",
     "schema_version",
     "stored_as",
 ]
 
-# Every status the status column may hold: the harness's own (ok, unsupported, refused, oom, error)
-# and the sweep's (crashed worker, timeout).
+# The statuses migration 1's CHECK allowed: the harness's own (ok, unsupported, refused, oom,
+# error) and the sweep's (crashed worker, timeout). `incorrect` came later (migration 5).
 _COLUMN_STATUSES = ("ok", "unsupported", "refused", "oom", "crashed", "timeout", "error")
-# Every status a job can end in, as readers see it: `incorrect` (ran, failed the accuracy check) is
-# stored as "ok" with accuracy_ok = 0, because migration 1's CHECK predates the word and SQLite
-# cannot change a CHECK without rebuilding the table; STATUS_SQL reads the pair back as one word.
+# Every status a job can end in, as readers see it, and (since migration 5) as the column holds it:
+# `incorrect` ran and failed the accuracy check.
 STATUSES = ("ok", "incorrect", "unsupported", "refused", "oom", "crashed", "timeout", "error")
+# The status of a row as one word: a store from before migration 5, read without upgrading, holds
+# "ok" with accuracy_ok = 0 for an incorrect result
 STATUS_SQL = "(CASE WHEN {p}status = 'ok' AND {p}accuracy_ok = 0 THEN 'incorrect' ELSE {p}status END)"
-
-
-def column_status(status: str) -> str:
-    """The word the status column holds for a status (see STATUSES)."""
-    return "ok" if status == "incorrect" else status
 
 
 # Statuses older stores hold, and what they mean now: a sweep's own memory gate once stored
@@ -56,6 +58,8 @@ LEGACY_STATUSES = {"skipped": "refused"}
 
 # the CHECK of migration 1, as it was written: every status a row may hold, legacy ones included
 _STATUS_CHECK = ", ".join(f"'{s}'" for s in (*_COLUMN_STATUSES, *LEGACY_STATUSES))
+# migration 5's: today's statuses and the legacy ones
+_STATUS_CHECK_5 = ", ".join(f"'{s}'" for s in (*STATUSES, *LEGACY_STATUSES))
 
 
 def check_statuses(values: list[str], flag: str) -> list[str]:
@@ -72,22 +76,10 @@ def stored_as(statuses: list[str]) -> list[str]:
     return [*statuses, *(old for old, new in LEGACY_STATUSES.items() if new in statuses)]
 
 
-MIGRATIONS: list[list[str]] = [
-    # 1
-    [
-        """
-        CREATE TABLE environments (
-            id            INTEGER PRIMARY KEY,
-            env_key       TEXT NOT NULL UNIQUE,
-            device        TEXT NOT NULL,
-            device_name   TEXT NOT NULL,
-            torch_version TEXT NOT NULL,
-            host          TEXT NOT NULL,
-            json          TEXT NOT NULL
-        )
-        """,
-        f"""
-        CREATE TABLE results (
+# the results table (migration 1; migration 5 rebuilds it with the columns added since and a CHECK
+# that allows `incorrect`)
+_RESULTS = """
+        CREATE TABLE {name} (
             id                  INTEGER PRIMARY KEY,
             job_key             TEXT NOT NULL UNIQUE,
             environment_id      INTEGER REFERENCES environments(id),
@@ -104,7 +96,7 @@ MIGRATIONS: list[list[str]] = [
             causal              INTEGER NOT NULL,
             seed                INTEGER NOT NULL,
             config              TEXT NOT NULL,
-            status              TEXT NOT NULL CHECK (status IN ({_STATUS_CHECK})),
+            status              TEXT NOT NULL CHECK (status IN ({check})),
             reason              TEXT,
             backend             TEXT,
             pytorch_choice      TEXT,
@@ -126,9 +118,41 @@ MIGRATIONS: list[list[str]] = [
             worker              TEXT,
             wall_s              REAL,
             started_at          TEXT NOT NULL,
-            finished_at         TEXT NOT NULL
+            finished_at         TEXT NOT NULL{extra}
+        )
+        """
+_ADDED = (
+    ("sweep_id", "INTEGER REFERENCES sweeps(id)"),  # 2
+    ("log_tail", "TEXT"),  # 2
+    ("mask", "TEXT NOT NULL DEFAULT ''"),  # 4
+    ("backward", "INTEGER NOT NULL DEFAULT 0"),  # 4
+    ("phase", "TEXT NOT NULL DEFAULT 'prefill'"),  # 4
+)
+# the columns of migration 1's table, then those added since, in the order the table holds them
+_COLUMNS_5 = [
+    *re.findall(r"^ {12}(\w+) ", _RESULTS.format(name="r", check="", extra=""), flags=re.M),
+    *(c for c, _ in _ADDED),
+]
+_REBUILT = _RESULTS.format(
+    name="results_5", check=_STATUS_CHECK_5, extra="".join(f",\n            {c:<19} {t}" for c, t in _ADDED)
+)
+
+
+MIGRATIONS: list[list[str]] = [
+    # 1
+    [
+        """
+        CREATE TABLE environments (
+            id            INTEGER PRIMARY KEY,
+            env_key       TEXT NOT NULL UNIQUE,
+            device        TEXT NOT NULL,
+            device_name   TEXT NOT NULL,
+            torch_version TEXT NOT NULL,
+            host          TEXT NOT NULL,
+            json          TEXT NOT NULL
         )
         """,
+        _RESULTS.format(name="results", check=_STATUS_CHECK, extra=""),
     ],
     # 2
     [
@@ -168,6 +192,16 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE results ADD COLUMN mask TEXT NOT NULL DEFAULT ''",
         "ALTER TABLE results ADD COLUMN backward INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE results ADD COLUMN phase TEXT NOT NULL DEFAULT 'prefill'",
+    ],
+    # 5: `incorrect` in the status column (the table rebuilt: a CHECK cannot be altered). Nothing
+    # references results, so it is dropped and the copy renamed in place; the index is remade.
+    [
+        _REBUILT,
+        f"INSERT INTO results_5 ({', '.join(_COLUMNS_5)}) SELECT {', '.join(_COLUMNS_5)} FROM results",
+        "UPDATE results_5 SET status = 'incorrect' WHERE status = 'ok' AND accuracy_ok = 0",
+        "DROP TABLE results",
+        "ALTER TABLE results_5 RENAME TO results",
+        "CREATE INDEX results_shape ON results(dtype, seq, head_dim, variant)",
     ],
 ]
 

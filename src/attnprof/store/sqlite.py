@@ -45,7 +45,6 @@ from attnprof.store.schema import (
     SCHEMA_VERSION,
     STATUS_SQL,
     STATUSES,
-    column_status,
     migrate,
     schema_version,
     stored_as,
@@ -190,7 +189,7 @@ class StoredResult(msgspec.Struct, kw_only=True):
 
     def __post_init__(self) -> None:
         self.status = LEGACY_STATUSES.get(self.status, self.status)
-        # the column holds "ok" for an incorrect result (schema.STATUSES): one word for readers
+        # a store from before schema 5, read without upgrading, holds "ok" for an incorrect result
         if self.status == "ok" and self.accuracy_ok is False:
             self.status = "incorrect"
 
@@ -564,7 +563,7 @@ class Store:
             "causal": int(w.causal),
             "backward": int(w.backward),
             "config": msgspec.json.encode({"workload": w, "variant": row.variant, "mode": row.mode}).decode(),
-            "status": column_status(r.status),  # incorrect: "ok" with accuracy_ok 0 (STATUS_SQL)
+            "status": r.status,  # `incorrect` as such since schema 5
             "reason": r.reason,
             "backend": r.backend,
             "pytorch_choice": row.pytorch_choice,
