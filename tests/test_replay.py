@@ -522,3 +522,43 @@ def test_a_pair_folder_with_two_captures_for_one_rank_is_refused_in_one_line(
     assert main(["analyze", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "1 execution and 2 capture traces" in err[0] and "--capture" in err[0], err
+
+
+def _replays_with_ids(ids: bool) -> list[dict[str, Any]]:
+    """GRAPH_A replayed twice; the second replay's ops start in the other order (two streams),
+    so its kernel-name sequence matches no captured graph. With ids, each kernel records the
+    graph id (7) and its node id (1, 2), as CUPTI gives them for graph kernels."""
+    out = [ev("execute_step", "user_annotation", 0, 100_000)]
+    for ri, order in enumerate(([0, 1], [1, 0])):
+        corr, t = 500 + ri, 1000.0 + 1000 * ri
+        out.append(ev("cudaGraphLaunch", "cuda_runtime", t, 10, correlation=corr))
+        for slot, k in enumerate(order):
+            _, _, name, grid = GRAPH_A[k]
+            args: dict[str, Any] = {"correlation": corr, "device": 0, "stream": 7 + k, "grid": [grid, 1, 1]}
+            args["block"] = [128, 1, 1]
+            if ids:
+                args |= {"graph id": 7, "graph node id": k + 1}
+            out.append(ev(name, "kernel", t + 20 + 12 * slot, 10, pid=0, tid=7 + k, **args))
+    return out
+
+
+def test_a_replay_in_another_order_is_matched_by_its_graph_and_node_ids(tmp_path: Path) -> None:
+    cap = write(tmp_path, "cap.json", capture_events([GRAPH_A]))
+    exe = write(tmp_path, "exe.json", _replays_with_ids(ids=True))
+    got = captured_op_names(exe, cap)
+    assert sorted(got) == sorted(
+        [("gemm_kernel_a", "aten::mm", [[64, 32], [32, 16]]), ("add_kernel", "aten::add", None)] * 2
+    )
+    g = analyze(exe, capture=cap).graphs
+    assert (g.replays_matched, g.replays_by_graph_id, g.graphs_replayed) == (2, 1, 1)
+    assert "graph id" in g.matched_by
+
+
+def test_without_graph_ids_a_reordered_replay_stays_unmatched(tmp_path: Path) -> None:
+    cap = write(tmp_path, "cap.json", capture_events([GRAPH_A]))
+    exe = write(tmp_path, "exe.json", _replays_with_ids(ids=False))
+    got = captured_op_names(exe, cap)
+    assert [op for _, op, _ in got].count("-") == 2  # the second replay's two kernels
+    g = analyze(exe, capture=cap).graphs
+    assert (g.replays_matched, g.replays_by_graph_id, g.graphs_replayed) == (1, 0, None)
+    assert "graph id" not in g.matched_by

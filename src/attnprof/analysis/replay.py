@@ -11,14 +11,19 @@ replays and gives each replayed device op the capture's launching CPU op:
    in order. A launch's kernel is the name its call records (ROCm's runtime events carry it as
    ``kernel``); where the call names none (CUDA), the position alone matches it.
 2. Replays: the device ops of each graph launch of the execution trace, by start time.
-3. Matching, by kernel-name sequence (neither Kineto trace records a graph id): a replay matches a
+3. Matching, by kernel-name sequence (a capture trace records no graph id): a replay matches a
    captured graph of the same length whose every position has the same kernel name (or no name
    on the capture side; a copy matches a copy, a set a set). **Tolerance**: grid and block sizes
    are not compared for the match, so a kernel that differs only in its launch configuration
    still matches; such ops are counted (``config_differs``). Among matching graphs the one whose
    launch configurations agree most wins, then the first after the graph matched last (capture
    order: the layers of a piecewise model replay in the order they were captured). A replay with
-   no match keeps its graph launch and no CPU op.
+   no match keeps its graph launch and no CPU op. **Graph ids**: where the execution trace
+   records them (kernel args "graph id" and "graph node id", CUPTI's graphId and graphNodeId,
+   the same in every replay of one graph), a replay of a graph already matched takes that
+   match through its ids: each op its node's captured CPU op, whatever order its ops ran in
+   (several streams) and whichever ops a lost buffer dropped; only a graph's first replay is
+   matched by names (``replays_by_graph_id`` counts the others).
 4. Import: the capture trace's CPU ops and ranges on the threads that captured a matched graph
    are appended to the execution trace (rows from ``Trace.imported_from`` on, lanes named
    ``<pid> (capture)``, names, shapes, recorded inputs and dtype conversions kept, Python frames
@@ -149,6 +154,23 @@ def _labels(trace: Trace, rows: I64) -> tuple[list[str], I64, I64]:
     return labels, grid, block
 
 
+def _graph_key(trace: Trace, rows: I64) -> tuple[int, I64] | None:
+    """(graph id, node id per op) of one replay when every op records both, one graph id and
+    distinct node ids; else None (names alone then match it)."""
+    if trace.graph_id.size != trace.kernel_rows.size or not trace.kernel_rows.size:
+        return None
+    pos = np.searchsorted(trace.kernel_rows, rows)
+    ok = (pos < trace.kernel_rows.size) & (
+        trace.kernel_rows[np.minimum(pos, trace.kernel_rows.size - 1)] == rows
+    )
+    if not ok.all():
+        return None  # a copy or set: no ids recorded for it
+    gid, node = trace.graph_id[pos], trace.graph_node[pos]
+    if (gid < 0).any() or (node < 0).any() or np.unique(gid).size != 1 or np.unique(node).size != node.size:
+        return None
+    return int(gid[0]), node
+
+
 def _fits(labels: list[str], graph: Captured) -> bool:
     if len(labels) != len(graph.labels):
         return False
@@ -165,12 +187,26 @@ def attach(trace: Trace, cap: Trace, *, capture: str) -> Trace:
     replays = _replays(trace)
     n0 = trace.n_events
     link_to_cap = np.full(n0, -1, np.int64)  # exec row -> capture CPU-op row
-    matched = matched_ops = unmatched_ops = config_differs = 0
+    matched = matched_ops = unmatched_ops = config_differs = by_graph_id = 0
     last = -1
+    # graph id -> (the captured graph its first replay matched, node id -> position in it)
+    by_gid: dict[int, tuple[int, dict[int, int]]] = {}
     by_key: dict[tuple[str | None, ...], list[int]] = {}
     for i, gr in enumerate(graphs):
         by_key.setdefault(tuple(gr.labels), []).append(i)
     for _launch, rows in replays:
+        ids = _graph_key(trace, rows)
+        if ids is not None and ids[0] in by_gid:
+            gi, pos_of = by_gid[ids[0]]
+            pos = np.array([pos_of.get(int(n), -1) for n in ids[1].tolist()], np.int64)
+            ok = pos >= 0
+            link_to_cap[rows[ok]] = graphs[gi].ops[pos[ok]]
+            matched += 1
+            by_graph_id += 1
+            matched_ops += int(ok.sum())
+            unmatched_ops += int((~ok).sum())
+            last = gi
+            continue
         labels, grid, block = _labels(trace, rows)
         exact = by_key.get(tuple(labels), [])
         cands = exact or [i for i, gr in enumerate(graphs) if None in gr.labels and _fits(labels, gr)]
@@ -193,6 +229,8 @@ def attach(trace: Trace, cap: Trace, *, capture: str) -> Trace:
         matched += 1
         matched_ops += int(rows.size)
         last = best
+        if ids is not None:
+            by_gid[ids[0]] = (best, {int(n): k for k, n in enumerate(ids[1].tolist())})
     merged = _import(trace, cap, link_to_cap, {gr.lane for gr in graphs})
     attributed = int((merged.op_link >= 0).sum())
     merged.metadata = dict(trace.metadata)
@@ -206,6 +244,7 @@ def attach(trace: Trace, cap: Trace, *, capture: str) -> Trace:
         "matched_ops": matched_ops,
         "attributed_ops": attributed,
         "config_differs": config_differs,
+        "replays_by_graph_id": by_graph_id,
         "imported_rows": merged.n_events - n0,
         "names_recorded": bool(graphs) and all(lab is not None for gr in graphs for lab in gr.labels),
     }
@@ -290,6 +329,22 @@ MATCHED_BY = (
     "kernel-name sequence per graph (grid and block not compared; ties: the most agreeing launch "
     "configurations, then capture order)"
 )
+MATCHED_BY_IDS = "; later replays of a graph by its recorded graph id and node ids"
+
+
+def _graphs_replayed(trace: Trace, links: Links, replayed: npt.NDArray[np.bool_]) -> int | None:
+    """Distinct graphs the replayed kernels belong to, by their recorded graph ids; None when
+    none of them records one."""
+    if trace.graph_id.size != trace.kernel_rows.size or not trace.kernel_rows.size:
+        return None
+    rows = links.gpu_rows[replayed]
+    pos = np.searchsorted(trace.kernel_rows, rows)
+    ok = (pos < trace.kernel_rows.size) & (
+        trace.kernel_rows[np.minimum(pos, trace.kernel_rows.size - 1)] == rows
+    )
+    gid = trace.graph_id[pos[ok]]
+    gid = gid[gid >= 0]
+    return int(np.unique(gid).size) if gid.size else None
 
 
 def graph_replays(
@@ -316,7 +371,9 @@ def graph_replays(
         replays_unmatched=int(rep.get("replays_unmatched", 0)),
         config_differs=int(rep.get("config_differs", 0)),
         imported_rows=int(rep.get("imported_rows", 0)),
-        matched_by=MATCHED_BY if rep else "",
+        matched_by=(MATCHED_BY + (MATCHED_BY_IDS if rep.get("replays_by_graph_id") else "")) if rep else "",
+        replays_by_graph_id=int(rep.get("replays_by_graph_id", 0)),
+        graphs_replayed=_graphs_replayed(trace, links, g),
     )
     out.kernels = _replayed_kernels(trace, links, got, dur)
     notes: list[str] = []
@@ -331,7 +388,13 @@ def graph_replays(
         text = (
             f"{out.replays_matched} of {out.graph_launches} graph replays matched a graph of the "
             f"capture trace {out.capture} ({out.graphs_captured} captured) by kernel-name "
-            f"sequence: {out.attributed_ops} of {out.replayed_ops} replayed device ops have their "
+            "sequence"
+            + (
+                f" ({out.replays_by_graph_id} of them by the graph id of an earlier match)"
+                if out.replays_by_graph_id
+                else ""
+            )
+            + f": {out.attributed_ops} of {out.replayed_ops} replayed device ops have their "
             f"captured CPU op; {fmt_us(out.unattributed_us)} ({pct} of device time) has only its "
             "graph launch"
         )

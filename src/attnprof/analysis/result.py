@@ -514,6 +514,11 @@ class GraphReplays(msgspec.Struct, kw_only=True):
     imported_rows: int = 0  # CPU ops and ranges appended from the capture trace
     matched_by: str = ""
     kernels: list[ReplayedKernel] = []  # the top 20 by time, with their captured op
+    # replays matched through the graph id of an earlier matched replay of the same graph
+    replays_by_graph_id: int = 0
+    # distinct graphs the replayed kernels belong to, by their recorded graph ids; null: none
+    # records one
+    graphs_replayed: int | None = None
 
 
 class CompiledGraph(msgspec.Struct, kw_only=True):

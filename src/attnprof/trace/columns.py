@@ -97,6 +97,11 @@ def _int_col(args: list[Any], field: attrgetter[Any]) -> np.ndarray:
     return np.where((arr < -(2**62)) | (arr > 2**62), -1, arr)
 
 
+def _whole_or_none(v: Any) -> int | None:
+    """An integer argument as JSON gives one (not a bool), else None (not recorded)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 def _ids(values: list[int | None]) -> np.ndarray:
     """Integer ids with None -> -1, through float64 (exact below 2**53, which ids are)."""
     arr = np.array(values, dtype=np.float64) if values else np.zeros(0)
@@ -299,6 +304,8 @@ class Builder:
             grid_blocks=_prods([a.grid for a in kargs]),
             achieved=_floats([a.achieved for a in kargs]),
             device=_ids([a.device for a in kargs]),
+            graph_id=_ids([_whole_or_none(a.graph_id) for a in kargs]),
+            graph_node=_ids([_whole_or_none(a.graph_node) for a in kargs]),
         )
 
         in_rows, in_sig = self.inputs.add(args, kind, name_col, names, self.n_rows)
@@ -433,6 +440,8 @@ class Builder:
             block_threads=self._col("block_threads", np.int64),
             grid_blocks=self._col("grid_blocks", np.int64),
             achieved=self._col("achieved", np.float64),
+            graph_id=self._col("graph_id", np.int64),
+            graph_node=self._col("graph_node", np.int64),
             device=self._col("device", np.int64),
             flow_start=self._col("flow_start", np.bool_),
             flow_fwdbwd=self._col("flow_fwdbwd", np.bool_),

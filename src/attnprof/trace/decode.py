@@ -68,6 +68,10 @@ class Args(msgspec.Struct, gc=False, frozen=True):
     # a cuda_sync record's waited-on stream and the correlation of the cudaEventRecord whose
     # event it waited on (Kineto writes -1 where CUPTI did not say); Any: checked when kept
     wait_on_stream: Any = None
+    # a graph-replayed kernel's graph and node (CUPTI's graphId, graphNodeId): the same in every
+    # replay of one graph; Any: checked when kept
+    graph_id: Any = msgspec.field(default=None, name="graph id")
+    graph_node: Any = msgspec.field(default=None, name="graph node id")
     wait_record: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
 
 
@@ -268,6 +272,8 @@ _ARG_INT = {
     "Sequence number",
     "wait_on_stream",
     "wait_on_cuda_event_record_corr_id",
+    "graph id",
+    "graph node id",
 }
 _ARG_FLOAT = {"est. achieved occupancy %"}
 _INT64 = (-(2**63), 2**63 - 1)

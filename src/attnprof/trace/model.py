@@ -221,6 +221,10 @@ class Trace:
     # event a stream wait or event sync waited on, and the correlation of the cudaEventRecord
     # that recorded it; -1 where not recorded
     sync_waits: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # kernel columns of graph replays (aligned with kernel_rows; -1 where not recorded): the
+    # kernel's graph ("graph id") and node ("graph node id"), the same in every replay of it
+    graph_id: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    graph_node: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     # per event row, a CPU op known by other means to have launched this device op (a graph
     # replay's kernel -> the op that launched it while the graph was captured,
     # attnprof.analysis.replay); -1 where none. Empty (the usual case) when nothing supplies one.
