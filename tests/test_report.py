@@ -30,6 +30,8 @@ SAME_EVERYWHERE = {
     "perf.col.tflops", "perf.col.tbps", "perf.col.dtype",
     # the analysis view: GEMM, the count symbol n, and a line of fields and units only
     "av.part.gemm", "av.col.n", "av.roof",
+    # the cross-rank view's bandwidth units (nccl-tests' algbw and busbw) and templates of fields
+    "coll.col.algbw", "coll.col.busbw", "coll.basis.count", "measured.default_except",
 }  # fmt: skip
 # words Indonesian spells as English does (loanwords), and its list separator
 SAME_IN = {
