@@ -48,3 +48,23 @@ def test_the_diff_table_shows_every_row_or_says_how_many_more() -> None:
         assert "16" in table.rows[-1][0]
         whole = diff_table(d, Translator(lang), top=28)
         assert len(whole.rows) == 28  # every row: no "more" line
+
+
+def _gpu_row(label: str, times: dict[str, float]) -> Row:
+    ops = [OpStat(name=n, category="gemm", family="gemm", count=1.0, time_us=us) for n, us in times.items()]
+    return Row(label=label, kind="run", source="r", ops=ops, ops_lane="gpu", gpu_ops_per_forward=len(ops),
+               ops_time_us_per_forward=sum(times.values()))  # fmt: skip
+
+
+def test_the_gpu_lane_decides_changed_by_shares_too() -> None:
+    """GPU kernels follow the CPU's rule: B's trace twice as long in every kernel (a busier device
+    or profiler) moves no share, so nothing "changed" although every time moved by half or more;
+    a kernel whose share goes from 20% to 50% at equal counts is "changed"."""
+    a = _gpu_row("a", {"gemm_kernel": 80.0, "softmax_kernel": 20.0})
+    stretched = _gpu_row("b", {"gemm_kernel": 200.0, "softmax_kernel": 50.0})
+    d = diff_rows(a, stretched)
+    assert d.lane == "gpu" and d.changed == 0
+    assert {k.change for f in d.families for k in f.kernels} == {"same"}
+    moved = diff_rows(a, _gpu_row("c", {"gemm_kernel": 50.0, "softmax_kernel": 50.0}))
+    changes = {k.name: k.change for f in moved.families for k in f.kernels}
+    assert changes == {"gemm_kernel": "changed", "softmax_kernel": "changed"} and moved.changed == 2

@@ -280,3 +280,24 @@ def test_blog_cuda_math_gemm_checks_hold_on_ampere_and_hopper_names() -> None:
         assert gemms, arch
         for f in wanted:
             assert any(f.lower() in g.lower() for g in gemms), (arch, f, gemms)
+
+
+def test_time_ratio_of_a_backward_run_is_of_forward_plus_backward(tmp_path: Path) -> None:
+    """A --backward comparison ranks by forward + backward (compare/rank.py): time_ratio reads
+    that timing too. Here the forwards are 1:1 but forward + backward is 3:1, so "at least 2x"
+    is met and says which timing it judged; a forward-only row is judged by its forward."""
+    from attnprof.compare.compare import Comparison, Row
+    from attnprof.compare.expect import check_comparison, load_expectations
+
+    def row(label: str, fwd: float, total: float | None) -> Row:
+        return Row(label=label, variant=label, kind="run", source="r", median_ms=fwd, total_median_ms=total,
+                   ranked_by="forward + backward" if total is not None else "forward")  # fmt: skip
+
+    spec = tmp_path / "bwd.toml"
+    spec.write_text('[[expect]]\nvariant = "slow"\ntime_ratio = { min = 2.0 }\n')
+    comp = Comparison(baseline="base", rows=[row("base", 1.0, 2.0), row("slow", 1.0, 6.0)], sources=["r"])
+    (res,) = check_comparison(comp, load_expectations(spec))
+    assert res.status == "met" and res.expected.endswith("of base (forward + backward)"), res
+    fwd = Comparison(baseline="base", rows=[row("base", 1.0, None), row("slow", 1.0, None)], sources=["r"])
+    (res,) = check_comparison(fwd, load_expectations(spec))
+    assert res.status == "not met" and res.expected.endswith("of base"), res

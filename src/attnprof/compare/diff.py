@@ -9,21 +9,26 @@ from typing import Literal
 
 from attnprof.compare.records import Diff, FamilyDiff, KernelChange, Row
 
-__all__ = ["CPU_SHARE_CHANGE", "Diff", "FamilyDiff", "KernelChange", "diff_rows"]
+__all__ = ["CPU_SHARE_CHANGE", "SHARE_CHANGE", "Diff", "FamilyDiff", "KernelChange", "diff_rows"]
 
 
-# a CPU op whose share of its side's traced time moves by this much is "changed" at equal counts
-CPU_SHARE_CHANGE = 0.10
+# an op (a GPU kernel or a CPU op) whose share of its side's traced time in the diff's lane moves
+# by this much is "changed" at equal counts: one rule for both lanes, on the same kind of time on
+# both sides (absolute times differ between two traces by how much the profiler, and the machine,
+# stretched each, not only by what the op did)
+SHARE_CHANGE = 0.10
+CPU_SHARE_CHANGE = SHARE_CHANGE  # its name before the rule covered the GPU lane too
 
 
 def diff_rows(a: Row, b: Row) -> Diff:
     """GPU ops of B against A per forward, grouped by family, with time deltas.
 
     A kernel name in B only is "added", in A only "removed", in both with a different count per
-    forward, or a time that moved by more than half (GPU), or a share of its side's traced time
-    that moved by 10 points or more (CPU: the profiler inflates CPU op times, more for variants
-    with many ops, so shares compare where absolute times do not), "changed". When neither side
-    ran GPU ops (CPU runs), the same is done for the CPU ops by name."""
+    forward or a share of its side's traced time in the lane that moved by SHARE_CHANGE (10
+    points) or more, "changed": the same rule for GPU kernels and CPU ops (the profiler inflates
+    op times, more for variants with many ops, and two traces are stretched unequally, so shares
+    compare where absolute times do not). When neither side ran GPU ops (CPU runs), the same is
+    done for the CPU ops by name."""
     lane = "gpu"
     ops_a = [o for o in a.ops if a.ops_lane == "gpu"]
     ops_b = [o for o in b.ops if b.ops_lane == "gpu"]
@@ -55,11 +60,7 @@ def diff_rows(a: Row, b: Row) -> Diff:
             change: Literal["added", "removed", "changed", "same"] = "added"
         elif ob is None:
             change = "removed"
-        elif (
-            abs(ca - cb) > 1e-9
-            or (lane == "gpu" and abs(tb - ta) > 0.5 * max(ta, tb))
-            or (lane == "cpu" and abs(sb - sa) >= CPU_SHARE_CHANGE)
-        ):
+        elif abs(ca - cb) > 1e-9 or abs(sb - sa) >= SHARE_CHANGE:
             change = "changed"
         else:
             change = "same"

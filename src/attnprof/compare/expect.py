@@ -37,6 +37,7 @@ from typing import Any, Literal
 import msgspec
 
 from attnprof.compare.compare import Comparison, Row, compare
+from attnprof.compare.rank import ranked_median
 from attnprof.errors import ExpectationMismatch, UserError
 from attnprof.records import ReasonCode, RunRecord
 
@@ -407,9 +408,14 @@ def _check(
         base = _baseline_row(comp, row, baseline)
         bname = base.label if base is not None else (baseline or "baseline")
         exp = f"{_fmt_range(lo, hi, 'x')} of {bname}"
-        if base is None or not base.median_ms or row.median_ms is None:
+        # the timing the comparison ranks by (compare/rank.py): forward + backward for a
+        # --backward run, a model's step; the forward's median alone would judge another claim
+        if row.ranked_by != "forward":
+            exp += f" ({row.ranked_by})"
+        mine, theirs = ranked_median(row), ranked_median(base) if base is not None else None
+        if base is None or base.ranked_by != row.ranked_by or not theirs or mine is None:
             return exp, _obs("not_measured_no_timing"), None
-        ratio = row.median_ms / base.median_ms
+        ratio = mine / theirs
         return exp, f"{ratio:.2f}x", lo <= ratio <= hi
     if name in ("findings", "findings_absent"):
         if row.analysis_error is not None:
