@@ -7,6 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from attnprof.analysis import analyze
 from test_analysis_truth import ev, launch, run
 
 GEMM = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_nn"
@@ -111,3 +114,38 @@ def test_a_sync_on_the_stream_that_ran_until_it_returned_is_a_sync(tmp_path: Pat
     # without a record the device-wide rule decides: stream 8 was busy until 1990 us
     plain = run(tmp_path, _event_sync(wait_on=None))
     assert plain.finding("GPU_WAIT_UNRECORDED_WORK") is None and plain.finding("GPU_IDLE_SYNC") is not None
+
+
+@pytest.mark.gpu
+def test_a_real_cuda_trace_records_the_waits_the_analysis_reads(tmp_path: Path) -> None:
+    """On a GPU: a side stream's GEMM that the default stream waits on, profiled with
+    enable_cuda_sync_events. The loader keeps the Stream Wait Event with the stream it waited on,
+    and since the waited-on work is recorded, nothing is a wait on unrecorded work."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from attnprof.trace.load import load_trace
+    from attnprof.trace.model import Kind
+
+    x = torch.randn(2048, 2048, device="cuda")
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    config = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    with (
+        profile(activities=activities, experimental_config=config) as prof,
+        torch.profiler.record_function("step"),
+    ):
+        with torch.cuda.stream(side):
+            y = x @ x
+        torch.cuda.current_stream().wait_stream(side)
+        (y @ y).sum().item()
+    path = tmp_path / "t.json"
+    prof.export_chrome_trace(str(path))
+    t = load_trace(path)
+    waits = [r for r in t.rows(Kind.SYNC).tolist() if t.names[int(t.name[r])] == "Stream Wait Event"]
+    assert waits, sorted({t.names[int(t.name[r])] for r in t.rows(Kind.SYNC).tolist()})
+    assert any(t.sync_waits[r][0] >= 0 and t.sync_waits[r][1] >= 0 for r in waits)
+    a = analyze(path, region="step")
+    assert a.regions[0].idle.host_during_idle_us_per_instance["stream_wait_unrecorded"] == 0
+    assert a.finding("GPU_STREAM_WAIT_UNRECORDED") is None
