@@ -81,6 +81,39 @@ def test_a_wait_on_recorded_work_holds_nothing(tmp_path: Path) -> None:
     assert a.regions[0].idle.host_during_idle_us_per_instance["stream_wait_unrecorded"] == 0
 
 
+def test_two_waits_before_one_op_are_judged_together(tmp_path: Path) -> None:
+    """Stream 7 waits on stream 20 (nothing recorded) and on stream 21, whose recorded kernel
+    runs until 1950 us; its next op starts at 2000 us: the recorded work held it, not
+    unrecorded work (judged alone, the first wait would claim 1950 to 2000 us)."""
+    events = [
+        ev("ProfilerStep#1", "user_annotation", 0, 2200),
+        launch(10, 1),
+        _k(20, 100, 1),
+        launch(100, 2),
+        _k(150, 1800, 2, stream=21),
+        ev("cudaEventRecord", "cuda_runtime", 125, 1, correlation=3),  # on stream 21
+        ev("cudaEventRecord", "cuda_runtime", 126, 1, correlation=4),  # on stream 20
+        ev("cudaStreamWaitEvent", "cuda_runtime", 130, 2, correlation=5),
+        ev("cudaStreamWaitEvent", "cuda_runtime", 133, 2, correlation=6),
+        _sync("Stream Wait Event", 130, 5, 7, wait_on=20, record=4),
+        _sync("Stream Wait Event", 133, 6, 7, wait_on=21, record=3),
+        launch(140, 7),
+        _k(2000, 100, 7),
+    ]
+    a = run(tmp_path, events)
+    assert a.regions[0].idle.host_during_idle_us_per_instance["stream_wait_unrecorded"] == 0
+    alone = [e for e in events if e.get("args", {}).get("correlation") != 6]
+    held = run(tmp_path, alone).regions[0].idle.host_during_idle_us_per_instance
+    assert held["stream_wait_unrecorded"] == 55  # the idle parts of the hold: 145-150 and 1950-2000 us
+
+
+def test_a_wait_that_does_not_say_on_what_claims_nothing(tmp_path: Path) -> None:
+    events = [*_held_stream(records=False), _sync("Stream Wait Event", 130, 5, 7)]  # -1, -1
+    a = run(tmp_path, events)
+    assert a.finding("GPU_STREAM_WAIT_UNRECORDED") is None
+    assert a.regions[0].idle.host_during_idle_us_per_instance["stream_wait_unrecorded"] == 0
+
+
 def _event_sync(wait_on: int | None) -> list[dict[str, Any]]:
     """The host waits in cudaEventSynchronize (200 to 2000 us) while the device idles from 400
     to 1900 us; stream 8 runs an unrelated kernel until 1990 us, just before the call returns.

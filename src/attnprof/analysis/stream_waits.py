@@ -125,38 +125,45 @@ class StreamWaits:
 
     def held_streams(self) -> tuple[F64, F64, I64, dict[str, float]]:
         """The holds of streams by waits on unrecorded work (see the module's text): (start,
-        end, cuda_sync row) per hold, and the held time per waited-on stream ("stream N")."""
+        end, cuda_sync row) per hold, and the held time per waited-on stream ("stream N").
+
+        Every wait queued on a stream before its next op holds that op: the op is ready when
+        all of them (and the stream's own earlier ops) are, so the waits before one op are
+        judged together, and not at all when one of them does not say what it waited on."""
         t, links = self.trace, self.links
+        # the first op queued after each wait -> the waits before it: (row, ready, stream waited on)
+        before: dict[int, list[tuple[int, float, int]]] = {}
+        unknown: set[int] = set()
+        for rec in self.rows.tolist():
+            if t.names[int(t.name[rec])] != "Stream Wait Event":
+                continue
+            wait_corr = int(t.corr[rec])
+            own = int(t.lane[rec])
+            nxt = self._first_after(own, wait_corr) if wait_corr >= 0 else -1
+            if nxt < 0:
+                continue
+            what = self._waited(rec)
+            if what is None:
+                unknown.add(nxt)
+                continue
+            lane, cut = what
+            ready = max(self._end_before(own, wait_corr), self._end_before(lane, cut))
+            before.setdefault(nxt, []).append((rec, ready, t.sync_waits.get(rec, (-1, -1))[0]))
         starts: list[float] = []
         stops: list[float] = []
         recs: list[int] = []
         by_stream: dict[str, float] = {}
-        for rec in self.rows.tolist():
-            if t.names[int(t.name[rec])] != "Stream Wait Event":
-                continue
-            what = self._waited(rec)
-            wait_corr = int(t.corr[rec])
-            if what is None or wait_corr < 0:
-                continue
-            lane, cut = what
-            own = int(t.lane[rec])
-            nxt = self._first_after(own, wait_corr)  # the first op queued after the wait
-            if nxt < 0:
-                continue
+        for nxt, waits in before.items():
             launch = int(links.launch[nxt])
-            if launch < 0:
-                continue  # when the op was queued is not recorded: nothing can be said
-            ready = max(
-                float(t.ts[launch] + t.dur[launch]),
-                self._end_before(own, wait_corr),
-                self._end_before(lane, cut),
-            )
+            if nxt in unknown or launch < 0:
+                continue  # a wait that does not say on what, or an op queued when is not recorded
+            ready = max(float(t.ts[launch] + t.dur[launch]), *(r for _, r, _ in waits))
             start = float(t.ts[links.gpu_rows[nxt]])
             if start - ready >= self.hold_min_us:
                 starts.append(ready)
                 stops.append(start)
-                recs.append(rec)
-                key = f"stream {t.sync_waits.get(rec, (-1, -1))[0]}"
+                recs.append(waits[-1][0])
+                key = ", ".join(sorted({f"stream {w}" for _, _, w in waits}))
                 by_stream[key] = round(by_stream.get(key, 0.0) + start - ready, 3)
         return (
             np.array(starts, np.float64),
