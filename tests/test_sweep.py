@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -33,6 +34,7 @@ from attnprof.sweep import (
     run_sweep,
 )
 from attnprof.sweep.grid import JobSpec, parse_bools, parse_ints
+from attnprof.sweep.local import LocalExecutor
 from attnprof.sweep.pool import Task, WorkerPool, WorkerStartError
 from attnprof.workload import Workload
 
@@ -289,6 +291,17 @@ def test_pool_reports_workers_that_cannot_start() -> None:
 # -- real sweeps ----------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def executor() -> Iterator[LocalExecutor]:
+    """One local executor (one CPU worker process) for this module's in-process sweeps: each
+    sweep would otherwise start a worker of its own and pay for importing torch in it. A worker
+    that crashes or times out is still replaced, as in any one sweep; the sweeps started as
+    subprocesses below (kill -9, two at once) keep the default executor each sweep makes."""
+    ex = LocalExecutor(device="cpu")
+    yield ex
+    ex.close()
+
+
 def small_config(
     store: Path, variants: list[str], *, seq: list[int] | None = None, **sweep: object
 ) -> SweepConfig:
@@ -301,11 +314,11 @@ def small_config(
     )
 
 
-def test_crash_isolation_with_an_aborting_user_variant(tmp_path: Path) -> None:
+def test_crash_isolation_with_an_aborting_user_variant(tmp_path: Path, executor: LocalExecutor) -> None:
     crash = write(tmp_path, "crash_variant.py", CRASH_VARIANT)
     store = tmp_path / "r.db"
     cfg = small_config(store, ["naive-inplace", f"{crash}:attention", "sdpa-flash"])
-    summary = run_sweep(cfg)
+    summary = run_sweep(cfg, executor=executor)
     assert summary.ran == 6 and summary.counts == {"ok": 5, "crashed": 1}
     with Store(store) as st:
         rows = {(r.variant.rsplit(":", 1)[-1], r.seq): r for r in st.query()}
@@ -317,18 +330,21 @@ def test_crash_isolation_with_an_aborting_user_variant(tmp_path: Path) -> None:
     assert rows[("sdpa-flash", 64)].status == "ok"
     assert rows[("sdpa-flash", 64)].worker != crashed.worker
     # resume: nothing left to do, and crashed stays crashed
-    again = run_sweep(cfg)
+    again = run_sweep(cfg, executor=executor)
     assert (again.ran, again.already) == (0, 6)
     # --retry crashed runs exactly that job again
     retry = run_sweep(
-        small_config(store, ["naive-inplace", f"{crash}:attention", "sdpa-flash"], retry=["crashed"])
+        small_config(store, ["naive-inplace", f"{crash}:attention", "sdpa-flash"], retry=["crashed"]),
+        executor=executor,
     )
     assert retry.ran == 1 and retry.counts == {"crashed": 1}
     with Store(store) as st:
         assert st.count() == 6
 
 
-def test_memory_estimate_over_the_limit_is_refused_and_timeout_is_recorded(tmp_path: Path) -> None:
+def test_memory_estimate_over_the_limit_is_refused_and_timeout_is_recorded(
+    tmp_path: Path, executor: LocalExecutor
+) -> None:
     slow = write(tmp_path, "slow_variant.py", SLOW_VARIANT)
     store = tmp_path / "r.db"
     # naive at S=65536, H=8: one fp32 score tensor is 128 GiB, far over any free RAM here
@@ -337,11 +353,11 @@ def test_memory_estimate_over_the_limit_is_refused_and_timeout_is_recorded(tmp_p
         run=RunOptions(profile=False, time_budget_s=0.02, min_samples=3),
         sweep=SweepSettings(store=str(store)),
     )
-    summary = run_sweep(big)
+    summary = run_sweep(big, executor=executor)
     # the harness's one memory gate, against the worker's share of the free memory
     assert summary.counts == {"refused": 1}
     hang = small_config(store, [f"{slow}:attention"], seq=[16], timeout_s=3)
-    summary = run_sweep(hang)
+    summary = run_sweep(hang, executor=executor)
     assert summary.counts == {"timeout": 1}
     with Store(store) as st:
         rows = {r.status: r for r in st.query()}
@@ -351,7 +367,8 @@ def test_memory_estimate_over_the_limit_is_refused_and_timeout_is_recorded(tmp_p
     assert refused.reason_code is not None and refused.reason_code.code == "memory_share"
     # --retry and --status take the word older stores wrote for it
     assert run_sweep(
-        msgspec.structs.replace(big, sweep=SweepSettings(store=str(store), retry=["skipped"]))
+        msgspec.structs.replace(big, sweep=SweepSettings(store=str(store), retry=["skipped"])),
+        executor=executor,
     ).counts == {"refused": 1}
     assert "3 s timeout" in (rows["timeout"].reason or "")
 
@@ -462,9 +479,11 @@ def test_two_concurrent_sweeps_on_one_store(tmp_path: Path) -> None:
         assert st.leases() == []  # both released what they held
 
 
-def test_results_command_formats_and_filters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_results_command_formats_and_filters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], executor: LocalExecutor
+) -> None:
     store = tmp_path / "r.db"
-    run_sweep(small_config(store, ["naive-inplace", "sdpa-flash", "sdpa-efficient"]))
+    run_sweep(small_config(store, ["naive-inplace", "sdpa-flash", "sdpa-efficient"]), executor=executor)
     capsys.readouterr()
     assert main(["results", "--store", str(store), "--no-color"]) == 0
     table = capsys.readouterr().out
@@ -493,12 +512,12 @@ def test_results_command_formats_and_filters(tmp_path: Path, capsys: pytest.Capt
     assert len(pd.read_parquet(out)) == 6
 
 
-def test_keep_traces_and_profile(tmp_path: Path) -> None:
+def test_keep_traces_and_profile(tmp_path: Path, executor: LocalExecutor) -> None:
     store = tmp_path / "r.db"
     traces = tmp_path / "traces"
     cfg = small_config(store, ["naive", "sdpa-flash"], seq=[32], keep_traces=str(traces))
     cfg.run.profile = True
-    run_sweep(cfg)
+    run_sweep(cfg, executor=executor)
     with Store(store) as st:
         rows = st.query()
     assert len(rows) == 2
@@ -508,13 +527,13 @@ def test_keep_traces_and_profile(tmp_path: Path) -> None:
         assert r.cpu_ops_per_forward and r.cpu_ops_per_forward > 0
 
 
-def test_tensorboard_dir_gets_one_sub_folder_per_job(tmp_path: Path) -> None:
+def test_tensorboard_dir_gets_one_sub_folder_per_job(tmp_path: Path, executor: LocalExecutor) -> None:
     store = tmp_path / "r.db"
     tb = tmp_path / "tb"
     cfg = small_config(store, ["naive"], seq=[16, 32])
     cfg.run.profile = True
     cfg.run.tensorboard_dir = str(tb)
-    run_sweep(cfg)
+    run_sweep(cfg, executor=executor)
     jobs = sorted(p for p in tb.iterdir() if p.is_dir())
     assert len(jobs) == 2
     for job in jobs:
