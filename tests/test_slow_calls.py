@@ -6,23 +6,31 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from attnprof.harness.run import SLOW_CALL_S, SLOW_MIN_SAMPLES, SLOW_STEPS, RunOptions, run
 from attnprof.workload import Workload
 
 SLOW = textwrap.dedent(
     f'''
+    import os
     import time
     import torch.nn.functional as F
 
     def sleepy(q, k, v, is_causal=False, scale=None):
-        """SDPA after a sleep just over attnprof's slow-call threshold."""
+        """SDPA after a sleep just over attnprof's slow-call threshold; each call appends the
+        calling process's id to the file SLEEPY_CALLS names (the test counts them)."""
+        with open(os.environ["SLEEPY_CALLS"], "a") as fh:
+            fh.write(f"{{os.getpid()}}\\n")
         time.sleep({SLOW_CALL_S} + 0.1)
         return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)
     '''
 )
 
 
-def test_slow_calls_get_a_short_schedule_and_say_so(tmp_path: Path) -> None:
+def test_slow_calls_get_a_short_schedule_and_say_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("SLEEPY_CALLS", str(calls))  # the trial's child process inherits it
     src = tmp_path / "slow.py"
     src.write_text(SLOW)
     out = tmp_path / "r"
@@ -45,6 +53,12 @@ def test_slow_calls_get_a_short_schedule_and_say_so(tmp_path: Path) -> None:
         assert r.timing is not None and r.timing.n == SLOW_MIN_SAMPLES and r.timing.cold is None
         assert any(w.startswith(f"timed in {SLOW_MIN_SAMPLES} interleaved rounds") for w in r.warnings)
         assert r.min_rounds == SLOW_MIN_SAMPLES
+    # the short schedule holds in the user variant's trial run (a child process, run_variant's
+    # own timing) too: 2 warm-up calls, the lean and the profiled step, and a calibration call
+    # and 3 rounds of timing in each process; the trial's timing once took 12 (cold rounds)
+    pids = calls.read_text().split()
+    per_process = sorted(pids.count(p) for p in dict.fromkeys(pids))
+    assert len(per_process) == 2 and max(per_process) <= 9, per_process
     # recorded per variant: the schedule each was profiled with, against the run's default
     assert rec.steps == (1, 1, 3) and rec.min_rounds == 10
     assert slow.profile_steps == SLOW_STEPS and fast.profile_steps == (1, 1, 3)

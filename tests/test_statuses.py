@@ -241,8 +241,19 @@ def test_the_library_times_with_the_command_lines_default_budget(tmp_path: Path)
     assert saved["time_budget_s"] == default_time_budget("cpu") == 0.5  # not RunOptions' 1.0
 
 
-def test_a_slow_variants_warning_is_printed_not_only_kept_in_run_json(tmp_path: Path) -> None:
+def test_a_slow_variants_warning_is_printed_not_only_kept_in_run_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # in-process: what is printed is the subject here, not the exit (a subprocess would pay for
+    # importing torch twice more; the variant's own trial run is still a child process)
+    from attnprof.cli import main
     from attnprof.harness.run import SLOW_CALL_S
+
+    def attnprof(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        monkeypatch.chdir(cwd)
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["attnprof", *args], code, out, err)
 
     (tmp_path / "slow.py").write_text(
         "import time\nimport torch.nn.functional as F\n\n\n"

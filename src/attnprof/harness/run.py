@@ -174,12 +174,23 @@ def run_variant(
         if prepared is not None:
             if progress:
                 progress(result.label, "timing")
+            # a slow variant's timing is as short here (a sweep's job, a user variant's trial
+            # run) as in a run of several: without it a trial of a 1 s call took 16 calls
+            slow = prepared.call_s > SLOW_CALL_S
+            topts = opts
+            if slow and opts.min_samples > SLOW_MIN_SAMPLES:
+                topts = msgspec.structs.replace(opts, min_samples=SLOW_MIN_SAMPLES)
             try:
-                summaries = _time(prepared.calls(), workload, opts)
+                summaries = _time(prepared.calls(), workload, topts, cold=not slow)
             except Exception as exc:
                 record_failure(result, "timing", exc, workload.device)
             else:
                 _apply_timing(result, summaries, peak_tflops)
+                if slow:
+                    result.warnings.append(
+                        f"timed in {topts.min_samples} rounds with no cold-allocator rounds: one call "
+                        f"takes {prepared.call_s:.1f} s here, so intervals are wide"
+                    )
     return result
 
 
