@@ -28,6 +28,7 @@ Interval sets are sorted, disjoint (start, end) arrays; every operation is a sor
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,7 +100,7 @@ class HostActivity:
     into the parts no inner frame covers with innermost(), only when it names them)."""
 
     priority: list[tuple[str, Intervals]]
-    named: dict[str, tuple[F64, F64, npt.NDArray[np.int64]]]
+    named: Mapping[str, tuple[F64, F64, npt.NDArray[np.int64]]]
     busy: Intervals  # the device's busy time
     launch_rows: npt.NDArray[np.int64]  # runtime calls that put work on the device
     has_python: bool  # the trace recorded Python frames (with_stack=True)
@@ -142,6 +143,33 @@ def _rows_iv(trace: Trace, rows: np.ndarray) -> Intervals:
 
 def _named(trace: Trace, rows: np.ndarray) -> tuple[F64, F64, npt.NDArray[np.int64]]:
     return trace.ts[rows].astype(np.float64), (trace.ts[rows] + trace.dur[rows]).astype(np.float64), rows
+
+
+Named = tuple[F64, F64, npt.NDArray[np.int64]]
+
+
+class _NamedRows(Mapping[str, Named]):
+    """cause -> (start, end, row) of the host events that held it, the times read from the trace
+    when a cause is read: the rows are kept, not a copy of every op's start and end for the rest
+    of the analysis (24 bytes per op instead of 8; about 10% of the analysis's peak memory on the
+    302 MB ResNet trace). Given tuples (times that are not the rows' own) are kept as they are."""
+
+    def __init__(self, trace: Trace, given: dict[str, Named]) -> None:
+        self.trace = trace
+        self.held: dict[str, Named | np.ndarray] = dict(given)
+
+    def __setitem__(self, cause: str, rows: np.ndarray) -> None:
+        self.held[cause] = rows
+
+    def __getitem__(self, cause: str) -> Named:
+        v = self.held[cause]
+        return v if isinstance(v, tuple) else _named(self.trace, v)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.held)
+
+    def __len__(self) -> int:
+        return len(self.held)
 
 
 def _close(
@@ -295,7 +323,7 @@ def host_activity(
     # (the host may sit in a sync meanwhile, waiting on that very stream)
     h0, h1, h_rows, by_stream = sw.held_streams()
     priority: list[tuple[str, Intervals]] = [("stream_wait_unrecorded", union(h0, h1))]
-    named: dict[str, tuple[F64, F64, npt.NDArray[np.int64]]] = {"stream_wait_unrecorded": (h0, h1, h_rows)}
+    named = _NamedRows(trace, {"stream_wait_unrecorded": (h0, h1, h_rows)})
     for kind in (
         "unrecorded_wait",
         "sync",
@@ -306,7 +334,7 @@ def host_activity(
         "stream_wait",
     ):
         priority.append((kind, _rows_iv(trace, calls_of(kind))))
-        named[kind] = _named(trace, calls_of(kind))
+        named[kind] = calls_of(kind)
     launch_calls = calls_of("launching")
     other_calls = calls_of("other")
     priority += [
@@ -317,10 +345,10 @@ def host_activity(
         ("launching", _rows_iv(trace, loud)),
         ("python", _rows_iv(trace, py)),
     ]
-    named["launching"] = _named(trace, np.concatenate([launch_calls, loud]))
-    named["host_compute"] = _named(trace, np.concatenate([other_calls, quiet]))
-    named["data_loading"] = _named(trace, loading)
-    named["python"] = _named(trace, py)  # cut into innermost pieces only when named (costly)
+    named["launching"] = np.concatenate([launch_calls, loud])
+    named["host_compute"] = np.concatenate([other_calls, quiet])
+    named["data_loading"] = loading
+    named["python"] = py  # cut into innermost pieces only when named (costly)
     # with_stack=True recorded frames, on whichever thread: never advise it again
     return HostActivity(
         priority,
