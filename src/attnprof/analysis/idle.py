@@ -324,15 +324,8 @@ def host_activity(
     h0, h1, h_rows, by_stream = sw.held_streams()
     priority: list[tuple[str, Intervals]] = [("stream_wait_unrecorded", union(h0, h1))]
     named = _NamedRows(trace, {"stream_wait_unrecorded": (h0, h1, h_rows)})
-    for kind in (
-        "unrecorded_wait",
-        "sync",
-        "blocking_copy",
-        "allocator",
-        "init",
-        "slow_launch",
-        "stream_wait",
-    ):
+    # the runtime-call kinds, a wait on unrecorded work before a sync (it is one, explained)
+    for kind in ("unrecorded_wait", *CAUSES[: CAUSES.index("unrecorded_wait")]):
         priority.append((kind, _rows_iv(trace, calls_of(kind))))
         named[kind] = calls_of(kind)
     launch_calls = calls_of("launching")

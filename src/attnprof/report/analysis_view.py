@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
@@ -177,19 +177,25 @@ def _attention_rules_lines(sh: Share, t: Translator) -> list[str]:
     return out
 
 
+def _fixed_table(title: str, cols: tuple[tuple[str, int, JustifyMethod], ...], t: Translator) -> Table:
+    """A table of fixed-width columns (headers `av.col.<key>`), cut with an ellipsis: the
+    terminal's width is known (at most 100 columns in a pipe)."""
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
+    for col, width, justify in cols:
+        table.add_column(t(f"av.col.{col}"), width=width, justify=justify, no_wrap=True, overflow="ellipsis")
+    return table
+
+
 def _replayed(d: TraceAnalysis, console: Console, t: Translator) -> None:
     """Graph-replayed kernels with the CPU op (and Python frame) that captured them."""
     ks = d.graphs.kernels
     if not ks:
         return
-    table = Table(title=t("av.replayed_title"), box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
-    for col, width, justify in (
-        ("kernel", 28, "left"),
-        ("total", 8, "right"),
-        ("captured_op", 26, "left"),
-        ("frame", 30, "left"),
-    ):
-        table.add_column(t(f"av.col.{col}"), width=width, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+    table = _fixed_table(
+        t("av.replayed_title"),
+        (("kernel", 28, "left"), ("total", 8, "right"), ("captured_op", 26, "left"), ("frame", 30, "left")),
+        t,
+    )
     for k in ks:
         table.add_row(k.name, fmt_us(k.time_us), k.op, k.frame or "-")
     print_table(console, table)
@@ -209,14 +215,11 @@ def _compiled(d: TraceAnalysis, console: Console, t: Translator) -> None:
     fused = [k for k in c.kernels if k.fused_ops is not None]
     if not fused:
         return
-    table = Table(title=t("av.fused_title"), box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0))
-    for col, width, justify in (
-        ("kernel", 30, "left"),
-        ("n", 6, "right"),
-        ("total", 8, "right"),
-        ("fused_ops", 30, "left"),
-    ):
-        table.add_column(t(f"av.col.{col}"), width=width, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+    table = _fixed_table(
+        t("av.fused_title"),
+        (("kernel", 30, "left"), ("n", 6, "right"), ("total", 8, "right"), ("fused_ops", 30, "left")),
+        t,
+    )
     for k in fused:
         ops = ", ".join(k.fused_ops or []) or t("av.not_in_name")
         table.add_row(k.name, f"{k.count:,}", fmt_us(k.time_us), ops)
@@ -304,30 +307,21 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None, t: Transla
         console.print(Text(t("av.warning", note=note), style="yellow"))
 
     if d.kernels:
-        table = Table(
-            title=t("av.top_title", n=len(d.kernels), total=tot.unique_kernels),
-            box=box.SIMPLE_HEAD,
-            pad_edge=False,
-            padding=(0, 0),
-        )
         # fixed widths: 28 + 11 + 15 + 3 + 6 + 8 + 8 + 8, plus 7 one-space gaps = 94 columns
-        for col, width, justify in (
-            ("kernel", 28, "left"),
-            ("category", 11, "left"),
-            ("family", 15, "left"),
-            ("tc", 3, "center"),
-            ("n", 6, "right"),
-            ("total", 8, "right"),
-            ("mean", 8, "right"),
-            ("occ", 8, "right"),
-        ):
-            table.add_column(
-                t(f"av.col.{col}"),
-                width=width,
-                justify=justify,  # type: ignore[arg-type]
-                no_wrap=True,
-                overflow="ellipsis",
-            )
+        table = _fixed_table(
+            t("av.top_title", n=len(d.kernels), total=tot.unique_kernels),
+            (
+                ("kernel", 28, "left"),
+                ("category", 11, "left"),
+                ("family", 15, "left"),
+                ("tc", 3, "center"),
+                ("n", 6, "right"),
+                ("total", 8, "right"),
+                ("mean", 8, "right"),
+                ("occ", 8, "right"),
+            ),
+            t,
+        )
         for k in d.kernels:
             table.add_row(
                 k.short_name,
