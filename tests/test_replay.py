@@ -522,6 +522,21 @@ def test_a_pair_folder_with_two_captures_for_one_rank_is_refused_in_one_line(
     assert main(["analyze", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "1 execution and 2 capture traces" in err[0] and "--capture" in err[0], err
+    assert "capture ranks 0)" in err[0]
+
+
+def test_capture_traces_of_several_ranks_go_with_the_execution_traces_rank(tmp_path: Path) -> None:
+    from attnprof.analysis.replay import find_pair
+
+    (tmp_path / "capture_traces").mkdir()
+    for name in ("graph_capture_rank_0.1.pt.trace.json", "graph_capture_rank_1.1.pt.trace.json"):
+        (tmp_path / "capture_traces" / name).write_text("{}")
+    exe = tmp_path / "graph_execution_rank_1.json"
+    exe.write_text("{}")
+    assert find_pair(tmp_path) == (exe, tmp_path / "capture_traces" / "graph_capture_rank_1.1.pt.trace.json")
+    exe.rename(tmp_path / "graph_execution.json")  # its name no longer says its rank
+    with pytest.raises(UserError, match="no name pairs them by rank"):
+        find_pair(tmp_path)
 
 
 def _replays_with_ids(ids: bool) -> list[dict[str, Any]]:

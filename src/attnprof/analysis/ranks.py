@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from attnprof.analysis.collectives import CollectiveView, RankCollectives, cross_rank_collectives
+from attnprof.analysis.rank_names import rank_in_name
 from attnprof.analysis.result import TraceAnalysis
 from attnprof.errors import UserError
 
@@ -54,7 +55,6 @@ __all__ = [
 
 SCHEMA = "attnprof.folder/1"
 _TB_NAME = re.compile(r"^(?P<worker>.+)\.(?P<stamp>\d+)\.pt\.trace\.json(?:\.gz)?$")
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _STEP = re.compile(r"ProfilerStep#\d+")
 _FAMILIES_KEPT = 30  # families listed in the JSON, by total time; the terminal shows fewer
 
@@ -173,8 +173,7 @@ def _rank_of(trace: Trace, path: Path) -> str:
     if isinstance(info, dict) and isinstance(info.get("rank"), int) and not isinstance(info["rank"], bool):
         return str(info["rank"])
     worker = _worker(path.name)
-    m = _RANK_IN_NAME.search(worker)
-    return m.group(1) if m else worker
+    return rank_in_name(worker) or worker
 
 
 # -- one rank ---------------------------------------------------------------------------------------

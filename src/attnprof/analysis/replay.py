@@ -51,6 +51,7 @@ import numpy.typing as npt
 from attnprof.analysis.devices import is_launch
 from attnprof.analysis.frames import frames_of
 from attnprof.analysis.links import GRAPH_LAUNCHES, Links, launch_ops, link
+from attnprof.analysis.rank_names import rank_in_name
 from attnprof.analysis.result import GraphReplays, ReplayedKernel
 from attnprof.errors import UserError
 from attnprof.trace.model import Kind, Trace
@@ -309,17 +310,27 @@ def _import(trace: Trace, cap: Trace, link_to_cap: I64, lanes: set[int]) -> Trac
 def find_pair(folder: Path) -> tuple[Path, Path] | None:
     """(execution trace, capture trace) in a folder laid out as vLLM writes it (the execution
     trace, and the capture trace under capture_traces/ or named graph_capture*); None when the
-    folder holds no capture trace. Several of either is refused: which pairs with which is not
-    recorded."""
+    folder holds no capture trace. Capture traces of several ranks go with the one execution
+    trace whose name says its rank (rank_1 with graph_capture_rank_1); anything else with several
+    of either is refused: which pairs with which is not recorded."""
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
     files = [p for p in files if p.name != "execution_details.json"]
     caps = [p for p in files if CAPTURE_NAME.search(p.name) or "capture_traces" in p.parts]
     if not caps:
         return None
     execs = [p for p in files if p not in caps]
+    if len(execs) == 1 and len(caps) > 1:
+        # capture traces of several ranks (graph_capture_rank_N): the one of the execution
+        # trace's rank, where its name says it
+        rank = rank_in_name(execs[0].name)
+        mine = [p for p in caps if rank is not None and rank_in_name(p.name) == rank]
+        if len(mine) == 1:
+            return execs[0], mine[0]
     if len(caps) != 1 or len(execs) != 1:
+        ranks = sorted({rank_in_name(p.name) or "?" for p in caps})
         raise UserError(
-            f"{folder}: {len(execs)} execution and {len(caps)} capture traces: give one of each "
+            f"{folder}: {len(execs)} execution and {len(caps)} capture traces (capture ranks "
+            f"{', '.join(ranks)}), and no name pairs them by rank: give one of each "
             "(attnprof analyze EXEC_TRACE --capture CAPTURE_TRACE)"
         )
     return execs[0], caps[0]
