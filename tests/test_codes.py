@@ -37,7 +37,8 @@ def _emitted() -> set[str]:
     assigned to a name `code` (the correctness gate's two), the idle causes' table."""
     codes = {
         c.args[0].value
-        for _, c in _calls("finding")
+        for name in ("finding", "_worded")
+        for _, c in _calls(name)
         if c.args and isinstance(c.args[0], ast.Constant) and isinstance(c.args[0].value, str)
     }
     for node in ast.walk(ast.parse((SRC / "compare" / "checks.py").read_text())):
@@ -100,3 +101,29 @@ def test_causes_are_read_from_the_catalogue_and_each_has_its_reason_sentence() -
     for lang in ("en", "id", "th"):
         t = Translator(lang)
         assert [c for c in (*GOOD_CODES, *BAD_CODES) if not t.has(f"reason.{c}")] == [], lang
+
+
+def test_compares_findings_say_the_catalogs_english_sentence() -> None:
+    """compare's run-level findings are worded once, in the catalogs: the English message is
+    en.po's `finding.<CODE>` filled from the evidence, the same sentence the reports render."""
+    from attnprof.catalogs import english, load_catalog
+    from attnprof.compare.checks import _fault_check, _total_check
+    from attnprof.compare.records import Row
+
+    row = Row(label="v", kind="run", source="r", minor_faults_per_call=300.0, bwd_median_ms=2.0,
+              total_median_ms=1.5)  # fmt: skip
+    _fault_check(row)
+    _total_check(row)
+    by = {f.code: f for f in row.findings}
+    assert set(by) == {"PAGE_FAULTS", "TOTAL_BELOW_BACKWARD"}
+    for code, f in by.items():
+        assert f.message == english(f"finding.{code}", f.evidence)
+        assert "{" not in f.message and f"finding.{code}" in load_catalog("en")
+    assert by["PAGE_FAULTS"].message.startswith("300 minor page faults per call while timing")
+    assert "(1.5 ms) is shorter than the backward alone (2.0 ms)" in by["TOTAL_BELOW_BACKWARD"].message
+    # a row without those measurements gets neither (they must not fire)
+    quiet = Row(label="q", kind="run", source="r", minor_faults_per_call=3.0, bwd_median_ms=2.0,
+                total_median_ms=2.5)  # fmt: skip
+    _fault_check(quiet)
+    _total_check(quiet)
+    assert quiet.findings == []

@@ -1,12 +1,17 @@
 """The run-level checks compare adds to a run's row (its findings beside the analyser's): % of
 peak above 100 stated with the clean figure, page faults and the cold allocator while timing,
 forward + backward below backward, and the correctness gate (`incorrect`). Their severities come
-from the catalogue of finding codes (analysis/codes.py)."""
+from the catalogue of finding codes (analysis/codes.py), their English sentences from the
+catalogs (report/i18n/en.po `finding.<CODE>`, filled from the evidence: `_worded`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from attnprof.analysis.codes import finding
+from attnprof.analysis.result import Finding
 from attnprof.analysis.stats import ratio_interval
+from attnprof.catalogs import english
 from attnprof.compare.records import INCORRECT, Row
 from attnprof.records import (
     RunResult,
@@ -14,6 +19,13 @@ from attnprof.records import (
     is_incorrect,
 )
 from attnprof.run_context import RunContext
+
+
+def _worded(code: str, evidence: dict[str, Any]) -> Finding:
+    """A finding of `code` whose English sentence is the catalog's (`finding.<code>`, filled from
+    its evidence: catalogs.english), so it is written once, in report/i18n/*.po, for every
+    language."""
+    return finding(code, english(f"finding.{code}", evidence), evidence)
 
 
 def _peak_check(row: Row, ctx: RunContext) -> None:
@@ -26,10 +38,8 @@ def _peak_check(row: Row, ctx: RunContext) -> None:
     env = ctx.record.environment
     pct = int(f"{row.pct_of_peak:.0f}")  # as the tables print it (units.fmt_pct)
     row.findings.append(
-        finding(
+        _worded(
             "ABOVE_PEAK",
-            f"{pct}% of the peak ({env.peak_tflops:.3g} TFLOP/s, {env.peak_source}): the peak is "
-            "too low or the timing misses part of the work, so this figure cannot be trusted",
             {
                 "pct_of_peak": pct,
                 "tflops_useful": row.tflops_useful,
@@ -53,10 +63,8 @@ def _fault_check(row: Row) -> None:
     if n is None or n < PAGE_FAULTS_PER_CALL:
         return
     row.findings.append(
-        finding(
+        _worded(
             "PAGE_FAULTS",
-            f"{n:.0f} minor page faults per call while timing ({n * 4 / 1024:.1f} MiB of fresh 4 KiB "
-            "pages each call): allocation and page faults, not arithmetic, are part of this variant's time",
             {"minor_faults_per_call": round(n), "allocator": row.allocator},
         )
     )
@@ -84,13 +92,8 @@ def _cold_check(row: Row, t: TimingSummary | None) -> None:
     if cold_faults - warm_faults < PAGE_FAULTS_PER_CALL:
         return
     row.findings.append(
-        finding(
+        _worded(
             "COLD_ALLOCATOR",
-            f"In the cold allocator state (larger buffers mapped afresh each call, as in a fresh "
-            f"process) {cold.median_ms:.3g} ms per call, {iv.ratio:.2f}x ({iv.low:.2f}-{iv.high:.2f}) the "
-            f"warm {t.median_ms:.3g} ms, with {cold_faults:.0f} minor page faults per call against "
-            f"{warm_faults:.0f}: allocation and page faults, not arithmetic, make the difference. The "
-            "times shown are warm.",
             {
                 "cold_ms": round(cold.median_ms, 4),
                 "warm_ms": round(t.median_ms, 4),
@@ -113,11 +116,8 @@ def _total_check(row: Row) -> None:
     if bwd is None or total is None or total >= bwd:
         return
     row.findings.append(
-        finding(
+        _worded(
             "TOTAL_BELOW_BACKWARD",
-            f"Forward + backward timed as one call ({total:.3g} ms) is shorter than the backward "
-            f"alone ({bwd:.3g} ms): a measurement problem, not a speed; its ranking by forward + backward "
-            "cannot be trusted.",
             {"total_ms": round(total, 4), "bwd_ms": round(bwd, 4)},
         )
     )
@@ -142,11 +142,8 @@ def _gate(row: Row, res: RunResult, dtype: str) -> None:
     row.tflops_useful = row.pct_of_peak = None
     row.findings.insert(
         0,
-        finding(
+        _worded(
             code,
-            row.reason[0].upper()
-            + row.reason[1:]
-            + "; it is excluded from speed comparisons, the baseline and recommendations.",
             {
                 "max_abs_err": acc.max_abs_err,
                 "nan_count": acc.nan_count,

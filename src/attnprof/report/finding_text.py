@@ -7,7 +7,7 @@ the finding's evidence. English readers get the analyser's own message.
 
 from __future__ import annotations
 
-from attnprof.report.i18n import Translator, placeholders
+from attnprof.report.i18n import Translator
 
 __all__ = ["finding_message"]
 
@@ -18,17 +18,4 @@ def finding_message(t: Translator, code: str, message: str, evidence: object) ->
     key = f"finding.{code}"
     if t.lang == "en" or not t.has(key):
         return message or (t(key) if t.has(key) else code)
-    return _finding_sentence(t, key, evidence)
-
-
-def _finding_sentence(t: Translator, key: str, evidence: object) -> str:
-    """The catalog's sentence for a finding, its fields ({pct_of_peak}) filled from the evidence;
-    the `<key>.generic` sentence where the evidence lacks a field."""
-    template = t(key)
-    fields = placeholders(template)
-    if not fields:
-        return template
-    ev = evidence if isinstance(evidence, dict) else {}
-    if fields <= set(ev):
-        return t(key, **{k: ev[k] for k in fields})
-    return t(f"{key}.generic") if t.has(f"{key}.generic") else template.split(":", 1)[-1].strip()
+    return t.sentence(key, evidence)

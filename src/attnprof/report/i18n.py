@@ -3,80 +3,19 @@
 The catalogs are gettext .po files (report/i18n/<lang>.po) so translators can use their usual
 tools. Message ids are stable keys ("h.summary", "reason.FP32_UPCAST"); every msgstr is a
 str.format template whose fields ({variant}, {ratio}) must be the same in every language. We read
-the .po text directly instead of compiling .mo files: the catalogs are small, and this keeps the
-package free of a build step and of Babel.
+the .po text directly (attnprof/catalogs.py, which compare's findings read their English from too)
+instead of compiling .mo files: the catalogs are small, and this keeps the package free of a
+build step and of Babel.
 """
 
 from __future__ import annotations
 
-import re
-import string
 from collections.abc import Mapping, Sequence
-from functools import cache
-from importlib import resources
 from typing import Any
 
-from attnprof.errors import UserError
+from attnprof.catalogs import LANGUAGES, fill_sentence, load_catalog, parse_po, placeholders
 
 __all__ = ["LANGUAGES", "Translator", "load_catalog", "parse_po", "placeholders"]
-
-LANGUAGES: tuple[str, ...] = ("en", "id", "th")
-
-_QUOTED = re.compile(r'^"(.*)"\s*$')
-_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
-
-
-def _unquote(s: str) -> str:
-    m = _QUOTED.match(s.strip())
-    if m is None:
-        raise ValueError(f"not a quoted .po string: {s!r}")
-    return re.sub(r"\\(.)", lambda e: _ESCAPES.get(e.group(1), e.group(1)), m.group(1))
-
-
-def parse_po(text: str) -> dict[str, str]:
-    """msgid -> msgstr for a .po file (plain entries with multi-line strings; the header entry
-    with the empty msgid is dropped)."""
-    out: dict[str, str] = {}
-    key: str | None = None
-    field: str | None = None
-    parts: dict[str, list[str]] = {}
-
-    def flush() -> None:
-        if "msgid" in parts and "msgstr" in parts:
-            mid = "".join(parts["msgid"])
-            if mid:
-                out[mid] = "".join(parts["msgstr"])
-        parts.clear()
-
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("msgid "):
-            flush()
-            field, key = "msgid", line[6:]
-            parts["msgid"] = [_unquote(key)]
-        elif line.startswith("msgstr "):
-            field = "msgstr"
-            parts["msgstr"] = [_unquote(line[7:])]
-        elif line.startswith('"') and field is not None:
-            parts[field].append(_unquote(line))
-        else:
-            raise ValueError(f"unsupported .po line: {raw!r}")
-    flush()
-    return out
-
-
-@cache
-def load_catalog(lang: str) -> dict[str, str]:
-    if lang not in LANGUAGES:
-        raise UserError(f"--lang {lang!r} is not available: use one of {', '.join(LANGUAGES)}")
-    text = resources.files("attnprof.report").joinpath("i18n", f"{lang}.po").read_text(encoding="utf-8")
-    return parse_po(text)
-
-
-def placeholders(template: str) -> set[str]:
-    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
 
 class Translator:
@@ -101,6 +40,11 @@ class Translator:
         if template is None:
             raise KeyError(f"no message {msgid!r} in the catalogs")
         return template.format(**fields) if fields else template
+
+    def sentence(self, msgid: str, evidence: object) -> str:
+        """A finding's sentence filled from its evidence (catalogs.fill_sentence: the
+        `<msgid>.generic` one where the evidence lacks a field), in this language."""
+        return fill_sentence({**self._en, **self._cat}, msgid, evidence)
 
     def has(self, msgid: str) -> bool:
         return msgid in self._cat
