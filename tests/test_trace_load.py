@@ -520,3 +520,16 @@ def test_the_whole_file_path_is_refused_by_its_own_larger_estimate(tmp_path: Pat
         load_trace(bare, max_memory=fraction)
     assert "--max-memory 0" in str(info.value) and str(bare) in str(info.value)
     assert load_trace(bare, max_memory=0).kernel_rows.size == 20000  # no limit: it loads
+
+
+def test_each_kernel_column_is_int32_where_its_values_fit() -> None:
+    def kernel(smem: int) -> bytes:
+        args = {"registers per thread": 32, "shared memory": smem, "grid": [2, 1, 1], "block": [128, 1, 1]}
+        ev = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": args}
+        return json.dumps({"traceEvents": [ev]}).encode()
+
+    small, big = parse_trace(kernel(4096)), parse_trace(kernel(2**33))
+    for col in ("registers", "shared_mem", "block_threads", "grid_blocks", "device"):
+        assert getattr(small, col).dtype == np.int32, col
+    assert big.shared_mem.dtype == np.int64 and int(big.shared_mem[0]) == 2**33  # this one alone widens
+    assert big.registers.dtype == np.int32 and big.block_threads.tolist() == [128]

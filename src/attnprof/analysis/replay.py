@@ -169,7 +169,7 @@ def _graph_key(trace: Trace, rows: I64) -> tuple[int, I64] | None:
     gid, node = trace.graph_id[pos], trace.graph_node[pos]
     if (gid < 0).any() or (node < 0).any() or np.unique(gid).size != 1 or np.unique(node).size != node.size:
         return None
-    return int(gid[0]), node
+    return int(gid[0]), node.astype(np.int64)
 
 
 def _fits(labels: list[str], graph: Captured) -> bool:

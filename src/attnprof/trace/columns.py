@@ -365,16 +365,27 @@ class Builder:
         # cast while concatenating: an id column narrowed to int32 never exists as int64 whole
         return np.concatenate(parts, dtype=dtype, casting="same_kind") if parts else np.zeros(0, dtype)
 
+    def _fits32(self, key: str) -> type:
+        """int32 where every value of a kernel column fits in it, else int64: registers, shared
+        memory, block and grid sizes, device and graph ids are small numbers (half the bytes),
+        compared and indexed but never multiplied in place."""
+        lo, hi = self._span((key,))
+        return np.int32 if lo >= np.iinfo(np.int32).min and hi <= np.iinfo(np.int32).max else np.int64
+
+    def _span(self, keys: tuple[str, ...]) -> tuple[int, int]:
+        lo = hi = -1
+        for key in keys:
+            for part in self.cols.get(key, ()):
+                if part.size:
+                    lo, hi = min(lo, int(part.min())), max(hi, int(part.max()))
+        return lo, hi
+
     def _id_dtype(self) -> type:
         """int32 where every id of the trace (correlation, External id, sequence number, flow id;
         -1 missing) fits in it, else int64. One width for all four: they are compared with each
         other (a device op's correlation with its launch's, a flow's id stands in for a missing
         correlation), and a copy of one column is filled from another (analysis/links.py)."""
-        lo = hi = -1
-        for key in _ID_COLUMNS:
-            for part in self.cols.get(key, ()):
-                if part.size:
-                    lo, hi = min(lo, int(part.min())), max(hi, int(part.max()))
+        lo, hi = self._span(_ID_COLUMNS)
         return np.int32 if lo >= -1 and hi <= np.iinfo(np.int32).max else np.int64
 
     def finish(self, doc: Doc, source: str) -> Trace:
@@ -435,14 +446,14 @@ class Builder:
             cat=self._col("cat", np.int32),
             categories=[cap(c) for c in self.cats],
             kernel_rows=self._col("kernel_rows", np.int64),
-            registers=self._col("registers", np.int64),
-            shared_mem=self._col("shared_mem", np.int64),
-            block_threads=self._col("block_threads", np.int64),
-            grid_blocks=self._col("grid_blocks", np.int64),
+            registers=self._col("registers", self._fits32("registers")),
+            shared_mem=self._col("shared_mem", self._fits32("shared_mem")),
+            block_threads=self._col("block_threads", self._fits32("block_threads")),
+            grid_blocks=self._col("grid_blocks", self._fits32("grid_blocks")),
             achieved=self._col("achieved", np.float64),
-            graph_id=self._col("graph_id", np.int64),
-            graph_node=self._col("graph_node", np.int64),
-            device=self._col("device", np.int64),
+            graph_id=self._col("graph_id", self._fits32("graph_id")),
+            graph_node=self._col("graph_node", self._fits32("graph_node")),
+            device=self._col("device", self._fits32("device")),
             flow_start=self._col("flow_start", np.bool_),
             flow_fwdbwd=self._col("flow_fwdbwd", np.bool_),
             flow_id=self._col("flow_id", ids),

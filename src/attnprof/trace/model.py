@@ -178,7 +178,8 @@ class Trace:
     Flow columns (ac2g / async / fwdbwd s and f events): flow_start (bool), flow_fwdbwd (bool: a
     forward -> backward flow, not a launch flow), flow_id, flow_lane, flow_ts.
     The four id columns (corr, ext, seq, flow_id) are int32 where every id of the trace fits in
-    it, else all four int64: exact either way, and half the memory in the usual case.
+    it, else all four int64: exact either way, and half the memory in the usual case; so is each
+    integer kernel column, on its own.
     """
 
     source: str
@@ -195,12 +196,12 @@ class Trace:
     cat: I32
     categories: list[str]
     kernel_rows: I64
-    registers: I64
-    shared_mem: I64
-    block_threads: I64
-    grid_blocks: I64
+    registers: Ids
+    shared_mem: Ids
+    block_threads: Ids
+    grid_blocks: Ids
     achieved: F64
-    device: I64
+    device: Ids
     flow_start: npt.NDArray[np.bool_]
     flow_fwdbwd: npt.NDArray[np.bool_]
     flow_id: Ids
@@ -223,8 +224,8 @@ class Trace:
     sync_waits: dict[int, tuple[int, int]] = field(default_factory=dict)
     # kernel columns of graph replays (aligned with kernel_rows; -1 where not recorded): the
     # kernel's graph ("graph id") and node ("graph node id"), the same in every replay of it
-    graph_id: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
-    graph_node: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    graph_id: Ids = field(default_factory=lambda: np.zeros(0, np.int64))
+    graph_node: Ids = field(default_factory=lambda: np.zeros(0, np.int64))
     # per event row, a CPU op known by other means to have launched this device op (a graph
     # replay's kernel -> the op that launched it while the graph was captured,
     # attnprof.analysis.replay); -1 where none. Empty (the usual case) when nothing supplies one.
