@@ -120,7 +120,8 @@ def wrong_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp / "run"
     w = Workload(batch=1, heads=2, seq=64, head_dim=16, backward=True)
     variants = ["naive-inplace", "sdpa", f"{src}:wrong_grad"]
-    run(w, variants, out=out, options=RunOptions(time_budget_s=0.05, min_samples=5))
+    # no trial run of the user variant in a child process (test_run_isolation's subject)
+    run(w, variants, out=out, options=RunOptions(time_budget_s=0.05, min_samples=5, isolate_user=False))
     return out
 
 

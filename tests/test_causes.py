@@ -88,7 +88,9 @@ def small_run(tmp_path_factory: pytest.TempPathFactory) -> ReportData:
             SMALL,
             variants,
             out=tmp / "run",
-            options=RunOptions(time_budget_s=0.05, min_samples=5, steps=(1, 1, 5)),
+            # no trial run of the user variants in a child process each (isolation is
+            # test_run_isolation's subject): two fewer imports of torch
+            options=RunOptions(time_budget_s=0.05, min_samples=5, steps=(1, 1, 5), isolate_user=False),
         )
     finally:
         torch.set_num_threads(threads)
