@@ -45,10 +45,15 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, args: list[str], needle: s
     assert not (tmp_path / "out").exists()  # nothing written for bad input
 
 
-def test_list_gives_a_reason_for_every_unavailable_variant() -> None:
-    p = attnprof("list", "--json")
-    assert p.returncode == 0, p.stderr
-    data = json.loads(p.stdout)
+def test_list_gives_a_reason_for_every_unavailable_variant(capsys: pytest.CaptureFixture[str]) -> None:
+    # in-process: what list says is the subject (the entry point and its exit codes are the
+    # subprocess tests' here); two subprocesses would import torch twice more
+    from attnprof.cli import main
+
+    code = main(["list", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads(out)
     assert data["device"] == "cpu"
     for v in data["variants"]:
         assert v["available"] or v["reason"], v
@@ -56,7 +61,8 @@ def test_list_gives_a_reason_for_every_unavailable_variant() -> None:
         assert (v["reason_code"] is None) == v["available"], v
     eff = next(v for v in data["variants"] if v["variant"] == "sdpa-efficient")
     assert eff["reason_code"] == {"code": "cuda_only", "args": {"name": "sdpa-efficient", "device": "cpu"}}
-    text = attnprof("list", "--no-color").stdout
+    assert main(["list", "--no-color"]) == 0
+    text = capsys.readouterr().out
     assert "sdpa-efficient" in text and "CUDA" in text
 
 
