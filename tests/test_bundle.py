@@ -8,17 +8,29 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ATTNPROF = [sys.executable, "-m", "attnprof"]
 
 
-def _bundle(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ATTNPROF, "bundle", *args], capture_output=True, text=True, timeout=300)
+def _bundle(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The command in this process: a bundle's work is the same, a subprocess would add an
+    interpreter and its imports (report, plots) to each call; the last compare stays a
+    subprocess, reading the unpacked run as a user's shell would."""
+    from attnprof.cli import main
+
+    capsys.readouterr()
+    code = main(["bundle", *args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["attnprof", "bundle", *args], code, out, err)
 
 
-def test_bundle_holds_the_run_and_unpacks_into_a_run_directory(cpu_run: Any, tmp_path: Path) -> None:
+def test_bundle_holds_the_run_and_unpacks_into_a_run_directory(
+    cpu_run: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir, record = cpu_run
     out = tmp_path / "b.zip"
-    p = _bundle(str(run_dir), "-o", str(out), "--lang", "id")
+    p = _bundle(capsys, str(run_dir), "-o", str(out), "--lang", "id")
     assert p.returncode == 0, p.stderr
     assert str(out) in p.stdout
     top = run_dir.resolve().name
@@ -42,12 +54,14 @@ def test_bundle_holds_the_run_and_unpacks_into_a_run_directory(cpu_run: Any, tmp
     assert a.returncode == 0, a.stderr
 
 
-def test_bundle_refuses_what_is_not_a_run_and_keeps_an_existing_archive(cpu_run: Any, tmp_path: Path) -> None:
-    p = _bundle(str(tmp_path))
+def test_bundle_refuses_what_is_not_a_run_and_keeps_an_existing_archive(
+    cpu_run: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    p = _bundle(capsys, str(tmp_path))
     assert p.returncode == 2 and "no run.json" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     out = tmp_path / "exists.zip"
     out.write_bytes(b"keep me")
-    p = _bundle(str(cpu_run[0]), "-o", str(out))
+    p = _bundle(capsys, str(cpu_run[0]), "-o", str(out))
     assert p.returncode == 2 and "--force" in p.stderr and out.read_bytes() == b"keep me"
-    p = _bundle(str(cpu_run[0]), "-o", str(out), "--force")
+    p = _bundle(capsys, str(cpu_run[0]), "-o", str(out), "--force")
     assert p.returncode == 0 and zipfile.is_zipfile(out)
