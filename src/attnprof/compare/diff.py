@@ -9,7 +9,7 @@ from typing import Literal
 
 from attnprof.compare.records import Diff, FamilyDiff, KernelChange, Row
 
-__all__ = ["CPU_SHARE_CHANGE", "SHARE_CHANGE", "Diff", "FamilyDiff", "KernelChange", "diff_rows"]
+__all__ = ["SHARE_CHANGE", "Diff", "FamilyDiff", "KernelChange", "diff_rows"]
 
 
 # an op (a GPU kernel or a CPU op) whose share of its side's traced time in the diff's lane moves
@@ -17,7 +17,6 @@ __all__ = ["CPU_SHARE_CHANGE", "SHARE_CHANGE", "Diff", "FamilyDiff", "KernelChan
 # both sides (absolute times differ between two traces by how much the profiler, and the machine,
 # stretched each, not only by what the op did)
 SHARE_CHANGE = 0.10
-CPU_SHARE_CHANGE = SHARE_CHANGE  # its name before the rule covered the GPU lane too
 
 
 def diff_rows(a: Row, b: Row) -> Diff:
