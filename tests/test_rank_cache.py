@@ -122,3 +122,20 @@ def test_the_cli_second_run_uses_the_cache(cache: Path, folder: Path) -> None:
     second = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout
+
+
+def test_a_folder_read_before_starts_no_ray(cache: Path, folder: Path) -> None:
+    # every summary is kept: the Ray executor has nothing to send, so it never connects (the
+    # address is nowhere; touching Ray, or lacking it, would fail)
+    first = [r.to_dict() for r in analyze_folder(folder, workers=1)]
+    again = analyze_folder(folder, executor="ray", ray_address="ray://127.0.0.1:1")
+    assert [r.to_dict() for r in again] == first
+
+
+def test_ray_batches_are_about_two_per_cpu_and_keep_the_order() -> None:
+    from attnprof.analysis.ray_folder import TASKS_PER_CPU, batches
+
+    paths = [Path(f"rank-{i}.json") for i in range(64)]
+    got = batches(paths, cpus=2)
+    assert len(got) == 2 * TASKS_PER_CPU and [p for b in got for p in b] == paths
+    assert batches(paths[:3], cpus=16) == [[p] for p in paths[:3]]  # never an empty task

@@ -4,59 +4,22 @@ which must be found; the result equals the local pool's."""
 
 from __future__ import annotations
 
-import gzip
-import json
-import random
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("ray", reason="the Ray executor needs the ray extra: pip install 'attnprof[ray]'")
 
-from _paths import trace
+from _rank_folder import build
 from attnprof.analysis.ranks import analyze_folder
 from attnprof.errors import UserError
 
-TRITON = "facebookresearch__HolisticTraceAnalysis__tests__data__triton_example"
-ALLREDUCE = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 RANKS = 64
 STRAGGLER = 41
 
 
-def _folder(root: Path, n_coll: int = 8) -> Path:
-    base = json.loads(gzip.decompress(trace(TRITON).read_bytes()))
-    rng = random.Random(3)
-    folder = root / "ranks"
-    folder.mkdir()
-    t0 = max(e["ts"] + e.get("dur", 0) for e in base["traceEvents"] if isinstance(e.get("ts"), int | float))
-    arrivals = []
-    for k in range(n_coll):
-        a = {r: t0 + 1000.0 * k + rng.uniform(0, 30) for r in range(RANKS)}
-        a[STRAGGLER] += 200.0
-        arrivals.append((a, max(a.values()) + 50.0))
-    for r in range(RANKS):
-        doc = dict(base)
-        skew = rng.uniform(-3, 3)  # each rank's events a little apart, as real ranks are
-        events = [
-            dict(e, ts=e["ts"] + skew) if isinstance(e.get("ts"), int | float) else e
-            for e in base["traceEvents"]
-        ]
-        for a, end in arrivals:
-            events.append(
-                {
-                    "ph": "X",
-                    "cat": "kernel",
-                    "name": ALLREDUCE,
-                    "pid": 0,
-                    "tid": 13,
-                    "ts": a[r],
-                    "dur": end - a[r],
-                }
-            )
-        doc["traceEvents"] = events
-        doc["distributedInfo"] = {"backend": "nccl", "rank": r, "world_size": RANKS}
-        (folder / f"rank-{r}.1.pt.trace.json").write_text(json.dumps(doc))
-    return folder
+def _folder(root: Path) -> Path:
+    return build(root / "ranks", RANKS, STRAGGLER, comm_args=True)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +38,8 @@ def test_sixty_four_ranks_on_ray_find_the_planted_straggler(tmp_path: Path, ray_
     (run,) = analyze_folder(folder, executor="ray")
     view = run.cross_rank.collectives
     assert len(run.cross_rank.ranks) == RANKS and len(run.traces) == RANKS
-    assert view is not None and view.aligned == 8
+    assert view is not None and view.aligned == 8 and view.bases == {"process_group_seq": 8}
+    assert all(c.bus_bandwidth_gbps is not None for c in view.collectives)
     assert [s.rank for s in view.stragglers] == [str(STRAGGLER)]
     assert view.stragglers[0].last_in == 8
     (local,) = analyze_folder(folder, workers=2)

@@ -20,6 +20,9 @@ RankCollectives (each communication kernel's name, start and duration, in launch
 20-60 KB per trace plus 20 bytes per collective, never the trace's other events. A changed --region, --top or workload misses the cache
 and re-reads the trace.
 
+Summaries are read and written by the driving process (analysis/ranks.py analyze_folder): a
+worker, local or a Ray task on another machine, sends its summary back as these very bytes.
+
 Where: $ATTNPROF_CACHE if set (`off` or `0`: no cache), else $XDG_CACHE_HOME/attnprof/ranks,
 else ~/.cache/attnprof/ranks. A summary that cannot be read (damaged, from another version of
 the records) is ignored and rewritten; one that cannot be written (read-only or full disk) is
@@ -36,7 +39,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["HEAD_BYTES", "cache_dir", "load", "store", "summary_key"]
+__all__ = ["HEAD_BYTES", "cache_dir", "load", "store", "store_bytes", "summary_key"]
 
 HEAD_BYTES = 64 << 10
 _CODE_STAMP: str | None = None
@@ -106,6 +109,11 @@ def load(key: str, kind: Any) -> Any:
 
 def store(key: str, *records: msgspec.Struct) -> None:
     """Write the summary atomically (a temporary file renamed), or skip it when it cannot be."""
+    store_bytes(key, msgspec.msgpack.encode(records))
+
+
+def store_bytes(key: str, data: bytes) -> None:
+    """Write a summary already encoded (as a worker sends it back), as store does."""
     d = cache_dir()
     if d is None:
         return
@@ -114,7 +122,7 @@ def store(key: str, *records: msgspec.Struct) -> None:
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".part-", suffix=".msgpack")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(msgspec.msgpack.encode(records))
+                f.write(data)
             os.replace(tmp, d / f"{key}.msgpack")
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

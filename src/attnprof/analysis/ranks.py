@@ -27,7 +27,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -44,6 +44,7 @@ __all__ = [
     "SCHEMA",
     "CrossRank",
     "FamilySpread",
+    "FolderProgress",
     "FolderRun",
     "RankStats",
     "Slowest",
@@ -51,6 +52,7 @@ __all__ = [
     "cross_rank",
     "find_runs",
     "rank_stats",
+    "summarize",
 ]
 
 SCHEMA = "attnprof.folder/1"
@@ -372,34 +374,46 @@ def cross_rank(stats: Sequence[RankStats], collectives: Sequence[RankCollectives
 
 # -- the folder, in parallel ----------------------------------------------------------------------
 
+# what one trace leaves: its analysis, its rank figures, its collectives. Workers send it back as
+# msgpack bytes (one encode, none of pickle's per-object work, a fraction of its size), which are
+# also the summary the cache keeps (attnprof.analysis.rank_cache)
+Summary = tuple[TraceAnalysis, RankStats, RankCollectives]
+_DECODE = msgspec.msgpack.Decoder(Summary)
 
-def _one(
+
+class FolderProgress(Protocol):
+    """What analyze_folder reports as it goes (report/folder_progress.py draws it)."""
+
+    def start(self, *, traces: int, cached: int, executor: str, workers: int) -> None: ...
+
+    def advance(self, n: int) -> None: ...
+
+    def reducing(self) -> None: ...
+
+
+def summarize(
     path: Path,
     region: str | None,
     workload: Workload | None,
     top: int,
     max_memory: float | None,
     parallel: bool | None = None,
-    cache: bool = True,
-) -> tuple[TraceAnalysis, RankStats, RankCollectives]:
-    from attnprof.analysis import rank_cache
+) -> bytes:
+    """One trace loaded, analysed and summarised (its Summary, msgpack-encoded)."""
     from attnprof.analysis.pipeline import analyze_trace
     from attnprof.trace.limits import MAX_MEMORY
     from attnprof.trace.load import load_trace
 
-    # a summary kept from an earlier run with the same file, options and code (rank_cache.py)
-    key = rank_cache.summary_key(path, region=region, top=top, workload=workload) if cache else None
-    if key is not None:
-        kept = rank_cache.load(key, tuple[TraceAnalysis, RankStats, RankCollectives])
-        if kept is not None:
-            return kept[0], kept[1], kept[2]
     trace = load_trace(path, max_memory=MAX_MEMORY if max_memory is None else max_memory, parallel=parallel)
     analysis = analyze_trace(trace, path=str(path), region=region, workload=workload, top=top)
     stats = rank_stats(trace, path)
     colls = rank_collectives(trace, stats.rank)
-    if key is not None:
-        rank_cache.store(key, analysis, stats, colls)
-    return analysis, stats, colls
+    return msgspec.msgpack.encode((analysis, stats, colls))
+
+
+def summarize_batch(paths: Sequence[Path], *args: Any) -> list[bytes]:
+    """Several traces one after the other (a Ray task's share: fewer, longer tasks)."""
+    return [summarize(p, *args) for p in paths]
 
 
 def analyze_folder(
@@ -413,37 +427,79 @@ def analyze_folder(
     cache: bool = True,
     executor: str = "local",
     ray_address: str | None = None,
+    progress: FolderProgress | None = None,
 ) -> list[FolderRun]:
     """Every trace under folder analysed (in parallel processes), grouped into runs by sub-folder.
 
     cache: reuse (and write) each trace's summary where its file, the options and the code are
-    unchanged (attnprof.analysis.rank_cache; $ATTNPROF_CACHE=off turns it off everywhere).
-    executor: "local" (a process pool here) or "ray" (one Ray task per trace, attnprof.analysis
-    .ray_folder: a local instance on 127.0.0.1, or the cluster at ray_address).
+    unchanged (attnprof.analysis.rank_cache; $ATTNPROF_CACHE=off turns it off everywhere). The
+    summaries are read here, before any worker starts: a folder whose traces all have one starts
+    no pool and no Ray.
+    executor: "local" (a process pool here) or "ray" (Ray tasks of a few traces each,
+    attnprof.analysis.ray_folder: a local instance on 127.0.0.1, or the cluster at ray_address).
+    progress: told how many traces there are, as each is done, and when the ranks are reduced.
 
     Each worker process holds one trace at a time, so with the default workers (the CPU count)
     the memory limit applies to each of them against what is available when it starts.
     """
+    from attnprof.analysis import rank_cache
+
     if executor not in ("local", "ray"):
         raise UserError(f"--executor {executor!r}: use 'local' or 'ray'")
     root = Path(folder)
     runs = find_runs(root)
     paths = [p for files in runs.values() for p in files]
-    n = min(len(paths), workers or os.cpu_count() or 1)
-    if executor == "ray":
+    keys = {
+        p: rank_cache.summary_key(p, region=region, top=top, workload=workload) if cache else None
+        for p in paths
+    }
+    results: dict[Path, Summary] = {}
+    for p, key in keys.items():
+        if key is not None and (kept := rank_cache.load(key, Summary)) is not None:
+            results[p] = kept
+    todo = [p for p in paths if p not in results]
+    n = min(len(todo), workers or os.cpu_count() or 1)
+    if progress is not None:
+        progress.start(traces=len(paths), cached=len(results), executor=executor, workers=max(n, 1))
+
+    def take(p: Path, data: bytes) -> None:
+        results[p] = _DECODE.decode(data)
+        key = keys[p]
+        if key is not None:
+            rank_cache.store_bytes(key, data)
+
+    args = (region, workload, top, max_memory)
+    if not todo:
+        pass
+    elif executor == "ray":
         from attnprof.analysis.ray_folder import ray_map
 
-        done = ray_map(_one, paths, (region, workload, top, max_memory, False, cache), ray_address)
+        for batch, out in ray_map(summarize_batch, todo, (*args, False), ray_address):
+            for p, data in zip(batch, out, strict=True):
+                take(p, data)
+            if progress is not None:
+                progress.advance(len(batch))
     elif n <= 1:
-        done = [_one(p, region, workload, top, max_memory, None, cache) for p in paths]
+        for p in todo:
+            take(p, summarize(p, *args))
+            if progress is not None:
+                progress.advance(1)
     else:
-        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(max_workers=n) as pool:
             # one trace per CPU already: no second decoding process inside each worker
-            futures = [pool.submit(_one, p, region, workload, top, max_memory, False, cache) for p in paths]
-            done = [f.result() for f in futures]
-    results = dict(zip(paths, done, strict=True))
+            futures = {pool.submit(summarize, p, *args, False): p for p in todo}
+            try:
+                for f in as_completed(futures):
+                    take(futures[f], f.result())
+                    if progress is not None:
+                        progress.advance(1)
+            except BaseException:
+                pool.shutdown(cancel_futures=True)  # a bad trace ends it: the rest are not awaited
+                raise
+    if progress is not None:
+        progress.reducing()
     out = []
     for run_dir, files in runs.items():
         out.append(

@@ -1,6 +1,16 @@
-"""A folder's traces as Ray tasks (`attnprof analyze DIR --executor ray`): one task per trace, each
-asking Ray for the memory its analysis needs (the loader's estimate, attnprof.trace.limits), the
-summaries reduced on the driver as they come back.
+"""A folder's traces as Ray tasks (`attnprof analyze DIR --executor ray`): a few traces per task,
+each task asking Ray for the memory its largest trace's analysis needs (the loader's estimate,
+attnprof.trace.limits), the summaries reduced on the driver as the tasks finish.
+
+Where the time went (docs/benchmarks.md, 64 rank traces on 2 busy cores): starting a local Ray
+(GCS, raylet, dashboard and log processes, each a Python start-up) took 9-15 s, its shutdown
+1.4 s, while the tasks themselves took about what the local pool takes. So the tasks are few
+(about two per CPU of the cluster, a batch of traces each: fewer scheduling round trips and
+object references), each sends back its traces' summaries as msgpack bytes (attnprof.analysis
+.ranks.summarize: no per-object pickling, and the bytes are the cache's summary as they are),
+and traces whose summary is kept never reach Ray: a folder read before starts no Ray at all.
+What remains is Ray's own start; an instance already running (`ray start --head`, then
+`--ray-address auto`) does not pay it.
 
 Without an address Ray is started on this machine, on the loopback address only
 (`_node_ip_address="127.0.0.1"`: nothing listens beyond the machine), and shut down afterwards;
@@ -11,14 +21,17 @@ that raises UserError (a bad trace) ends the analysis with that one line, as the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from attnprof.errors import UserError
 from attnprof.extras import load
 
-__all__ = ["ray_map"]
+__all__ = ["TASKS_PER_CPU", "batches", "ray_map"]
+
+TASKS_PER_CPU = 2  # a task per CPU leaves CPUs idle behind the slowest; more costs round trips
 
 
 def _memory_for(path: Path, cap: float | None) -> int:
@@ -30,17 +43,31 @@ def _memory_for(path: Path, cap: float | None) -> int:
     return int(min(need, cap)) if cap else need
 
 
+def _loopback(address: str) -> bool:
+    host = address.split("://")[-1].rsplit(":", 1)[0]
+    return host in ("127.0.0.1", "localhost")
+
+
+def batches(paths: Sequence[Path], cpus: int) -> list[list[Path]]:
+    """paths in consecutive batches, about TASKS_PER_CPU per CPU (at least one path each)."""
+    size = max(1, math.ceil(len(paths) / max(1, cpus * TASKS_PER_CPU)))
+    return [list(paths[i : i + size]) for i in range(0, len(paths), size)]
+
+
 def ray_map(
-    fn: Callable[..., Any], paths: Sequence[Path], args: tuple[Any, ...], address: str | None
-) -> list[Any]:
-    """[fn(path, *args) for path in paths], each call a Ray task; results in the order of paths."""
+    fn: Callable[..., list[Any]], paths: Sequence[Path], args: tuple[Any, ...], address: str | None
+) -> Iterator[tuple[list[Path], list[Any]]]:
+    """fn(batch, *args) for batches of paths, each call a Ray task; (batch, its results) as each
+    task finishes."""
     ray = load("ray", "--executor ray")
     owns = False
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
         if address:
             kwargs["address"] = address
-        else:
+        if not address or _loopback(address):
+            # a Ray on this machine's loopback address: this driver is on it too (else Ray takes
+            # the machine's outward address as its own and finds no raylet there)
             kwargs["_node_ip_address"] = "127.0.0.1"
         try:
             ray.init(**kwargs)
@@ -50,19 +77,25 @@ def ray_map(
             ) from None
         owns = True
     try:
-        cap = ray.cluster_resources().get("memory")
+        resources = ray.cluster_resources()
+        cap = resources.get("memory")
         task = ray.remote(fn)
-        refs = [
-            task.options(num_cpus=1, memory=_memory_for(p, cap), max_retries=0).remote(p, *args)
-            for p in paths
-        ]
-        try:
-            return list(ray.get(refs))
-        except ray.exceptions.RayTaskError as exc:
-            cause = getattr(exc, "cause", None)
-            if isinstance(cause, UserError):
-                raise UserError(str(cause)) from None
-            raise
+        pending = {}
+        for batch in batches(paths, int(resources.get("CPU", 1))):
+            memory = max(_memory_for(p, cap) for p in batch)
+            ref = task.options(num_cpus=1, memory=memory, max_retries=0).remote(batch, *args)
+            pending[ref] = batch
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                try:
+                    out = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, UserError):
+                        raise UserError(str(cause)) from None
+                    raise
+                yield pending.pop(ref), out
     finally:
         if owns:
             ray.shutdown()

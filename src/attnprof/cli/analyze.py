@@ -211,17 +211,23 @@ def analyze_command(
     runs: dict[Path, list[FolderRun]] = {}
     if folders:
         from attnprof.analysis.ranks import analyze_folder
+        from attnprof.report.folder_progress import FolderProgressView
 
         for folder in folders:
-            runs[folder] = analyze_folder(
-                folder,
-                region=region,
-                workload=workload,
-                top=top,
-                max_memory=max_memory,
-                executor=executor,
-                ray_address=ray_address,
-            )
+            view = FolderProgressView(str(folder), no_color=bool(no_color))  # on stderr
+            try:
+                runs[folder] = analyze_folder(
+                    folder,
+                    region=region,
+                    workload=workload,
+                    top=top,
+                    max_memory=max_memory,
+                    executor=executor,
+                    ray_address=ray_address,
+                    progress=view,
+                )
+            finally:
+                view.finished()
     if html is not None and translator is not None:
         from attnprof.report.ranks_report import render_ranks_html
 
