@@ -349,3 +349,31 @@ def test_message_bytes_need_sizes_and_a_known_element_type() -> None:
     assert message_bytes(10, 40, "Half") == 80  # the larger side, as nccl-tests counts it
     assert message_bytes(None, None, "Float") == "no_sizes"
     assert message_bytes(10, 10, "Quantum") == "no_dtype"
+
+
+def test_a_send_and_a_collective_with_one_seq_are_not_paired(tmp_path: Path) -> None:
+    # c10d counts point-to-point ops apart from collectives: seq 0 is both an all-reduce (every
+    # rank) and rank 0's send to rank 1. Only the all-reduces are one collective across ranks;
+    # the send/recv pair (launched first) is left out of the group's view, not paired with an
+    # all-reduce
+    folder = tmp_path / "p2p"
+    folder.mkdir()
+    for r in (0, 1, 2):
+        events = [
+            _comm_kernel(
+                ALLREDUCE, 100.0 + 10 * r, 300.0, group="0", seq=0, **{"Collective name": "allreduce"}
+            )
+        ]
+        if r in (0, 1):
+            kind = "send" if r == 0 else "recv"
+            events.append(
+                _comm_kernel(
+                    "ncclDevKernel_SendRecv", 20.0, 30.0, group="0", seq=0, **{"Collective name": kind}
+                )
+            )
+        _write(folder, r, 3, events)
+    (run,) = analyze_folder(folder, workers=1)
+    view = run.cross_rank.collectives
+    assert view is not None and view.aligned == 1 and view.left_out == 2
+    (c,) = view.collectives
+    assert (c.kind, c.ranks, c.last_rank) == ("allreduce", 3, "2")

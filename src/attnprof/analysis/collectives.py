@@ -268,10 +268,16 @@ def _ops(parts: list[RankCollectives]) -> list[_Op]:
     return out
 
 
+def _is_p2p(kind: str | None) -> bool:
+    return kind is not None and kind_of(kind) in ("send", "recv")
+
+
 def _key(op: _Op) -> tuple[str, tuple[object, ...]]:
     """(basis, key): the best the op's recorded args allow (the module doc)."""
     if op.group is not None and op.seq >= 0:
-        return "process_group_seq", (op.group, op.seq)
+        # c10d numbers point-to-point ops (send, recv) apart from collectives: the same Seq in a
+        # group may be one of each
+        return "process_group_seq", (op.group, op.seq, _is_p2p(op.kind))
     if op.group is not None:
         return "process_group_order", (op.group, op.kind or op.name)
     return "kernel_name_order", (op.name,)
