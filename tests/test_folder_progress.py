@@ -78,3 +78,20 @@ def test_a_small_folder_shows_nothing(tmp_path: Path) -> None:
     analyze_folder(folder, workers=1, progress=view)
     view.finished()
     assert out.getvalue() == ""
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_gets_a_bar_instead_of_the_first_line(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, MIN_TRACES)
+    out = _Tty()
+    view = FolderProgressView(str(folder), stream=out, no_color=True)
+    analyze_folder(folder, workers=1, progress=view)
+    view.finished()
+    text = out.getvalue()
+    assert f"ranks of {folder.name}" in text and f"0/{MIN_TRACES}" in text  # the bar, drawn at its start
+    assert "analysing" not in text  # the pipe's first line
+    assert f"analysed {folder}: {MIN_TRACES} of {MIN_TRACES} trace(s)" in text and view.bar is None

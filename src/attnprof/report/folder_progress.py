@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import IO, Any
 
 __all__ = ["MIN_TRACES", "FolderProgressView"]
@@ -58,11 +59,14 @@ class FolderProgressView:
                 MofNCompleteColumn(),
                 TextColumn(f"traces ({where}{kept})"),
                 TimeElapsedColumn(),
-                console=make_console(stderr=True, no_color=self.no_color),
+                console=make_console(file=self.out, no_color=self.no_color, force_terminal=True),
                 transient=True,
             )
             self.bar.start()
-            self.task = self.bar.add_task(self.folder, total=traces, completed=cached)
+            # the folder's own name: a long path would squeeze the bar out of the line
+            name = Path(self.folder).name or self.folder
+            self.task = self.bar.add_task(name, total=traces, completed=cached)
+            self.bar.refresh()  # drawn now, not at the refresh thread's next tick
         else:
             self._line(f"analysing {self.folder}: {traces} trace(s){kept}; {todo} to read {where}")
 
