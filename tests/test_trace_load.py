@@ -533,3 +533,20 @@ def test_each_kernel_column_is_int32_where_its_values_fit() -> None:
         assert getattr(small, col).dtype == np.int32, col
     assert big.shared_mem.dtype == np.int64 and int(big.shared_mem[0]) == 2**33  # this one alone widens
     assert big.registers.dtype == np.int32 and big.block_threads.tolist() == [128]
+
+
+def test_shapes_hold_one_list_per_distinct_input_dims() -> None:
+    from attnprof.trace.model import RowMap
+
+    prefix = "AMD-AGI__TraceLens__tests__traces__mi300__Qwen_Qwen1.5-0.5B-Chat"
+    t = load_trace(trace(prefix))
+    assert isinstance(t.shapes, RowMap) and len(t.shapes) > len(t.shapes.distinct) > 0
+    # the same shapes the raw JSON records for those ops, in file order (the kept events' order)
+    raw = json.loads(_raw(prefix))["traceEvents"]
+    shaped = {"aten::bmm", "aten::matmul", "aten::mm", "aten::baddbmm", "aten::softmax", "aten::_softmax",
+              "aten::_safe_softmax"}  # fmt: skip
+    want = [e["args"]["Input Dims"] for e in raw
+            if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e.get("name") in shaped
+            and isinstance((e.get("args") or {}).get("Input Dims"), list)]  # fmt: skip
+    assert [t.shapes[r] for r in t.shapes] == want
+    assert all(t.names[int(t.name[r])] in shaped for r in t.shapes)

@@ -460,7 +460,7 @@ class Builder:
             flow_lane=self._col("flow_lane", np.int32),
             flow_ts=self._col("flow_ts", np.float64),
             conversions=self.inputs.conversions,
-            shapes=self.inputs.shapes,
+            shapes=self.inputs.shapes(),
             launch_kernels=self.inputs.launch_kernels,
             comms=self.comms.rows,
             sync_waits=self.inputs.sync_waits,

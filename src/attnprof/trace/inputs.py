@@ -20,7 +20,7 @@ import msgspec
 import numpy as np
 
 from attnprof.trace.decode import Args
-from attnprof.trace.model import Kind
+from attnprof.trace.model import Kind, RowMap
 
 __all__ = ["Inputs", "among", "dims_product", "pick"]
 
@@ -111,7 +111,12 @@ class Inputs:
     def __init__(self, keep: bool = True) -> None:
         self.keep = keep  # the recorded inputs (conversions, shapes, signatures): Keep.inputs
         self.conversions: dict[int, tuple[str | None, str | None]] = {}
-        self.shapes: dict[int, list[Any]] = {}
+        # the shaped ops' rows and, per row, an index into the distinct decoded "Input Dims"
+        # (one list per distinct text, not one per op: shapes() makes them a RowMap)
+        self.shape_rows: list[int] = []
+        self.shape_idx: list[int] = []
+        self.dims: dict[bytes, int] = {}  # "Input Dims" as written -> index into dims_values
+        self.dims_values: list[list[Any]] = []
         self.launch_kernels: dict[int, tuple[str, int, int]] = {}
         # cuda_sync row -> (wait_on_stream, wait_on_cuda_event_record_corr_id), -1 where missing
         self.sync_waits: dict[int, tuple[int, int]] = {}
@@ -141,12 +146,10 @@ class Inputs:
             for r in np.flatnonzero(among(name_col, shaped_ids, len(names)) & (kind == Kind.CPU_OP)).tolist():
                 given = args[r].input_dims
                 if given:
-                    try:
-                        dims = msgspec.json.decode(given)
-                    except msgspec.DecodeError:
-                        continue
-                    if isinstance(dims, list):
-                        self.shapes[r + offset] = dims
+                    i = self._dims_index(bytes(given))
+                    if i >= 0:
+                        self.shape_rows.append(r + offset)
+                        self.shape_idx.append(i)
 
         rt = np.flatnonzero((kind == Kind.RUNTIME) | (kind == Kind.DRIVER))
         if rt.size:
@@ -185,11 +188,35 @@ class Inputs:
                 sig[i] = got
         return (rows + offset).astype(np.int64), sig.astype(np.int32)
 
+    def _dims_index(self, text: bytes) -> int:
+        """The index of this "Input Dims" text's decoded list, decoded once per distinct text;
+        -1 when it is not a JSON list."""
+        i = self.dims.get(text)
+        if i is None:
+            try:
+                dims = msgspec.json.decode(text)
+            except msgspec.DecodeError:
+                dims = None
+            if isinstance(dims, list):
+                i = self.dims[text] = len(self.dims_values)
+                self.dims_values.append(dims)
+            else:
+                i = self.dims[text] = -1
+        return i
+
+    def shapes(self) -> RowMap[list[Any]]:
+        """Trace.shapes: shaped-op row -> its "Input Dims" (equal ones share one list: read-only)."""
+        return RowMap(
+            np.array(self.shape_rows, np.int64), np.array(self.shape_idx, np.int32), self.dims_values
+        )
+
     def extend(self, other: Inputs, offset: int) -> np.ndarray:
         """Append what another decoder kept of the events that follow (its rows from offset on);
         return the map from its signature ids to this one's (new ones in its order)."""
         self.conversions.update({r + offset: v for r, v in other.conversions.items()})
-        self.shapes.update({r + offset: v for r, v in other.shapes.items()})
+        theirs = {i: self._dims_index(text) for text, i in other.dims.items() if i >= 0}
+        self.shape_rows.extend(r + offset for r in other.shape_rows)
+        self.shape_idx.extend(theirs[i] for i in other.shape_idx)
         self.launch_kernels.update({r + offset: v for r, v in other.launch_kernels.items()})
         self.sync_waits.update({r + offset: v for r, v in other.sync_waits.items()})
         sigs = self.sigs

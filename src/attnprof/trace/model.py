@@ -211,7 +211,8 @@ class Trace:
     # aten::_to_copy), when the trace was recorded with record_shapes
     conversions: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)
     # cpu-op row -> "Input Dims" (list of shapes) of GEMM and softmax ops, with record_shapes
-    shapes: dict[int, list[Any]] = field(default_factory=dict)
+    # (a RowMap from the loader: one list per distinct "Input Dims", shared by the ops that have it)
+    shapes: Mapping[int, list[Any]] = field(default_factory=dict)
     # runtime/driver row -> (kernel name, grid blocks, block threads) where the launch call names
     # its kernel (ROCm's hip*LaunchKernel args "kernel"); -1 for a size not recorded
     launch_kernels: dict[int, tuple[str, int, int]] = field(default_factory=dict)
