@@ -53,13 +53,13 @@ def test_a_run_whose_cleanup_raises_still_writes_run_json(
 ) -> None:
     # the whole suite on CPU, with the cleanup of the failing variant raising as a poisoned CUDA
     # context's does: run.json is still written, with the failure and the variants after it
-    import attnprof.harness.run as harness_run
+    import attnprof.harness.failures as harness_failures
 
     def cleanup_raises(device: str) -> str | None:
         return release_memory("cuda")  # with empty_cache raising: returns the error, never raises
 
     monkeypatch.setattr(torch.cuda, "empty_cache", _raise_sticky)
-    monkeypatch.setattr(harness_run, "release_memory", cleanup_raises)
+    monkeypatch.setattr(harness_failures, "release_memory", cleanup_raises)
     bad = tmp_path / "bad.py"
     bad.write_text(
         f"def attention(q, k, v, *, is_causal=True, scale=None):\n    raise RuntimeError({STICKY!r})\n"

@@ -12,7 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from attnprof.harness.run import RunOptions, Shared, _prepare
+from attnprof.harness.prepare import prepare
+from attnprof.harness.run import RunOptions, Shared
 from attnprof.variants.registry import get_variant
 from attnprof.workload import Workload
 
@@ -65,7 +66,7 @@ def test_the_memory_check_counts_the_mask_inputs_and_reference() -> None:
 
 def test_a_refused_variant_builds_no_input_and_a_fused_one_no_mask() -> None:
     shared = Shared(HUGE)
-    result, prepared = _prepare(HUGE, get_variant("naive"), None, RunOptions(), shared, None)
+    result, prepared = prepare(HUGE, get_variant("naive"), None, RunOptions(), shared, None)
     assert result.status == "refused" and prepared is None
     assert shared._inputs is None and shared._exact is None  # nothing was built
     # sdpa-flash with is_causal: its build asks for no mask (the variant is not run here: a

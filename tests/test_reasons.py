@@ -10,7 +10,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from attnprof.harness.run import RunOptions, Shared, _prepare, run, run_variant
+from attnprof.harness.prepare import prepare
+from attnprof.harness.run import RunOptions, Shared, run, run_variant
 from attnprof.reasons import ENGLISH, english, reason
 from attnprof.records import decode_run, encode_json
 from attnprof.report.i18n import Translator
@@ -45,7 +46,7 @@ def test_flex_backward_on_cpu_is_a_coded_rejection_said_in_each_language() -> No
 
 
 def test_a_memory_refusal_records_its_figures_and_renders_them_in_every_language() -> None:
-    result, prepared = _prepare(HUGE, get_variant("naive"), None, RunOptions(), Shared(HUGE), None)
+    result, prepared = prepare(HUGE, get_variant("naive"), None, RunOptions(), Shared(HUGE), None)
     assert result.status == "refused" and prepared is None
     why = result.reason_code
     assert why is not None and why.code == "memory"

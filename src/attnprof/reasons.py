@@ -46,7 +46,7 @@ ENGLISH: dict[str, str] = {
     "parameter: add attn_mask=None to it",
     # another library's own words (PyTorch's check, a missing kernel, transformers), as it said them
     "said": "{name}: {detail}",
-    # the memory gate (attnprof.harness.run): `attnprof run` and each sweep job
+    # the memory gate (attnprof.harness.gate): `attnprof run` and each sweep job
     "memory": "{name}: needs an estimated {need_bytes} ({parts}) but only {free_bytes} is free on "
     "{device}; shrink the shape or pass --force",
     "memory_share": "{name}: needs an estimated {need_bytes} ({parts}) but the limit is {limit_bytes} "

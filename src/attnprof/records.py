@@ -296,7 +296,7 @@ class RunResult(msgspec.Struct, kw_only=True):
     # before this field, or not profiled): reports then use `trace` and say so
     lean_trace: str | None = None
     # what this variant was actually measured with, where the harness can change it per variant
-    # (a slow call: harness/run.py SLOW_STEPS, SLOW_MIN_SAMPLES): the profiler schedule (wait,
+    # (a slow call: harness/prepare.py SLOW_STEPS, SLOW_MIN_SAMPLES): the profiler schedule (wait,
     # warmup, active) it was profiled with, and the least number of interleaved timing rounds it
     # was timed in. None: not profiled / not timed, or a record from before these fields (the
     # run's RunRecord.steps and min_rounds then stand for it)

@@ -1,6 +1,6 @@
 """The child process of a user variant's trial run (attnprof.harness.isolate): reads the request
 file, runs the variant through run_variant, and prints DONE when it returned. A module of its
-own, so that isolate (which harness/run.py imports) does not import run back."""
+own, so that isolate (which harness/prepare.py imports) does not import run back."""
 
 from __future__ import annotations
 

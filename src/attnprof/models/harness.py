@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnprof.errors import UserError
-from attnprof.harness.run import reject, safe_name
+from attnprof.harness.failures import reject
+from attnprof.harness.measure import safe_name
 from attnprof.outputs import write_atomic
 from attnprof.reasons import reason
 from attnprof.records import (
@@ -456,7 +457,7 @@ def _run_model(model: str, opts: ModelOptions, *, out: Path | None, progress: Pr
                 _prepare(p, inputs, opts, workload, out, eager_output, note)
         ready = {p.result.label: p for p in prepared if p.call is not None}
         if ready:
-            from attnprof.harness.run import noisy_warning
+            from attnprof.harness.timed import noisy_warning
             from attnprof.harness.timing import time_interleaved
 
             note(", ".join(ready), "timing (interleaved)")
@@ -531,7 +532,8 @@ def _prepare(
     import torch
 
     from attnprof.harness import accuracy
-    from attnprof.harness.run import peak_memory, profile_into, record_failure
+    from attnprof.harness.failures import record_failure
+    from attnprof.harness.measure import peak_memory, profile_into
 
     r = p.result
     stage = "build"

@@ -1,6 +1,6 @@
 """How each variant was measured where it differs from its run's default: the profiler schedule
 (wait, warmup, active) and the least number of clean-timing rounds (a slow call is profiled with
-0, 0, 1 and timed in 3 rounds: harness/run.py). compare decides which rows differ (Row.own_steps,
+0, 0, 1 and timed in 3 rounds: harness/prepare.py). compare decides which rows differ (Row.own_steps,
 Row.own_min_rounds); this words it, once for the terminal, Markdown and HTML, so that no view
 states the run's default for a variant measured otherwise."""
 
