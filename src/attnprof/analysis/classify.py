@@ -50,6 +50,7 @@ from typing import TypeVar
 
 __all__ = [
     "CATEGORIES",
+    "CAT_INDEX",
     "RULES",
     "Classification",
     "Rule",
@@ -80,6 +81,8 @@ CATEGORIES = (
     "sync",
     "other",
 )
+# a category's position in CATEGORIES: the pipeline's per-op category codes (int16 columns)
+CAT_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
 
 
 @dataclass(frozen=True)
