@@ -95,7 +95,7 @@ def test_unavailable_implementations_carry_their_own_reason(llama) -> None:  # t
 
 
 def test_an_implementation_left_out_on_cpu_is_skipped_with_a_coded_reason() -> None:
-    from attnprof.models.harness import _check
+    from attnprof.models.plan import check_implementation as _check
     from attnprof.reasons import english
     from attnprof.workload import Workload
 
@@ -273,12 +273,13 @@ def _trace(path: Path, inner: list[tuple[str, float, float]]) -> Path:
 def test_share_disagreement_warning(
     tmp_path: Path, inner: list[tuple[str, float, float]], agree: bool
 ) -> None:
-    from attnprof.models.harness import _analyse, _Prepared
+    from attnprof.models.analyse import analyse
+    from attnprof.models.harness import _Prepared
     from attnprof.records import ModelResult, RunResult
 
     result = RunResult(variant="x", status="ok", model=ModelResult(implementation="x", origin="attnprof"))
     p = _Prepared(result=result, trace_path=_trace(tmp_path / "t.json", inner))
-    _analyse(p, "cpu")
+    analyse(p, "cpu")
     m = result.model
     assert m is not None and m.attention_share == pytest.approx(0.3)
     assert m.shares_agree is agree

@@ -5,6 +5,10 @@
     attention.py  attnprof's variants registered with transformers' AttentionInterface, and the
                   per-layer profiler ranges (attn_fwd/layer.N, attn_bwd/layer.N)
     harness.py    each implementation in turn: check, warm up, profile, compare, time, analyse
+    options.py    ModelOptions
+    plan.py       what a run will run, checked before a model is built (check_model)
+    step.py       a step's inputs and call (prefill, decode, forward + backward)
+    analyse.py    attention's share of a step, per-layer times, findings, the fastest
 
 transformers is an optional dependency (pip install 'attnprof[models]'); nothing here imports it
 until a model is loaded.
