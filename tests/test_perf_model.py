@@ -156,7 +156,8 @@ def test_conv_groups_stride_and_backward_by_hand() -> None:
 def test_unknown_ops_and_unreadable_inputs_are_unmodelled() -> None:
     args = decode_inputs((b"[[4, 4]]", b'["float"]', b"[]"))
     assert args is not None and model_op("aten::some_custom_op", args) is None
-    # varlen attention: the per-sequence lengths are tensor values the profiler does not record
+    # varlen attention whose k and v carry no dtype: not read (tests/test_op_varlen_flex.py has
+    # the varlen model itself)
     args = decode_inputs((b"[[100, 4, 64], [100, 4, 64], [100, 4, 64]]", b'["c10::BFloat16"]', b"[]"))
     assert args is not None and model_op("flash_attn::_flash_attn_varlen_forward", args) is None
     # a GEMM whose inner dimensions disagree is not counted

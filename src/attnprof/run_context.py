@@ -44,6 +44,9 @@ class VariantFacts(msgspec.Struct, frozen=True, kw_only=True):
     # forward FLOPs the variant computes, as it recorded them (flex: the blocks its BlockMask
     # keeps; SDPA given a dense mask: every block); None when not recorded
     flops_executed: float | None
+    # flex: the share of its BlockMask's blocks skipped, as the harness recorded it; None: not
+    # recorded (not a flex variant, or no BlockMask)
+    block_sparsity: float | None = None
 
 
 class RunContext(msgspec.Struct, frozen=True, kw_only=True):
@@ -99,6 +102,7 @@ class RunContext(msgspec.Struct, frozen=True, kw_only=True):
                     lean_trace=res.lean_trace,
                     materialises=res.materialises,
                     flops_executed=res.flops_executed or None,
+                    block_sparsity=res.block_sparsity,
                 )
                 for res in record.results
             ),

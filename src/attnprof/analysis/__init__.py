@@ -106,6 +106,7 @@ def _one(
         cpu_peak=(run.peak.tflops, run.peak.source) if run is not None and run.peak is not None else None,
         materialises=facts.materialises if own and facts is not None else None,
         flops_executed=facts.flops_executed if own and facts is not None else None,
+        block_sparsity=facts.block_sparsity if facts is not None else None,
         threads=threads,
         peak=peak,
     )

@@ -37,13 +37,18 @@ FLOATS = ("fp8", "bf16", "fp16", "fp32", "fp64")
 
 @dataclass(frozen=True)
 class OpCost:
-    flops: float
+    # None: not measured (the op's FLOPs hang on tensor values the trace does not record, as a
+    # varlen op's cu_seqlens); its bytes may still be known
+    flops: float | None
     bytes: float
     formula: str  # which model, in words ("gemm", "attention fwd, causal top-left", ...)
     dtype: str  # the dtype whose peak bounds the op (its first floating input's)
     matrix: bool  # tensor-core / matrix work (GEMM, attention, conv) vs vector work
     family: str  # gemm, attention, conv, norm, softmax, elementwise, reduction, embedding, copy
     decode: bool = False  # decode-shaped attention: judged by bytes
+    # how the FLOPs are known: "exact", "dense upper bound" (a block-sparse op whose sparsity
+    # is not recorded: every block counted), "not measured" (flops None)
+    basis: str = "exact"
 
 
 class Args:

@@ -11,7 +11,8 @@ unknown op is unmodelled, never guessed). The counts themselves are attnprof.for
   ops, flash_attn's ops): the exact (query, key) pairs of the recorded mask: is_causal is
   PyTorch's top-left alignment; the efficient kernel's custom_mask_type 2 (CausalBias
   lower_right) and flash_attn's causal are bottom-right; flash_attn's window_size narrows the
-  rows. K and V count with their own (GQA) heads in bytes. A decode shape (few queries per
+  rows. K and V count with their own (GQA) heads in bytes. Varlen ops (packed tokens with
+  cu_seqlens): op_varlen.py, per sequence; FlexAttention: op_flex.py. A decode shape (few queries per
   sequence) is judged by bytes: its bound is memory whatever the peaks.
 - Convolutions (forward from input, weight, stride, padding, dilation, groups;
   convolution_backward's input and weight gradients per its output_mask).
@@ -22,6 +23,8 @@ unknown op is unmodelled, never guessed). The counts themselves are attnprof.for
 from __future__ import annotations
 
 from attnprof.analysis.op_args import Args, OpCost, broadcast, decode_inputs, nbytes
+from attnprof.analysis.op_flex import FLEX_OPS, flex_cost
+from attnprof.analysis.op_varlen import VARLEN_OPS, varlen_cost
 from attnprof.analysis.op_vector import VECTOR_OPS, vector_cost
 from attnprof.formulas import (
     BACKWARD_FLOP_FACTOR,
@@ -110,7 +113,7 @@ def _gemm(name: str, a: Args) -> OpCost | None:
 
 # -- attention --------------------------------------------------------------------------------
 # op -> (layout of q/k/v, their positions, is_causal position, backward?); layouts: "bhsd"
-# (SDPA's [B, H, S, D]), "bshd" (the kernels' [B, S, H, D]), "thd" (varlen [tokens, H, D])
+# (SDPA's [B, H, S, D]), "bshd" (the kernels' [B, S, H, D]), varlen ops ([tokens, H, D]) are op_varlen.py's
 _ATTN: dict[str, tuple[str, tuple[int, int, int], int | None, bool]] = {
     "aten::scaled_dot_product_attention": ("bhsd", (0, 1, 2), 5, False),
     "aten::_scaled_dot_product_flash_attention": ("bhsd", (0, 1, 2), 4, False),
@@ -129,8 +132,8 @@ _ATTN: dict[str, tuple[str, tuple[int, int, int], int | None, bool]] = {
     "aten::_efficient_attention_backward": ("bshd", (1, 2, 3), None, True),
     "flash_attn::_flash_attn_forward": ("bshd", (0, 1, 2), 5, False),
     "flash_attn::_flash_attn_backward": ("bshd", (1, 2, 3), 11, True),
-    "flash_attn::_flash_attn_varlen_forward": ("thd", (0, 1, 2), 9, False),
-    "flash_attn::_flash_attn_varlen_backward": ("thd", (1, 2, 3), 12, True),
+    "flashattn::_flash_attn_forward": ("bshd", (0, 1, 2), 5, False),
+    "flashattn::_flash_attn_backward": ("bshd", (1, 2, 3), 11, True),
 }
 # window_size_left / right positions, where the op records them
 _WINDOWS = {
@@ -138,6 +141,8 @@ _WINDOWS = {
     "aten::_flash_attention_backward": (15, 16),
     "flash_attn::_flash_attn_forward": (6, 7),
     "flash_attn::_flash_attn_backward": (12, 13),
+    "flashattn::_flash_attn_forward": (6, 7),
+    "flashattn::_flash_attn_backward": (12, 13),
 }
 # the position of an explicit attn_mask / attn_bias tensor
 _MASKED = {
@@ -151,13 +156,11 @@ _MASKED = {
 
 
 def _attention(name: str, a: Args) -> OpCost | None:
+    if name in VARLEN_OPS and (name not in _ATTN or _packed(a, _ATTN[name][1][0])):
+        return varlen_cost(name, a)  # packed [tokens, H, D] operands (op_varlen.py)
     layout, (iq, ik, iv), ic, backward = _ATTN[name]
     q, k, v = a.tensor(iq), a.tensor(ik), a.tensor(iv)
     if q is None or k is None or v is None:
-        return None
-    if layout == "thd":
-        # varlen: the per-sequence lengths are tensor values (cu_seqlens), which the profiler
-        # does not record: the pairs are unknown, and so is the cost
         return None
     if len(q[0]) != 4 or len(k[0]) != 4 or len(v[0]) != 4:
         return None
@@ -167,7 +170,7 @@ def _attention(name: str, a: Args) -> OpCost | None:
         (b, sq, hq, d), (_, skv, hkv, _), dv = q[0], k[0], v[0][3]
     causal: str | None = None
     words = []
-    if name.startswith("flash_attn::"):
+    if name.startswith(("flash_attn::", "flashattn::")):
         if a.flag(ic or 0):
             causal = "bottom-right"  # flash_attn >= 2.1 aligns its causal mask bottom-right
     elif name in ("aten::_efficient_attention_forward", "aten::_efficient_attention_backward"):
@@ -206,6 +209,11 @@ def _attention(name: str, a: Args) -> OpCost | None:
     if decode:
         what.append("decode: judged by bytes")
     return OpCost(flops, size, ", ".join(what), q[1], True, "attention", decode=decode)
+
+
+def _packed(a: Args, iq: int) -> bool:
+    q = a.tensor(iq)
+    return q is not None and len(q[0]) == 3
 
 
 # -- convolution ------------------------------------------------------------------------------
@@ -328,8 +336,10 @@ def model_op(name: str, args: Args) -> OpCost | None:
     try:
         if name in _GEMMS:
             return _gemm(name, args)
-        if name in _ATTN:
+        if name in _ATTN or name in VARLEN_OPS:
             return _attention(name, args)
+        if name in FLEX_OPS:
+            return flex_cost(name, args)
         if name in _CONV or name in _CONV_BWD:
             return _conv(name, args)
         return vector_cost(name, args)
@@ -339,4 +349,12 @@ def model_op(name: str, args: Args) -> OpCost | None:
 
 def known(name: str) -> bool:
     """Whether the model has a formula for this op name at all."""
-    return name in _GEMMS or name in _ATTN or name in _CONV or name in _CONV_BWD or name in VECTOR_OPS
+    return (
+        name in _GEMMS
+        or name in _ATTN
+        or name in VARLEN_OPS
+        or name in FLEX_OPS
+        or name in _CONV
+        or name in _CONV_BWD
+        or name in VECTOR_OPS
+    )

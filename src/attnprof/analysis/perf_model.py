@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from attnprof.analysis.idle import union
+from attnprof.analysis.op_flex import computed_blocks
 from attnprof.analysis.op_model import OpCost, decode_inputs, known, model_op
 from attnprof.analysis.perf_records import OpPerf, OpTime, PerfModel, Unmodelled
 from attnprof.device import peak_for, spec_device
@@ -61,10 +62,10 @@ def roofs_for(
 def _bound(cost: OpCost, tf: float | None, bw: float | None) -> str | None:
     if bw is None:
         return None
-    if cost.decode or cost.flops <= 0:
+    if cost.decode or cost.flops == 0:
         return "memory"
-    if tf is None:
-        return None
+    if tf is None or cost.flops is None:
+        return None  # a roof unknown, or FLOPs not measured: no side of the ridge to put it on
     ridge = tf * 1e12 / (bw * 1e12)  # FLOPs per byte where the two roofs meet
     return "compute" if cost.flops / cost.bytes >= ridge else "memory" if cost.bytes > 0 else "compute"
 
@@ -78,8 +79,11 @@ def perf_model(
     busy_us: float,
     peak: tuple[float, float] | None = None,
     cpu_peak: tuple[float, str] | None = None,
+    block_sparsity: float | None = None,
 ) -> tuple[list[OpPerf], PerfModel]:
-    """`work`: per GPU op (Links.gpu_rows order), whether it is device work (not a wait)."""
+    """`work`: per GPU op (Links.gpu_rows order), whether it is device work (not a wait).
+    `block_sparsity`: the share of BlockMask blocks a flex run skipped, as its run recorded it
+    (op_flex.py): flex ops count only the computed blocks; None: their dense upper bound."""
     gpu_trace = bool(work.any())
     # the recorded inputs as columns (row, signature id): one lookup per row in a RowMap cost
     # a binary search each, a third of the analysis of a large trace
@@ -93,7 +97,10 @@ def perf_model(
         name_id, s = divmod(k, nd)
         name = trace.names[name_id]
         args = decode_inputs(distinct[s]) if known(name) else None
-        cost_u.append(model_op(name, args) if args is not None else None)
+        c = model_op(name, args) if args is not None else None
+        if c is not None and block_sparsity is not None:
+            c = computed_blocks(c, block_sparsity)
+        cost_u.append(c)
     modelled = np.array([c is not None for c in cost_u], bool)[inv] if rows.size else np.zeros(0, bool)
     m_rows, m_key = rows[modelled], inv[modelled]
     m_cost = [cost_u[i] for i in m_key.tolist()]
@@ -118,7 +125,7 @@ def perf_model(
     ops: list[OpPerf] = []
     bound_time: dict[str | None, float] = defaultdict(float)
     flops_by_dtype: dict[str, float] = defaultdict(float)
-    model_flops = modelled_us = 0.0
+    model_flops = modelled_us = upper_flops = unmeasured_us = 0.0
     for u, idx in groups.items():
         name_id, s = divmod(int(uniq[u]), nd)
         sig = distinct[s]
@@ -128,7 +135,7 @@ def perf_model(
         timed = t > 0
         # the median of the per-call rates (as TraceLens reports them; for an even count the
         # mean of the two middle rates, not the rate of the mean of the two middle times)
-        tflops = _median(cost.flops / secs[timed]) / 1e12 if timed.any() else None
+        tflops = _median(cost.flops / secs[timed]) / 1e12 if timed.any() and cost.flops is not None else None
         tbps = _median(cost.bytes / secs[timed]) / 1e12 if timed.any() else None
         tf, bw, _src = roofs_for(device, cost, peak=peak, cpu_peak=cpu_peak)
         bound = _bound(cost, tf, bw)
@@ -148,11 +155,12 @@ def perf_model(
                 count=len(idx),
                 device_time_us=round(time_sum, 3) if gpu_trace else None,
                 cpu_time_us=None if gpu_trace else round(time_sum, 3),
-                flops=float(cost.flops),
+                flops=float(cost.flops) if cost.flops is not None else None,
+                flops_basis=cost.basis,
                 bytes=float(cost.bytes),
                 tflops=_r(tflops),
                 tbps=_r(tbps),
-                intensity=_r(cost.flops / cost.bytes) if cost.bytes > 0 else None,
+                intensity=_r(cost.flops / cost.bytes) if cost.bytes > 0 and cost.flops is not None else None,
                 bound=bound,
                 pct_of_bound=round(pct, 2) if pct is not None else None,
                 formula=cost.formula,
@@ -168,9 +176,14 @@ def perf_model(
         outer = ~nested[idx]
         if outer.any():
             n_out = int(outer.sum())
-            model_flops += cost.flops * n_out
             modelled_us += float(t[outer].sum())
             bound_time[bound] += float(t[outer].sum())
+            if cost.flops is None:
+                unmeasured_us += float(t[outer].sum())
+                continue
+            model_flops += cost.flops * n_out
+            if cost.basis == "dense upper bound":
+                upper_flops += cost.flops * n_out
             if cost.matrix:
                 flops_by_dtype[cost.dtype] += cost.flops * n_out
     ops.sort(key=lambda o: -(o.device_time_us if o.device_time_us is not None else o.cpu_time_us or 0.0))
@@ -196,6 +209,16 @@ def perf_model(
     notes = []
     if not trace.inputs:
         notes.append("no op has recorded input shapes (profile with record_shapes=True)")
+    if unmeasured_us > 0:
+        notes.append(
+            f"FLOPs not measured for ops with {_pct(unmeasured_us, total)}% of the time (their "
+            "lengths are tensor values the trace does not record): model FLOPs and MFU leave them out"
+        )
+    if upper_flops > 0:
+        notes.append(
+            f"{_pct(upper_flops, model_flops)}% of the model FLOPs are a dense upper bound (FlexAttention "
+            "with its BlockMask sparsity not recorded): the achieved rate and MFU are upper bounds"
+        )
     if dtype is not None and s_tf is None:
         notes.append(
             f"no {dtype} peak is known for {device.name or 'this device'!r}: rates without percentages"
@@ -232,6 +255,9 @@ def perf_model(
         unmodelled=unmod,
         shapes_recorded=bool(trace.inputs),
         note="; ".join(notes),
+        not_measured_time_us=round(unmeasured_us, 3),
+        not_measured_pct=_pct(unmeasured_us, total) if unmeasured_us > 0 else None,
+        upper_bound_flops=float(upper_flops),
     )
     return ops, summary
 

@@ -21,7 +21,7 @@ class OpPerf(msgspec.Struct, kw_only=True):
     count: int  # calls with device work (GPU trace) or all calls (CPU-only trace)
     device_time_us: float | None  # summed over calls: the GPU ops each call launched
     cpu_time_us: float | None  # summed over calls, on a CPU-only trace (the op's own duration)
-    flops: float  # per call
+    flops: float | None  # per call; None: not measured (flops_basis says why)
     bytes: float  # per call
     tflops: float | None  # achieved, median over calls
     tbps: float | None
@@ -36,6 +36,10 @@ class OpPerf(msgspec.Struct, kw_only=True):
     pct_time: float | None = None  # share of the device (or CPU) time the model reads
     nested: bool = False  # inside another modelled op: its time is also that op's
     decode: bool = False  # decode-shaped attention: judged by bytes
+    # how the FLOPs are known: "exact"; "dense upper bound" (FlexAttention whose BlockMask
+    # sparsity is not recorded: every pair counted); "computed blocks" (the run recorded it);
+    # "not measured" (flops None: a varlen op whose cu_seqlens values are not recorded)
+    flops_basis: str = "exact"
 
 
 class OpTime(msgspec.Struct, kw_only=True):
@@ -79,3 +83,10 @@ class PerfModel(msgspec.Struct, kw_only=True):
     unmodelled: Unmodelled
     shapes_recorded: bool  # whether any op carried Input Dims (record_shapes=True)
     note: str = ""
+    # modelled ops whose FLOPs are not measured (op_varlen.py): their time, and its share of
+    # total_time_us; model_flops leaves them out
+    not_measured_time_us: float = 0.0
+    not_measured_pct: float | None = None
+    # the part of model_flops that is a dense upper bound (op_flex.py): achieved_tflops and
+    # mfu_pct are upper bounds when it is above 0
+    upper_bound_flops: float = 0.0

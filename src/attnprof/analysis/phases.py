@@ -220,14 +220,16 @@ def _rated(
         sig = trace.inputs.get(r)
         name = trace.names[int(trace.name[r])]
         args = decode_inputs(sig) if sig is not None and known(name) else None
-        costs[r] = model_op(name, args) if args is not None else None
+        c = model_op(name, args) if args is not None else None
+        # FLOPs not measured (op_varlen.py): the phase's rates leave the op out, time included
+        costs[r] = c if c is not None and c.flops is not None else None
     modelled = np.array([costs[int(r)] is not None for r in links.cpu_op[idx].tolist()], bool)
     if not modelled.any():
         return ph
     m_idx = idx[modelled]
     rows = {int(r) for r in links.cpu_op[m_idx].tolist()}
     t = float(dur[m_idx].sum())
-    flops = sum(c.flops for r in rows if (c := costs[r]) is not None)
+    flops = sum(c.flops for r in rows if (c := costs[r]) is not None and c.flops is not None)
     nbytes = sum(c.bytes for r in rows if (c := costs[r]) is not None)
     ph.modelled_us, ph.model_flops, ph.model_bytes = round(t, 3), float(flops), float(nbytes)
     if t > 0:

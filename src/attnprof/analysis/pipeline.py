@@ -49,6 +49,7 @@ def analyze_trace(
     cpu_peak: tuple[float, str] | None = None,
     materialises: bool | None = None,
     flops_executed: float | None = None,
+    block_sparsity: float | None = None,
     threads: str = "own",
     peak: tuple[float, float] | None = None,
 ) -> TraceAnalysis:
@@ -180,7 +181,14 @@ def analyze_trace(
 
     # the per-op model: every op with recorded shapes, its cost, rate and roofline
     ops, perf = perf_model(
-        trace, links, device, work=busy_mask, busy_us=totals.device_busy_us, peak=peak, cpu_peak=cpu_peak
+        trace,
+        links,
+        device,
+        work=busy_mask,
+        busy_us=totals.device_busy_us,
+        peak=peak,
+        cpu_peak=cpu_peak,
+        block_sparsity=block_sparsity,
     )
 
     gaps, gap_facts = gap_warnings(trace, links)

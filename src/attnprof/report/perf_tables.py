@@ -104,13 +104,23 @@ def ops_table(
                 Cell(fmt_count(o.count), o.count),
                 Cell(fmt_num(o.intensity), o.intensity, "FLOP/B"),
                 Cell(o.dtype),
-                Cell(fmt_num(o.flops / 1e9), o.flops / 1e9, "GFLOP"),
+                _gflop_cell(o, t),
                 Cell(fmt_bytes(o.bytes), o.bytes, "B"),
                 *([Cell(o.formula)] if formula else []),
             ],
             cls="above-peak" if above else "",
         )
     return table
+
+
+def _gflop_cell(o: OpPerf, t: Translator) -> Cell:
+    """GFLOP per call as the model knows it: not measured (None), or marked as an upper bound."""
+    if o.flops is None:
+        return Cell(t("perf.flops_not_measured"))
+    text = fmt_num(o.flops / 1e9)
+    if o.flops_basis == "dense upper bound":
+        text = t("perf.flops_upper_bound", value=text)
+    return Cell(text, o.flops / 1e9, "GFLOP")
 
 
 def perf_lines(pm: PerfModel, t: Translator) -> list[str]:
@@ -148,6 +158,10 @@ def perf_lines(pm: PerfModel, t: Translator) -> list[str]:
             unmodelled=_pct(pm.unmodelled.pct),
         )
     )
+    if pm.not_measured_pct:
+        out.append(t("perf.not_measured_line", pct=_pct(pm.not_measured_pct)))
+    if pm.upper_bound_flops > 0 and pm.model_flops > 0:
+        out.append(t("perf.upper_bound_line", pct=_pct(100.0 * pm.upper_bound_flops / pm.model_flops)))
     u = pm.unmodelled
     if u.time_us > 0:
         out.append(
