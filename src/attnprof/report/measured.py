@@ -31,23 +31,18 @@ def _by_value(rows: Sequence[Row], attr: str) -> dict[str, list[str]]:
 
 def steps_value(record: RunRecord, rows: Sequence[Row], t: Translator) -> str:
     """The environment's schedule entry: the run's default, and the variants profiled otherwise."""
-    default = _steps(record.steps)
-    own = _by_value(rows, "own_steps")
-    if not own:
-        return default
-    return t(
-        "measured.default_except",
-        default=default,
-        list="; ".join(f"{t.join(v)}: {k}" for k, v in own.items()),
-    )
+    return _default_except(_steps(record.steps), _by_value(rows, "own_steps"), t)
 
 
 def rounds_value(record: RunRecord, rows: Sequence[Row], t: Translator) -> str | None:
     """The environment's timing-rounds entry (None for a record from before it was kept)."""
     if record.min_rounds is None:
         return None
-    own = _by_value(rows, "own_min_rounds")
-    default = str(record.min_rounds)
+    return _default_except(str(record.min_rounds), _by_value(rows, "own_min_rounds"), t)
+
+
+def _default_except(default: str, own: dict[str, list[str]], t: Translator) -> str:
+    """The run's default, then each value some variants were measured with instead, and theirs."""
     if not own:
         return default
     return t(
