@@ -283,13 +283,14 @@ class Workload:
         """Absolute position of query row 0: 0 in prefill, Skv - Sq in decode."""
         return self.kv_seq - self.seq if self.phase == "decode" else 0
 
+    # what the identity says of the work (its one home: WorkloadId)
     @property
     def gqa(self) -> bool:
-        return self.kv_heads != self.heads
+        return self.identity.gqa
 
     @property
     def direction(self) -> str:
-        return "fwd+bwd" if self.backward else "fwd"
+        return self.identity.direction
 
     # -- identity ---------------------------------------------------------------------------
     @property
