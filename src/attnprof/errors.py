@@ -7,7 +7,7 @@ Ctrl-C or SIGTERM once what finished is saved. Anything else is an internal erro
 
 from __future__ import annotations
 
-__all__ = ["AttnprofError", "ExpectationMismatch", "Interrupted", "MissingExtra", "UserError"]
+__all__ = ["AttnprofError", "ExpectationMismatch", "Interrupted", "MissingExtra", "UserError", "first_line"]
 
 
 class AttnprofError(Exception):
@@ -41,3 +41,10 @@ class Interrupted(AttnprofError):
     """Stopped by SIGINT/SIGTERM after saving what finished; the message says how to resume."""
 
     exit_code = 130
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, "" when it has none: what a recorded failure,
+    a refusal or a cleanup's report quotes of an error (tracebacks and long tails left out)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""

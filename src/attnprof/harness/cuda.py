@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from attnprof.errors import first_line
+
 __all__ = ["STICKY_ERRORS", "is_sticky", "on_device", "release_memory", "unusable"]
 
 # words of the CUDA errors after which the context stays broken (cudaErrorIllegalAddress,
@@ -63,7 +65,7 @@ def release_memory(device: str) -> str | None:
         with on_device(device):
             torch.cuda.empty_cache()
     except Exception as exc:  # a sticky error raises here again: report it, never mask the first
-        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        return f"{type(exc).__name__}: {first_line(exc)}"
     return None
 
 

@@ -8,6 +8,7 @@ harness/prepare.py and models/.
 
 from __future__ import annotations
 
+from attnprof.errors import first_line
 from attnprof.harness.cuda import release_memory
 from attnprof.reasons import english
 from attnprof.records import ReasonCode, RunResult, Status
@@ -28,8 +29,7 @@ def record_failure(
     handling Ctrl-C is the Ctrl-C, not a failure of the variant: re-raised as KeyboardInterrupt."""
     reraise_interrupt(exc)
     result.status = status or ("oom" if _is_oom(exc) else "error")
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    result.reason = f"{result.label} failed during {stage}: {type(exc).__name__}: {first[:300]}"
+    result.reason = f"{result.label} failed during {stage}: {type(exc).__name__}: {first_line(exc)[:300]}"
     # after a sticky CUDA error empty_cache raises too; raising here, inside the caller's except,
     # would lose run.json and keep a poisoned sweep worker (harness/cuda.py)
     cleanup = release_memory(device)

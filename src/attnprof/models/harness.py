@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnprof.errors import first_line
 from attnprof.harness.failures import reject
 from attnprof.harness.measure import safe_name
 from attnprof.models.analyse import MIN_SHARE_NOISE, analyse, fastest
@@ -71,11 +72,6 @@ class _Prepared:
     call: Callable[[], Any] | None = None
     trace_path: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
 
 
 def run_model(
@@ -171,7 +167,11 @@ def _run_model(model: str, opts: ModelOptions, *, out: Path | None, progress: Pr
             m: Any = share_weights(base)
             m.set_attn_implementation(impl)
         except Exception as exc:  # transformers' own reason (not installed, not supported, unknown)
-            reject(result, "unsupported", reason("said", name=impl, detail=_first_line(exc)))
+            reject(
+                result,
+                "unsupported",
+                reason("said", name=impl, detail=(first_line(exc) or type(exc).__name__)[:300]),
+            )
             continue
         p.model = m
 

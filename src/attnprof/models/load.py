@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from attnprof.errors import MissingExtra, UserError
+from attnprof.errors import MissingExtra, UserError, first_line
 from attnprof.models.presets import PRESETS, SIZES, get_preset
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ def _load_path(path: Path, name: str, tf: Any) -> Loaded:
     try:
         cfg = tf.AutoConfig.from_pretrained(str(cfg_file))
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc) or type(exc).__name__
         raise UserError(f"{cfg_file}: not a transformers config ({first[:200]})") from None
     kind, auto = _classify(cfg, tf)
     weights = path.is_dir() and any(any(path.glob(p)) for p in _WEIGHTS)
