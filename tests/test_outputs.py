@@ -222,6 +222,52 @@ def test_an_ascii_locale_gets_ascii_spellings(run_dir: Path, store: Path) -> Non
     assert "+/-" in p.stdout  # median ± IQR, spelled in ASCII
 
 
+def _column_edges(line: str) -> list[int]:
+    return [i for i, c in enumerate(line) if c == "|"]
+
+
+@pytest.mark.parametrize(
+    "env_over", [{"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}]
+)
+def test_tables_line_up_when_the_output_cannot_write_the_plus_minus(
+    store: Path, env_over: dict[str, str]
+) -> None:
+    # "±" printed as "+/-" is two columns wider: the widths must be those of the text printed
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONIOENCODING"} | env_over
+    p = attnprof("results", "--store", str(store), env=env)
+    assert p.returncode == 0, p.stderr
+    rows = [ln for ln in p.stdout.splitlines() if "|" in ln]
+    assert any("+/-" in r for r in rows), p.stdout  # the case this test is about is there
+    assert len(rows) >= 3 and len({tuple(_column_edges(r)) for r in rows}) == 1, p.stdout
+
+
+def test_fit_encoding_spells_a_table_for_its_stream_and_leaves_utf8_alone() -> None:
+    import io
+
+    from rich.table import Table
+    from rich.text import Text
+
+    from attnprof.report.console import fit_encoding, make_console
+
+    def table() -> Table:
+        t = Table(title="median ± IQR")
+        t.add_column("time ± IQR")
+        t.add_row(Text("1.0 ms ± 2 µs", style="bold"))
+        return t
+
+    ascii_out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    spelled = fit_encoding(make_console(file=ascii_out), table())
+    assert spelled.title == "median +/- IQR" and spelled.columns[0].header == "time +/- IQR"
+    cell = spelled.columns[0]._cells[0]
+    assert cell.plain == "1.0 ms +/- 2 us" and str(cell.style) == "bold"
+    # latin-1 has µ and ±: nothing to change; UTF-8: the table itself, untouched
+    latin = fit_encoding(make_console(file=io.TextIOWrapper(io.BytesIO(), encoding="latin-1")), table())
+    assert latin.columns[0]._cells[0].plain == "1.0 ms ± 2 µs"
+    utf8 = make_console(file=io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    t = table()
+    assert fit_encoding(utf8, t) is t and t.title == "median ± IQR"
+
+
 def test_no_color_is_honoured(store: Path) -> None:
     env = {**os.environ, "FORCE_COLOR": "1"}  # a terminal's colours, in a pipe
     env.pop("NO_COLOR", None)

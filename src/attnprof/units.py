@@ -17,6 +17,22 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache, lru_cache
 
+# How output in a locale that cannot write µ, ±, × or arrows (LC_ALL=C with PYTHONUTF8=0: an
+# ASCII stdout) spells them: the CLI's stream error handler for any text, and the terminal's
+# tables before they are laid out (report/console.py), so that columns are as wide as what is
+# printed. Any other character that does not fit (Thai, say) becomes "?".
+ASCII_SPELLINGS = {
+    "µ": "u", "±": "+/-", "×": "x", "→": "->", "←": "<-", "↔": "<->", "…": "...", "Δ": "d",
+    "≤": "<=", "≥": ">=", "≈": "~", "—": "-", "–": "-", "·": ".", "✓": "ok", "✗": "x", "°": "deg",
+    "‘": "'", "’": "'", "“": '"', "”": '"', "•": "*", "≠": "!=", "²": "^2", "³": "^3",
+}  # fmt: skip
+
+
+def ascii_spelling(ch: str) -> str:
+    """What a character that the output cannot encode is printed as."""
+    return ASCII_SPELLINGS.get(ch, "?")
+
+
 _LOCALE: ContextVar[str | None] = ContextVar("attnprof_number_locale", default=None)
 
 
@@ -60,6 +76,8 @@ def fmt_num(x: float | None, spec: str = ".3g") -> str:
 
 
 __all__ = [
+    "ASCII_SPELLINGS",
+    "ascii_spelling",
     "fmt_bytes",
     "fmt_count",
     "fmt_delta_us",

@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover
     from click import exceptions as _cx  # type: ignore[no-redef]
 
 from attnprof.errors import AttnprofError, Interrupted
+from attnprof.units import ascii_spelling
 
 __all__ = ["app", "invoked_args", "main"]
 
@@ -96,21 +97,13 @@ def _err(message: str) -> None:
     sys.stderr.write(f"attnprof: error: {message}\n")
 
 
-# Output in a locale that cannot write µ, ±, × or arrows (LC_ALL=C with PYTHONUTF8=0: an ASCII
-# stdout) gets these ASCII spellings instead of a UnicodeEncodeError; any other character that
-# does not fit (Thai, say) becomes "?".
-_ASCII = {
-    "µ": "u", "±": "+/-", "×": "x", "→": "->", "←": "<-", "↔": "<->", "…": "...", "Δ": "d",
-    "≤": "<=", "≥": ">=", "≈": "~", "—": "-", "–": "-", "·": ".", "✓": "ok", "✗": "x", "°": "deg",
-    "‘": "'", "’": "'", "“": '"', "”": '"', "•": "*", "≠": "!=", "²": "^2", "³": "^3",
-}  # fmt: skip
-
-
+# Output in a locale that cannot write µ, ±, × or arrows gets units.ASCII_SPELLINGS instead of
+# a UnicodeEncodeError (tables are spelled so before their layout: report/console.py)
 def _to_ascii(err: UnicodeError) -> tuple[str, int]:
     if not isinstance(err, UnicodeEncodeError):
         raise err
     text = err.object[err.start : err.end]
-    return "".join(_ASCII.get(c, "?") for c in text), err.end
+    return "".join(ascii_spelling(c) for c in text), err.end
 
 
 codecs.register_error("attnprof-ascii", _to_ascii)

@@ -11,10 +11,13 @@ from __future__ import annotations
 import os
 import sys
 from functools import cache
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from attnprof.units import ascii_spelling
 
 if TYPE_CHECKING:
     from attnprof.report.i18n import Translator
@@ -42,7 +45,7 @@ def make_console(
         chosen = min(Console(file=out).width, MAX_TTY_WIDTH)
     else:
         chosen = min(_columns() or MAX_WIDTH, MAX_WIDTH)
-    return Console(
+    return _Console(
         file=out,
         force_terminal=force_terminal,
         # NO_COLOR (https://no-color.org): any non-empty value turns colour off, as --no-color
@@ -53,6 +56,72 @@ def make_console(
         emoji=False,
         soft_wrap=False,
     )
+
+
+class _Console(Console):
+    """A Console whose tables are spelled in what its stream can encode before rich lays them
+    out: the stream's error handler (attnprof.cli) would otherwise widen "±" to "+/-" after the
+    column widths were fixed, and the rows would no longer line up."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(fit_encoding(self, o) for o in objects), **kwargs)
+
+
+def _encodes(encoding: str, ch: str) -> bool:
+    try:
+        ch.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def _spell(encoding: str, s: str) -> str:
+    if s.isascii():
+        return s
+    return "".join(c if _encodes(encoding, c) else ascii_spelling(c) for c in s)
+
+
+def _spell_text(encoding: str, t: Text) -> Text:
+    """`t` in characters the encoding has, its styled spans moved with the text they style."""
+    plain = t.plain
+    if plain.isascii():
+        return t
+    pieces, offsets = [], [0]
+    for c in plain:
+        piece = c if _encodes(encoding, c) else ascii_spelling(c)
+        pieces.append(piece)
+        offsets.append(offsets[-1] + len(piece))
+    out = Text(
+        "".join(pieces), style=t.style, justify=t.justify, overflow=t.overflow, no_wrap=t.no_wrap, end=t.end
+    )
+    for span in t.spans:
+        out.stylize(span.style, offsets[span.start], offsets[min(span.end, len(plain))])
+    return out
+
+
+def fit_encoding(console: Console, obj: Any) -> Any:
+    """A rich Table (title, headers, cells) or Text in what the console's stream can encode; any
+    other renderable as it is. A UTF-8 stream gets `obj` back untouched."""
+    encoding = console.encoding or "utf-8"
+    if encoding.lower().replace("-", "").replace("_", "") in ("utf8", "utf16", "utf32"):
+        return obj
+
+    def spell(x: Any) -> Any:
+        if isinstance(x, Text):
+            return _spell_text(encoding, x)
+        if isinstance(x, str):
+            return _spell(encoding, x)
+        return x
+
+    if isinstance(obj, Table):
+        obj.title = spell(obj.title)
+        obj.caption = spell(obj.caption)
+        for column in obj.columns:
+            column.header = spell(column.header)
+            column.footer = spell(column.footer)
+            column._cells = [spell(c) for c in column._cells]
+        return obj
+    return spell(obj)
 
 
 # The terminal speaks terse English: the report catalog's English with these words over it
@@ -115,6 +184,7 @@ def print_table(console: Console, table: Table, *, keep: int = 1) -> list[str]:
     than the console's, columns are left out from the right (never the first `keep`), and a
     line under it names them. Returns the headers left out."""
     dropped: list[str] = []
+    table = fit_encoding(console, table)  # measured as it will be printed
     while len(table.columns) > keep and _cuts(console, table):
         dropped.append(str(table.columns.pop().header))
     console.print(table)
