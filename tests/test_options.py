@@ -107,12 +107,40 @@ def test_markdown_keeps_plain_names_as_they_are(small_trace: Path) -> None:
     assert "&amp;" not in p.stdout and "&lt;" not in p.stdout
 
 
-@pytest.mark.parametrize("command", ["run", "model", "report", "results", "bundle"])
-def test_every_output_option_takes_o_output_and_out(command: str) -> None:
-    p = attnprof(command, "--help")
-    assert p.returncode == 0, p.stderr
-    text = " ".join(p.stdout.split())
-    assert "-o" in text and "--output" in text and "--out" in text, text
+# command -> (its option's canonical long name, the hidden aliases it still accepts, the parameter)
+_ALIASES = {
+    "run": [("--out", ["--output"], "out"), ("--variants", ["--variant"], "variants")],
+    "model": [("--out", ["--output"], "out"), ("--variants", ["--attn"], "attn")],
+    "report": [("--output", ["--out"], "output")],
+    "results": [("--output", ["--out"], "output"), ("--variants", ["--variant"], "variant")],
+    "bundle": [("--output", ["--out"], "output")],
+    "sweep": [("--variants", ["--variant"], "variants")],
+}
+
+
+@pytest.mark.parametrize("command", sorted(_ALIASES))
+def test_help_lists_one_name_per_option_and_the_old_spellings_still_work(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import typer
+
+    from attnprof.cli import _register, app, main
+
+    assert main([command, "--help"]) == 0
+    text = capsys.readouterr().out
+    words = set(text.replace(",", " ").split())
+    _register([command])
+    cmd = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    for canonical, aliases, param in _ALIASES[command]:
+        assert canonical in words, text
+        assert "-o" in words or not canonical.startswith("--out"), text  # the short name, listed
+        for alias in aliases:
+            assert alias not in words, (alias, text)  # hidden from --help
+            # parsed only (resilient: the command's required arguments may be left out)
+            ctx = cmd.make_context(command, [alias, "x"], resilient_parsing=True)
+            value = ctx.params[param]
+            got = [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+            assert got == ["x"], (alias, value)  # still accepted, for the same option
 
 
 def test_results_filters_take_the_shape_and_variant_spellings_of_run_and_sweep(tmp_path: Path) -> None:

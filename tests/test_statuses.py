@@ -115,7 +115,7 @@ def test_model_with_an_unknown_implementation_is_one_line_before_any_work(tmp_pa
     p = attnprof("model", "llama", "--size", "tiny", "--attn", "bogus,sdpa", "-o", str(tmp_path / "m"))
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert p.returncode == 2 and len(lines) == 1, p.stderr
-    assert "unknown --attn bogus" in lines[0] and "eager" in lines[0], lines[0]
+    assert "unknown -v/--variants bogus" in lines[0] and "eager" in lines[0], lines[0]
     assert not (tmp_path / "m").exists()
 
 

@@ -91,6 +91,9 @@ def _register(args: list[str] | None = None) -> None:
         except ModuleNotFoundError as exc:  # a subcommand module not written yet
             if exc.name != f"attnprof.cli.{name}":
                 raise
+    from attnprof.cli.help import hide_aliases_in_help
+
+    hide_aliases_in_help(app)
 
 
 def _err(message: str) -> None:

@@ -40,9 +40,9 @@ def model_command(
     attn: Annotated[
         list[str] | None,
         typer.Option(
-            "--attn",
-            "-v",
             "--variants",
+            "-v",
+            "--attn",
             help="Attention implementations (comma-separated or repeated): eager, sdpa, flex_attention, "
             "flash_attention_2, attnprof-naive, attnprof-naive-inplace, attnprof-sdpa-MATH|FLASH|EFFICIENT|CUDNN. "
             "Default: all of them (flex_attention only when asked for on a CPU).",

@@ -181,12 +181,12 @@ def check_model(model: str, opts: ModelOptions) -> Plan:
     workload = _attention_workload(loaded, opts, batch, seq, dtype_name)
     impls = list(dict.fromkeys(canonical(i) for i in (opts.implementations or DEFAULT_IMPLEMENTATIONS)))
     if not impls:
-        raise UserError("--attn is empty: name at least one implementation, e.g. --attn eager,sdpa")
+        raise UserError("-v/--variants is empty: name at least one implementation, e.g. -v eager,sdpa")
     known = _known_implementations()
     unknown = [i for i in impls if i not in known and "/" not in i]  # owner/repo: a Hub kernel
     if unknown:
         raise UserError(
-            f"unknown --attn {', '.join(unknown)}: use one of {', '.join(known)} "
+            f"unknown -v/--variants {', '.join(unknown)}: use one of {', '.join(known)} "
             "(or a Hub kernel as owner/repo)"
         )
     return Plan(loaded, batch, seq, workload, impls)
