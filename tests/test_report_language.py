@@ -125,6 +125,9 @@ CODE_NAMES = {
     "loadavg",  # /proc/loadavg, the file the figure is read from
     # the collectives' names as c10d records them (the kind column), and nccl-tests' two figures
     "allreduce", "allgather", "alltoall", "broadcast", "reduce", "send", "recv", "algbw", "busbw",
+    # the unit the per-op model counts in, FlashAttention's packed-sequence entry points
+    # (flash_attn_varlen_func) and FlexAttention's mask type
+    "FLOP", "FLOPs", "varlen", "BlockMask",
 }  # fmt: skip
 # words that are code only in one message: the message id, then the words or phrases
 CODE_IN = {
