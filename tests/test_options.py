@@ -166,3 +166,26 @@ def test_sweep_takes_runs_boolean_spellings() -> None:
     assert "causal = [true]" in p.stdout  # without it: the default
     line = one_error_line(attnprof("sweep", "--print-config", "--no-causal", "--causal", "both", "-s", "16"))
     assert "contradict" in line, line
+
+
+def test_model_defaults_are_the_librarys(capsys: pytest.CaptureFixture[str]) -> None:
+    """`attnprof model` given no options runs what run_model(model, ModelOptions()) runs (one
+    home for the defaults), and its --help states the library's values."""
+    import typer
+
+    from attnprof.cli import _register, app, main
+    from attnprof.cli.model import model_options
+    from attnprof.models.options import ModelOptions
+
+    _register(["model"])
+    cmd = typer.main.get_command(app).commands["model"]  # type: ignore[attr-defined]
+    given = cmd.make_context("model", ["gpt2"]).params  # the command line's defaults
+    keys = ("attn", "phase", "backward", "size", "batch", "seq", "dtype", "seed", "steps", "budget")
+    opts = model_options(device="cpu", **{k: given[k] for k in keys})
+    assert opts == ModelOptions(device="cpu")
+    # and what --help says the defaults are
+    assert main(["model", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    lib = ModelOptions()
+    assert f"(default {lib.time_budget_s:g})" in text and f"(default {lib.seed})" in text, text
+    assert "(default " + ",".join(map(str, lib.steps)) + ")" in text and f"{lib.phase} (the whole" in text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,7 +15,6 @@ from attnprof.cli.options import (
     Dtype,
     JsonOut,
     NoColor,
-    Seed,
     TensorboardDir,
     check_tensorboard_dir,
     positive,
@@ -25,7 +24,45 @@ from attnprof.cli.options import (
 from attnprof.device import resolve_device
 from attnprof.extras import require
 
-__all__: list[str] = []
+if TYPE_CHECKING:
+    from attnprof.models.options import ModelOptions
+
+__all__ = ["model_options"]
+
+
+def model_options(
+    *,
+    attn: list[str] | None,
+    phase: str | None,
+    backward: bool,
+    size: str | None,
+    batch: int | None,
+    seq: int | None,
+    dtype: str | None,
+    device: str,
+    seed: int | None,
+    steps: str | None,
+    budget: float | None,
+) -> ModelOptions:
+    """The command line's ModelOptions: what it was not given is the library's default, so that
+    `attnprof model` and `run_model(model, ModelOptions())` run the same thing."""
+    from attnprof.cli.run import _parse_steps
+    from attnprof.models.options import ModelOptions
+
+    lib = ModelOptions()
+    return ModelOptions(
+        implementations=split_list(attn) or None,
+        phase=phase if phase is not None else lib.phase,
+        backward=backward,
+        size=size,
+        batch=batch,
+        seq=seq,
+        dtype=dtype,
+        device=device,
+        seed=seed if seed is not None else lib.seed,
+        steps=_parse_steps(steps) if steps is not None else lib.steps,
+        time_budget_s=budget if budget is not None else lib.time_budget_s,
+    )
 
 
 @app.command("model")
@@ -48,9 +85,14 @@ def model_command(
             "Default: all of them (flex_attention only when asked for on a CPU).",
         ),
     ] = None,
+    # the defaults of --phase, --seed, --steps and --time-budget are ModelOptions' (one home):
+    # None here means "the library's", filled in by model_options
     phase: Annotated[
-        str, typer.Option("--phase", help="prefill (the whole sequence) or decode (one token, KV cache).")
-    ] = "prefill",
+        str | None,
+        typer.Option(
+            "--phase", help="prefill (the whole sequence; default) or decode (one token, KV cache)."
+        ),
+    ] = None,
     backward: Annotated[
         bool, typer.Option("--backward", help="A train step: forward, a loss, backward.")
     ] = False,
@@ -63,10 +105,13 @@ def model_command(
     ] = None,
     dtype: Dtype = None,
     device: Device = "auto",
-    seed: Seed = 0,
-    steps: Annotated[str, typer.Option("--steps", help="Profiler schedule WAIT,WARMUP,ACTIVE.")] = "0,1,2",
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed for the inputs (default 0).")] = None,
+    steps: Annotated[
+        str | None, typer.Option("--steps", help="Profiler schedule WAIT,WARMUP,ACTIVE (default 0,1,2).")
+    ] = None,
     budget: Annotated[
-        float | None, typer.Option("--time-budget", help="Seconds of clean timing per implementation.")
+        float | None,
+        typer.Option("--time-budget", help="Seconds of clean timing per implementation (default 0.2)."),
     ] = None,
     out: Annotated[
         Path | None,
@@ -79,19 +124,16 @@ def model_command(
     """Profile attention inside a Hugging Face transformers model: step time, attention's share,
     per-layer attention time, memory and output difference for each attention implementation."""
     require("torch", "attnprof model", extra="models")  # [models] brings torch with transformers
-    from attnprof.cli.run import _parse_steps
     from attnprof.harness.run import default_out_dir, prepare_out_dir
-    from attnprof.models.harness import ModelOptions, check_model, run_model
+    from attnprof.models.harness import check_model, run_model
     from attnprof.models.load import require_transformers
     from attnprof.report.model_view import ModelProgress, render_model
 
     require_transformers()  # before anything else: the one-line install hint
     positive(budget, "--time-budget", "0.3")
     dev = resolve_device(device)
-    names = split_list(attn) or None
-    opts = ModelOptions(
-        time_budget_s=budget if budget is not None else ModelOptions.time_budget_s,
-        implementations=names,
+    opts = model_options(
+        attn=attn,
         phase=phase,
         backward=backward,
         size=size,
@@ -100,7 +142,8 @@ def model_command(
         dtype=dtype,
         device=dev,
         seed=seed,
-        steps=_parse_steps(steps),
+        steps=steps,
+        budget=budget,
     )
     plan = check_model(model, opts)  # bad input fails here, in one line, before any output
     if tensorboard is not None:
@@ -110,7 +153,7 @@ def model_command(
     out_dir = prepare_out_dir(target)
     if tensorboard is not None:
         opts = dataclasses.replace(opts, tensorboard_dir=str(tensorboard / out_dir.name))
-    what = "train step" if backward else phase
+    what = "train step" if backward else opts.phase
     title = f"{model} ({what}, {plan.workload.dtype} on {dev})"
     reporter = ModelProgress(
         total=len(plan.implementations),
