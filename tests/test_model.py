@@ -106,7 +106,7 @@ def test_an_implementation_left_out_on_cpu_is_skipped_with_a_coded_reason() -> N
     assert status == "skipped" and why is not None and why.code == "cpu_slow"
     assert english(why) == (
         "flex_attention compiles its kernels with inductor on first use, about a minute on a 2-core CPU; "
-        "ask for it with -v flex_attention"
+        "ask for it with --variants flex_attention"
     )
     assert _check("flex_attention", Workload(batch=1, heads=2, seq=32, head_dim=16), None, True) is None
 

@@ -60,7 +60,7 @@ ENGLISH: dict[str, str] = {
     "memory.flush": "{size_bytes} of L2 flush buffer for CUDA timing",
     # attnprof model
     "cpu_slow": "{name} compiles its kernels with inductor on first use, about a minute on a "
-    "2-core CPU; ask for it with -v {name}",
+    "2-core CPU; ask for it with --variants {name}",
     "in_model": "{name}: {parts}",
 }
 
