@@ -215,7 +215,7 @@ _LIBRARY_RUN = textwrap.dedent(
     from attnprof.errors import Interrupted
 
     def hook(frame, event, arg):  # Ctrl-C once clean timing starts: run.json keeps the options
-        if event == "call" and frame.f_code.co_name == "_time" and "attnprof" in frame.f_code.co_filename:
+        if event == "call" and frame.f_code.co_name == "time_calls" and "attnprof" in frame.f_code.co_filename:
             sys.settrace(None)
             os.kill(os.getpid(), signal.SIGINT)
         return None
