@@ -223,10 +223,7 @@ def _backend(v: Variant, op_names: set[str]) -> str | None:
     from attnprof.variants.sdpa import backend_from_ops
 
     if v.name.startswith("sdpa"):
-        seen = backend_from_ops(op_names)
-        if seen is None and op_names:
-            seen = "math"  # the math path runs plain aten ops only
-        return seen or v.backend
+        return backend_from_ops(op_names) or v.backend
     if v.backend:
         return v.backend
     if v.compiled:

@@ -311,7 +311,7 @@ def _backend(impl: str, op_names: set[str]) -> str | None:
     from attnprof.variants.sdpa import backend_from_ops
 
     if "sdpa" in impl:
-        return backend_from_ops(op_names) or ("math" if op_names else None)
+        return backend_from_ops(op_names)
     if impl.startswith("flex"):
         return "flex"
     if "naive" in impl or impl == "eager":

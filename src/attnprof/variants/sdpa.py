@@ -52,13 +52,14 @@ _ENUM = {
 
 
 def backend_from_ops(op_names: list[str] | set[str]) -> str | None:
-    """The SDPA backend that ran, from the aten ops seen under the forward."""
+    """The SDPA backend that ran, from the aten ops seen under the forward: a fused op's backend
+    (it wins when the math op appears too); "math" when ops were seen but none names a backend
+    (the math path runs plain aten ops only); None when no ops were seen (profiling off)."""
     found = [BACKEND_OPS[n] for n in op_names if n in BACKEND_OPS]
-    # the math fallback calls no fused op; a fused op wins when both appear
     for b in ("flash", "efficient", "cudnn", "overrideable", "math"):
         if b in found:
             return b
-    return None
+    return "math" if op_names else None
 
 
 def _is_cuda(workload: Workload) -> bool:
