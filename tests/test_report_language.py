@@ -127,7 +127,7 @@ CODE_NAMES = {
     "allreduce", "allgather", "alltoall", "broadcast", "reduce", "send", "recv", "algbw", "busbw",
     # the unit the per-op model counts in, FlashAttention's packed-sequence entry points
     # (flash_attn_varlen_func) and FlexAttention's mask type
-    "FLOP", "FLOPs", "varlen", "BlockMask",
+    "FLOPs", "varlen", "BlockMask",
 }  # fmt: skip
 # words that are code only in one message: the message id, then the words or phrases
 CODE_IN = {

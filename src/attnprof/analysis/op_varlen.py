@@ -66,12 +66,8 @@ VARLEN_OPS: dict[str, _Spec] = {
     "torch_attn::_varlen_attn_backward": _Spec(
         (1, 2, 3), (6, 7), (8, 9), 10, "top-left", True, window_list=13, k_defaults_to_q=True
     ),
-    # vLLM's flash-attention fork: varlen_fwd(q, k, v, out, cu_q, cu_k, seqused_k, leftpad_k,
-    # block_table, alibi_slopes, max_q, max_k, p_dropout, softmax_scale, zero_tensors,
-    # is_causal, window_size_left, window_size_right, ...), flash_attn's kernel (bottom-right)
-    "_vllm_fa2_C::varlen_fwd": _Spec(
-        (0, 1, 2), (4, 5), (10, 11), 15, "bottom-right", False, window=(16, 17), paged=(6, 7, 8)
-    ),
+    # (vLLM's and SGLang's varlen ops are not here: their schemas were not checked against a
+    # recording, and a wrong position would count a causal call as dense)
     # PyTorch's own flash / efficient ops with cum_seq tensors (nested-tensor SDPA, varlen_attn):
     # _flash_attention_forward(query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
     # is_causal, ...) with 3-D [total, H, D] operands; its backward (grad_out, query, key, value,
