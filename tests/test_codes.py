@@ -12,6 +12,7 @@ import pytest
 from attnprof.analysis import CODES
 from attnprof.analysis.codes import CATALOGUE, code_info, finding
 from attnprof.analysis.idle_findings import CAUSE_FINDINGS
+from attnprof.catalogs import load_catalog
 from attnprof.compare.causes import BAD_CODES, GOOD_CODES
 from attnprof.report.i18n import Translator
 
@@ -72,16 +73,117 @@ def test_no_rule_declares_its_own_severity() -> None:
         or any(k.arg == "severity" for k in c.keywords)
     ]
     assert levels == [], levels
-    # the idle causes' table names codes and words only
-    assert all(len(v) == 3 and not set(v) & _LEVELS for v in CAUSE_FINDINGS.values())
+    # the idle causes' table names codes and evidence keys only (their words are the catalogs')
+    assert all(len(v) == 2 and not set(v) & _LEVELS for v in CAUSE_FINDINGS.values())
 
 
 def test_finding_takes_the_catalogues_level_or_info() -> None:
-    assert finding("ABOVE_PEAK", "m").severity == "error"
-    assert finding("UNFUSED_ATTENTION", "m").severity == "warning"
-    assert finding("UNFUSED_ATTENTION", "m", minor=True).severity == "info"
+    assert finding("ABOVE_PEAK", {"pct_of_peak": 150}).severity == "error"
+    assert finding("UNFUSED_ATTENTION").severity == "warning"
+    assert finding("UNFUSED_ATTENTION", minor=True).severity == "info"
     with pytest.raises(KeyError):
-        finding("NOT_A_CODE", "m")
+        finding("NOT_A_CODE")
+
+
+def test_finding_is_worded_by_the_catalogs_from_its_evidence() -> None:
+    """A finding's message is its catalog sentence filled from its evidence, and its evidence
+    names that sentence; evidence lacking a figure the sentence reads is refused (a rule's
+    bug), unless the catalogs hold the code's `.generic` sentence for it."""
+    f = finding("SAFE_SOFTMAX", {"per_instance": 2.5})
+    assert f.evidence["message_key"] == "finding.SAFE_SOFTMAX"
+    assert f.message.startswith("aten::_safe_softmax runs 2.5 time(s) per call")
+    # a variant, whose clause is said only when the evidence names it
+    ev = {
+        "gpu_ops": 7,
+        "graph_launches": 2,
+        "attention_kernels": 3,
+        "attention_clause": "clause.graph_attention",
+    }
+    assert "7 GPU op(s) come from 2 CUDA-graph launch(es), 3 of them fused attention kernels:" in (
+        finding("CUDA_GRAPH", ev).message
+    )
+    assert ", 3 of them" not in finding("CUDA_GRAPH", {**ev, "attention_clause": ""}).message
+    with pytest.raises(KeyError, match="per_instance"):
+        finding("SAFE_SOFTMAX", {})
+    with pytest.raises(KeyError):
+        finding("SAFE_SOFTMAX", {"per_instance": 1}, variant="no_such_variant")
+    # compare's PAGE_FAULTS has a generic sentence for evidence without the count
+    assert finding("PAGE_FAULTS", {}).message == load_catalog("en")["finding.PAGE_FAULTS.generic"]
+
+
+def _literals(node: ast.expr) -> list[str]:
+    """The strings an expression can be: a literal, or either side of a conditional."""
+    if isinstance(node, ast.IfExp):
+        return _literals(node.body) + _literals(node.orelse)
+    return [node.value] if isinstance(node, ast.Constant) and isinstance(node.value, str) else []
+
+
+def test_no_rule_writes_its_own_sentence() -> None:
+    """A finding's words are the catalogs' only: every finding() call passes the code, the
+    evidence and at most a literal variant name and `minor`, never a message; every variant and
+    clause key the sources name is in all three catalogs."""
+    en, others = load_catalog("en"), [load_catalog(lang) for lang in ("id", "th")]
+    bad, variants = [], set()
+    for path, c in _calls("finding"):
+        if path.name == "codes.py" or path.parent.name == "tests":
+            continue
+        code_ok = bool(c.args) and isinstance(c.args[0], (ast.Constant, ast.Name))
+        ev_ok = len(c.args) <= 2 and not any(
+            isinstance(a, (ast.JoinedStr, ast.BinOp))
+            or (isinstance(a, ast.Constant) and isinstance(a.value, str))
+            for a in c.args[1:]
+        )
+        kw_ok = {k.arg for k in c.keywords} <= {"variant", "minor"}
+        if not (code_ok and ev_ok and kw_ok):
+            bad.append((path.relative_to(SRC), c.lineno))
+        for k in c.keywords:  # each variant a rule names is a sentence of its code's
+            if k.arg == "variant" and isinstance(c.args[0], ast.Constant):
+                variants |= {f"finding.{c.args[0].value}.{v}" for v in _literals(k.value) if v}
+    assert bad == [], bad
+    assert len(variants) >= 9 and [k for k in sorted(variants) if k not in en] == [], variants
+    keys = set()
+    for path in sorted((SRC / "analysis").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value.startswith("clause.")
+            ):
+                keys.add(node.value)
+    assert len(keys) > 30, keys
+    missing = sorted(k for k in keys if k not in en or any(k not in o for o in others))
+    assert missing == [], missing
+    assert all(c.key + ".generic" in en or c.key in en for c in CATALOGUE)
+
+
+def test_every_finding_of_the_shared_traces_says_its_catalog_sentence_in_each_language() -> None:
+    """On real traces: each finding's English message is english(its key, its evidence), its key
+    is its code's, and the id and th readers get their language's sentence from the same key and
+    evidence, every field filled and no English sentence left."""
+    import re
+
+    from attnprof.analysis import analyze
+    from attnprof.catalogs import english
+    from attnprof.report.finding_text import finding_message
+
+    traces = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
+    # traces that between them fire most rules (idle causes, unfused chains, the per-op model)
+    names = ("CodingPlatelets", "facebookresearch__HolisticTraceAnalysis__tests__data__trace_filter__sampled_rank-0",
+             "AMD-AGI__TraceLens__tests__traces__h100", "ranonrkm", "pytorch__kineto", "HazyResearch")  # fmt: skip
+    seen: set[str] = set()
+    for name in names:
+        (path,) = [p for p in traces.glob("*.json*") if p.name.startswith(name)]
+        for f in analyze(path).findings:
+            key = f.evidence["message_key"]
+            assert key == f"finding.{f.code}" or key.startswith(f"finding.{f.code}."), key
+            assert f.message == english(key, f.evidence)
+            for lang in ("id", "th"):
+                text = finding_message(Translator(lang), f.code, f.message, f.evidence)
+                assert "{" not in text and text != f.message, (lang, key, text)
+            th = finding_message(Translator("th"), f.code, f.message, f.evidence)
+            assert re.search(r"[\u0e00-\u0e7f]", th), th
+            seen.add(f.code)
+    assert len(seen) >= 14, seen
 
 
 def test_every_code_has_its_sentence_in_en_id_and_th() -> None:

@@ -1,7 +1,8 @@
 """The message catalogs, read: English, Indonesian, Thai (gettext .po files in report/i18n/), for
 every layer that words something. The reports translate through report/i18n.py's Translator;
-the layers below them (compare's run-level findings) take their English sentences from here, so a
-finding's sentence is written once, in the catalogs, never again in the code that finds it.
+the layers below them (every finding: analysis/codes.py `finding`) take their English sentences
+from here, so a finding's sentence is written once, in the catalogs, never again in the code that
+finds it.
 
 The .po text is read directly (no compiled .mo files, no Babel): the catalogs are small. The files
 are read by path inside the package (attnprof/report/i18n/), which imports nothing of report/.
@@ -14,8 +15,10 @@ import string
 from collections.abc import Mapping
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from attnprof.errors import UserError
+from attnprof.units import fmt_us
 
 __all__ = ["LANGUAGES", "english", "fill_sentence", "load_catalog", "parse_po", "placeholders"]
 
@@ -75,7 +78,45 @@ def load_catalog(lang: str) -> dict[str, str]:
 
 
 def placeholders(template: str) -> set[str]:
-    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    """The evidence fields a template reads: `{time_us:us}` and `{chain[gemm]}` read `time_us`
+    and `chain`."""
+    return {
+        re.split(r"[.\[]", name, maxsplit=1)[0]
+        for _, name, _, _ in string.Formatter().parse(template)
+        if name
+    }
+
+
+class _Words(string.Formatter):
+    """str.format with the formats a finding's sentence needs beside Python's own, so that its
+    numbers and lists are written where the catalog puts them, in every language alike:
+
+    - `{x:us}` a time in µs with its unit (units.fmt_us, in the reader's number locale);
+    - `{x:list}` a list (or a dict's keys) joined by ", "; `{x:semi}` by "; ";
+    - `{x:us_each}` a dict name -> µs as "fwd 1.2 ms, bwd 2.5 ms";
+    - `{x:times}` a dict name -> count as "name x2, other x0.5";
+    - `{x:clause}` x names another sentence of the catalog (a clause said only when it applies;
+      "" or None: nothing), filled from the same evidence; `{x:clauses}` a list of such keys,
+      said one after the other, joined by "; "."""
+
+    def __init__(self, catalog: Mapping[str, str], evidence: Mapping[str, Any]) -> None:
+        self.catalog = catalog
+        self.evidence = evidence
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if format_spec == "us":
+            return fmt_us(float(value))
+        if format_spec in ("list", "semi"):
+            return ("; " if format_spec == "semi" else ", ").join(str(v) for v in value)
+        if format_spec == "us_each":
+            return ", ".join(f"{k} {fmt_us(float(v))}" for k, v in dict(value).items())
+        if format_spec == "times":
+            return ", ".join(f"{k} x{float(v):g}" for k, v in dict(value).items())
+        if format_spec == "clause":
+            return self.vformat(self.catalog[value], (), self.evidence) if value else ""
+        if format_spec == "clauses":
+            return "; ".join(self.vformat(self.catalog[v], (), self.evidence) for v in value)
+        return str(super().format_field(value, format_spec))
 
 
 def fill_sentence(catalog: Mapping[str, str], key: str, evidence: object) -> str:
@@ -87,7 +128,7 @@ def fill_sentence(catalog: Mapping[str, str], key: str, evidence: object) -> str
         return template
     ev = evidence if isinstance(evidence, dict) else {}
     if fields <= set(ev):
-        return template.format(**{k: ev[k] for k in fields})
+        return _Words(catalog, ev).vformat(template, (), ev)
     generic = catalog.get(f"{key}.generic")
     return generic if generic is not None else template.split(":", 1)[-1].strip()
 

@@ -17,8 +17,9 @@ from typing import Any, Literal
 import msgspec
 
 from attnprof.analysis.result import Finding
+from attnprof.catalogs import english, load_catalog, placeholders
 
-__all__ = ["CATALOGUE", "CAUSE_CODES", "FindingCode", "code_info", "finding"]
+__all__ = ["CATALOGUE", "CAUSE_CODES", "MESSAGE_KEY", "FindingCode", "code_info", "finding"]
 
 Effect = Literal["good", "bad", "neutral"]
 Severity = Literal["info", "warning", "error"]
@@ -101,6 +102,9 @@ CATALOGUE: tuple[FindingCode, ...] = (
 
 _BY_CODE = {c.code: c for c in CATALOGUE}
 
+# the evidence field that names a finding's sentence in the catalogs
+MESSAGE_KEY = "message_key"
+
 # effect -> the codes that can explain a speed gap, in their `cause` order
 CAUSE_CODES: dict[Effect, tuple[str, ...]] = {
     e: tuple(
@@ -116,11 +120,25 @@ def code_info(code: str) -> FindingCode | None:
 
 
 def finding(
-    code: str, message: str, evidence: dict[str, Any] | None = None, *, minor: bool = False
+    code: str, evidence: dict[str, Any] | None = None, *, variant: str = "", minor: bool = False
 ) -> Finding:
     """A finding of a catalogued code at the catalogue's severity ("info" when `minor`: the rule
-    found it but it costs too little, or is too uncertain, for the catalogue's level)."""
+    found it but it costs too little, or is too uncertain, for the catalogue's level).
+
+    Its sentence is the catalogs' (report/i18n/*.po), never the rule's: `finding.<code>`, or
+    `finding.<code>.<variant>` where the rule has several phrasings, filled from the evidence.
+    The message is the English one (the JSON's); the evidence names the key (`message_key`), so
+    that the reports and the terminal word the same sentence in the reader's language."""
     info = _BY_CODE.get(code)
     if info is None:
         raise KeyError(f"{code} is not in analysis/codes.py CATALOGUE")
-    return Finding(code, "info" if minor else info.severity, message, evidence or {})
+    key = f"{info.key}.{variant}" if variant else info.key
+    ev = {**(evidence or {}), MESSAGE_KEY: key}
+    catalog = load_catalog("en")
+    generic = info.where == "compare" and f"{key}.generic" in catalog
+    if key not in catalog or not (placeholders(catalog[key]) <= set(ev) or generic):
+        # evidence without a field its sentence reads is a rule's bug; compare's checks may lack
+        # a figure (a run record without it), and say their `<key>.generic` sentence then
+        missing = placeholders(catalog.get(key, "")) - set(ev)
+        raise KeyError(f"{key}: no such sentence in en.po, or its evidence lacks {sorted(missing)}")
+    return Finding(code, "info" if minor else info.severity, english(key, ev), ev)

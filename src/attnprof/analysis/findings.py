@@ -1,5 +1,8 @@
 """Findings: rules over the analysis, each with a stable code and its evidence; the severity and
-whether the code is good or bad are the catalogue's (analysis/codes.py `finding`).
+whether the code is good or bad are the catalogue's, the words the catalogs' (report/i18n/*.po
+`finding.<CODE>[.<variant>]`, filled from the evidence by analysis/codes.py `finding`): a rule
+decides whether its finding fires, gathers the evidence, and names which phrasing and clauses
+(`clause.*` keys in the evidence) apply.
 
 Every code is documented in docs/findings.md (meaning, evidence, what to do). Codes are stable:
 compare and report code match on them. Rules read only the Context the pipeline built, and each
@@ -34,7 +37,7 @@ from attnprof.analysis.perf_findings import PERF_RULES
 from attnprof.analysis.precision_findings import cuda_core_gemm, fp32_upcast
 from attnprof.analysis.result import Finding, KernelStat, Occupancy
 from attnprof.trace.model import Kind, unique
-from attnprof.units import fmt_us, short_name
+from attnprof.units import short_name
 
 __all__ = ["CODES", "RULES", "evaluate"]
 
@@ -45,16 +48,14 @@ def _r(x: float) -> float:
     return round(float(x), 3)
 
 
+# what limits a kernel's occupancy, in the catalogs' words
+_LIMITER_WORDS = {"registers": "clause.limit.registers", "shared memory": "clause.limit.shared_memory"}
+
+
 def trace_repaired(ctx: Context) -> list[Finding]:
     if not ctx.trace.repairs:
         return []
-    return [
-        finding(
-            "TRACE_REPAIRED",
-            "The trace was not valid JSON and was repaired before analysis: " + "; ".join(ctx.trace.repairs),
-            {"repairs": list(ctx.trace.repairs)},
-        )
-    ]
+    return [finding("TRACE_REPAIRED", {"repairs": list(ctx.trace.repairs)})]
 
 
 def no_gpu_activity(ctx: Context) -> list[Finding]:
@@ -65,14 +66,7 @@ def no_gpu_activity(ctx: Context) -> list[Finding]:
     if ctx.links.gpu_rows.size or not kernel_launches:
         return []
     n = int(np.isin(t.name[launches], [t.names.index(k) for k in kernel_launches]).sum())
-    return [
-        finding(
-            "NO_GPU_ACTIVITY",
-            f"{n} kernel launches on the CPU but no GPU events: GPU activity was not recorded "
-            "(profile with ProfilerActivity.CUDA, and check CUPTI is available)",
-            {"launch_events": n, "launch_apis": kernel_launches},
-        )
-    ]
+    return [finding("NO_GPU_ACTIVITY", {"launch_events": n, "launch_apis": kernel_launches})]
 
 
 def fused_attention(ctx: Context) -> list[Finding]:
@@ -90,13 +84,9 @@ def fused_attention(ctx: Context) -> list[Finding]:
             f["by_direction"][k.direction or "fwd"] += k.time_us
         for fam, f in fams.items():
             dirs = {d: _r(v) for d, v in sorted(f["by_direction"].items())}
-            split = (
-                ", ".join(f"{d} {fmt_us(v)}" for d, v in dirs.items()) if len(dirs) > 1 else next(iter(dirs))
-            )
             out.append(
                 finding(
                     "FUSED_ATTENTION",
-                    f"Fused attention: {fam}, {f['count']} kernel(s), {fmt_us(f['time_us'])} in total ({split})",
                     {
                         "family": fam,
                         "count": f["count"],
@@ -104,6 +94,8 @@ def fused_attention(ctx: Context) -> list[Finding]:
                         "time_us_by_direction": dirs,
                         "kernels": f["kernels"][:5],
                     },
+                    # one direction is named, more each with its time
+                    variant="gpu" if len(dirs) > 1 else "gpu_one",
                 )
             )
     elif ctx.cpu.fused_ops:
@@ -112,9 +104,8 @@ def fused_attention(ctx: Context) -> list[Finding]:
         out.append(
             finding(
                 "FUSED_ATTENTION",
-                "Fused attention on the CPU: "
-                + ", ".join(f"{k} ({v / n:g} per call)" for k, v in ops.items()),
                 {"family": "CPU fused SDPA", "ops": ops, "per_instance": {k: v / n for k, v in ops.items()}},
+                variant="cpu",
             )
         )
     return out
@@ -127,15 +118,18 @@ def unfused_attention(ctx: Context) -> list[Finding]:
     reg = ctx.region
     n = len(reg.instances) or 1
     u = ctx.unfused
-    scope = f"per {reg.name} instance" if reg.selector != "whole trace" else "in the trace"
+    scope = "clause.per_region_instance" if reg.selector != "whole trace" else "clause.in_the_trace"
     cpu_ops = any(inst.cpu_ops.size for inst in reg.instances)
     if u.confirmed:
         total, confidence, source = u.confirmed, "confirmed", "CPU ops with recorded shapes"
+        source_words = "clause.unfused_source.shapes"
     elif u.possible:
         total, confidence, source = u.possible, "possible", "CPU ops in order (shapes not recorded)"
+        source_words = "clause.unfused_source.cpu_order"
     elif not cpu_ops:
         total = sum(gpu_unfused_count(ctx, inst.gpu) for inst in reg.instances)
         confidence, source = "possible", "GPU kernels in order (no CPU ops, no shapes)"
+        source_words = "clause.unfused_source.gpu_order"
     else:
         return []
     if total == 0:
@@ -154,6 +148,8 @@ def unfused_attention(ctx: Context) -> list[Finding]:
         "per_instance": total / n,
         "region": reg.name,
         "source": source,
+        "source_words": source_words,
+        "scope": scope,
         "confidence": confidence,
         "shape_chains": u.examples,
         "rejected_by_shapes": u.rejected,
@@ -178,37 +174,19 @@ def unfused_attention(ctx: Context) -> list[Finding]:
         ]
         cost = cost_of_ops(ctx, u.ops)
         evidence |= cost.evidence()
-        note = cost.note()
-        what = "kernel time" if ctx.device.kind != "cpu" else "CPU time"
+        # the costliest chain's shapes and cost, as the sentence names them
+        evidence |= {"costliest": ex, "costliest_us": _r(costs[order[0]].us)}
         return [
             finding(
                 "UNFUSED_ATTENTION",
-                f"Unfused attention: {ex['gemm']} -> {ex['softmax']} over scores {ex['scores_shape']} -> "
-                f"{ex['gemm_after']} with values {ex['values_shape']} (the costliest of the chains: "
-                f"{fmt_us(costs[order[0]].us)} of {what}, a sum over its ops), {total} time(s) ({total / n:g} "
-                f"{scope}; {fmt_us(cost.us)} of {what} in all){note}; the S x S scores are written to "
-                "memory and read back. A fused kernel "
-                + (
-                    "(F.scaled_dot_product_attention with a flash / efficient / cuDNN backend) avoids that"
-                    if ctx.device.kind != "cpu"
-                    # PyTorch's CPU build has one fused SDPA kernel, the flash one
-                    else "(F.scaled_dot_product_attention, whose CPU kernel is the fused flash one) avoids that"
-                ),
                 evidence,
+                # a CPU trace's cost is CPU time, and PyTorch's CPU build has one fused SDPA
+                # kernel, the flash one
+                variant="confirmed" if ctx.device.kind != "cpu" else "confirmed_cpu",
                 minor=not cost.material,
             )
         ]
-    return [
-        finding(
-            "UNFUSED_ATTENTION",
-            f"Possible unfused attention: GEMM -> softmax -> GEMM {total} time(s) ({total / n:g} {scope}, "
-            f"from {source}). Only the order says so: a softmax between two GEMMs is attention only "
-            "when it normalises the first GEMM's [.., Sq, Skv] output and the second GEMM consumes it "
-            "(MoE routing also has mm -> softmax -> bmm); record with record_shapes=True to confirm",
-            evidence,
-            minor=True,
-        )
-    ]
+    return [finding("UNFUSED_ATTENTION", evidence, variant="possible", minor=True)]
 
 
 def mask_rebuilt(ctx: Context) -> list[Finding]:
@@ -244,20 +222,18 @@ def mask_rebuilt(ctx: Context) -> list[Finding]:
             [inst.gpu[ctx.gpu_cat[inst.gpu] == CATEGORIES.index("mask")] for inst in ctx.region.instances]
         )
         cost = cost_of_gpu_ops(ctx, idx)
-    note = cost.note()
     return [
         finding(
             "MASK_REBUILT_EACH_CALL",
-            f"The causal mask is built again on every call ({ctx.region.name}: "
-            + ", ".join(f"{k} x{v:g}" for k, v in ops.items())
-            + (f"; {sum(k.count for k in tri_gpu)} triu_tril kernels on GPU" if tri_gpu else "")
-            + f"; {fmt_us(cost.us / max(n, 1))} per call{note}). Build it once outside the call, or pass "
-            "is_causal=True to a fused backend",
             {
                 **cost.evidence(),
                 "instances": n,
+                "region": ctx.region.name,
                 "cpu_ops_per_instance": ops,
                 "gpu_mask_kernels": [{"name": k.short_name, "count": k.count} for k in tri_gpu],
+                "triu_tril_kernels": sum(k.count for k in tri_gpu),
+                "triu_tril_clause": "clause.triu_tril_kernels" if tri_gpu else "",
+                "cost_us_per_call": _r(cost.us / max(n, 1)),
             },
             minor=not cost.material,
         )
@@ -269,14 +245,7 @@ def safe_softmax(ctx: Context) -> list[Finding]:
     if not ev.safe_softmax:
         return []
     n = ev.instances or 1
-    return [
-        finding(
-            "SAFE_SOFTMAX",
-            f"aten::_safe_softmax runs {ev.safe_softmax / n:g} time(s) per call: SDPA's math path guards "
-            "fully-masked rows (isneginf, all, where) with extra passes over the scores",
-            {"per_instance": ev.safe_softmax / n},
-        )
-    ]
+    return [finding("SAFE_SOFTMAX", {"per_instance": ev.safe_softmax / n})]
 
 
 def transposes(ctx: Context) -> list[Finding]:
@@ -288,18 +257,15 @@ def transposes(ctx: Context) -> list[Finding]:
     return [
         finding(
             "TRANSPOSES_BEFORE_KERNEL",
-            f"{ev.transposes_before_fused / calls:g} aten::transpose per fused attention call "
-            f"({', '.join(ev.fused_ops)}; {ev.fused_calls / n:g} call(s) per {ctx.region.name} instance): "
-            "the kernel wants [B, S, H, D], so q, k, v (and the output) are transposed around it; the "
-            # a CPU-only trace has no GPU to speak of: there the views' point is that they copy nothing
-            + ("views copy no data" if ctx.device.kind == "cpu" else "views cost no GPU time")
-            + " but add CPU ops per call",
             {
                 "transposes_per_call": ev.transposes_before_fused / calls,
                 "transposes_per_instance": ev.transposes_before_fused / n,
                 "fused_calls_per_instance": ev.fused_calls / n,
                 "fused_ops": dict(ev.fused_ops),
+                "region": ctx.region.name,
             },
+            # a CPU-only trace has no GPU to speak of: there the views' point is that they copy nothing
+            variant="cpu" if ctx.device.kind == "cpu" else "",
         )
     ]
 
@@ -319,21 +285,19 @@ def out_of_place_copy(ctx: Context) -> list[Finding]:
     memcpy = ctx.links.gpu_rows[gpu]
     dtod = sum(1 for r in memcpy.tolist() if t.kind[r] == Kind.MEMCPY and "DtoD" in t.names[int(t.name[r])])
     cost = cost_of_ops(ctx, rows)
-    note = cost.note()
     total = sum(parents.values())
-    inplace = ", ".join(f"{p.removeprefix('aten::')}_ for {p.removeprefix('aten::')}" for p in parents)
     return [
         finding(
             "OUT_OF_PLACE_COPY",
-            f"{total / n:g} aten::clone per call from out-of-place op(s) "
-            + ", ".join(f"{p} (x{c / n:g})" for p, c in parents.items())
-            + (f"; {dtod / n:g} Memcpy DtoD per call launched by those clones" if dtod else "")
-            + f"; the copies cost {fmt_us(cost.us / n)} per call{note}. Use the in-place variant "
-            f"({inplace}) on a tensor you own",
             {
                 "clones_per_instance": total / n,
                 "parents": dict(parents),
+                "parents_per_instance": {p: c / n for p, c in parents.items()},
+                # each op's own in-place variant, the advice
+                "inplace_ops": [f"{p.removeprefix('aten::')}_" for p in parents],
                 "memcpy_dtod_per_instance": dtod / n,
+                "dtod_clause": "clause.dtod_copies" if dtod else "",
+                "cost_us_per_call": _r(cost.us / n),
                 **cost.evidence(),
             },
             minor=not cost.material,
@@ -365,12 +329,13 @@ def occupancy_findings(ctx: Context) -> list[Finding]:
         out.append(
             finding(
                 "LOW_OCCUPANCY_BY_DESIGN",
-                f"{k.short_name}: theoretical occupancy {occ.theoretical_pct:g}% "
-                f"({occ.registers} registers x {occ.threads_per_block} threads, "
-                f"{occ.shared_mem_bytes} B shared; limited by {occ.limiter}). Tiled "
-                "attention, GEMM and convolution kernels trade occupancy for registers and shared memory "
-                "on purpose: low occupancy here is not a problem by itself",
-                {"kernel": k.name, "family": k.family, **msgspec.structs.asdict(occ)},
+                {
+                    "kernel": k.name,
+                    "short_name": k.short_name,
+                    "family": k.family,
+                    **msgspec.structs.asdict(occ),
+                    "limiter_words": _LIMITER_WORDS[str(occ.limiter)],
+                },
             )
         )
     if gaps:
@@ -380,11 +345,9 @@ def occupancy_findings(ctx: Context) -> list[Finding]:
         out.append(
             finding(
                 "OCCUPANCY_NOT_MEASURED",
-                f"{len(gaps)} kernel(s) ({n} launches, {fmt_us(t)}) show 0% achieved occupancy because the "
-                f"profiler reports 0 for kernels with more than 48 KB of shared memory, whatever the launch "
-                f"API: not measured, not an idle GPU ({', '.join(names)}). Their theoretical occupancy is "
-                "given where the launch resources are recorded",
                 {
+                    "kernel_count": len(gaps),
+                    "names": names,
                     "kernels": [
                         {
                             "kernel": k.name,
@@ -412,10 +375,12 @@ def cuda_graph(ctx: Context) -> list[Finding]:
     return [
         finding(
             "CUDA_GRAPH",
-            f"{int(graph.sum())} GPU op(s) come from {launches.size} CUDA-graph launch(es)"
-            + (f", {att} of them fused attention kernels" if att else "")
-            + ": they are attributed to the cudaGraphLaunch; per-kernel CPU ops are not recorded",
-            {"gpu_ops": int(graph.sum()), "graph_launches": int(launches.size), "attention_kernels": att},
+            {
+                "gpu_ops": int(graph.sum()),
+                "graph_launches": int(launches.size),
+                "attention_kernels": att,
+                "attention_clause": "clause.graph_attention" if att else "",
+            },
         )
     ]
 
@@ -424,14 +389,7 @@ def unattributed(ctx: Context) -> list[Finding]:
     n = ctx.totals.unlaunched_gpu_ops
     if not n:
         return []
-    return [
-        finding(
-            "UNATTRIBUTED_GPU_OPS",
-            f"{n} device op(s) have no launch event in the trace; "
-            f"{ctx.region.unplaced_gpu_ops} could not be placed in a region by time",
-            {"gpu_ops": n, "unplaced": ctx.region.unplaced_gpu_ops},
-        )
-    ]
+    return [finding("UNATTRIBUTED_GPU_OPS", {"gpu_ops": n, "unplaced": ctx.region.unplaced_gpu_ops})]
 
 
 def above_peak(ctx: Context) -> list[Finding]:
@@ -439,15 +397,19 @@ def above_peak(ctx: Context) -> list[Finding]:
     if not roof:
         return []
     out = []
-    for key, what in (("pct_of_peak_flops", "FLOP/s"), ("pct_of_peak_bandwidth", "bandwidth")):
+    for key, what in (("pct_of_peak_flops", "flops"), ("pct_of_peak_bandwidth", "bandwidth")):
         v = getattr(roof, key)
         if v is not None and v > 100.0:
             out.append(
                 finding(
                     "ABOVE_PEAK",
-                    f"Achieved {what} is {v:.0f}% of the peak ({roof.peak_source}): a measurement "
-                    "error (wrong peak, wrong workload, or a time that misses part of the work)",
-                    {key: round(v, 2), "time_us": roof.time_us, "workload": roof.workload},
+                    {
+                        key: round(v, 2),
+                        "time_us": roof.time_us,
+                        "workload": roof.workload,
+                        "peak_source": roof.peak_source,
+                    },
+                    variant=what,
                 )
             )
     return out

@@ -42,23 +42,28 @@ class Cost:
         return s is None or s >= MATERIAL_SHARE
 
     def evidence(self) -> dict[str, object]:
+        """The cost's figures, and the clauses a finding's sentence says them with (the
+        catalogs' `clause.cost_note`, said when the finding is info because it costs little,
+        and the basis in words)."""
         s = self.share
         return {
             "cost_us": round(self.us, 3),
             "cost_basis": self.basis,
             "cost_pct": round(100.0 * s, 3) if s is not None else None,
+            # the share as the sentences say it (two significant figures, however small)
+            "cost_share_pct": float(f"{100.0 * s:.2g}") if s is not None else None,
             "material_pct": 100.0 * MATERIAL_SHARE,
+            "cost_basis_words": _BASIS_WORDS[self.basis],
+            "cost_note": "clause.cost_note" if not self.material and s is not None else "",
         }
 
-    def note(self) -> str:
-        """Said in the message when the finding is info because it costs little."""
-        s = self.share
-        if self.material or s is None:
-            return ""
-        return (
-            f" (info: {100.0 * s:.2g}% of the {self.basis}, below the {100.0 * MATERIAL_SHARE:g}% "
-            "a warning needs)"
-        )
+
+# each basis's words in the catalogs
+_BASIS_WORDS = {
+    "region device time": "clause.basis.region_device",
+    "trace device time": "clause.basis.trace_device",
+    "region CPU time": "clause.basis.region_cpu",
+}
 
 
 def _basis(ctx: Context, trace_wide: bool) -> tuple[float, str]:

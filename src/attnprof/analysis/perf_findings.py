@@ -29,6 +29,10 @@ SHAPE_SHARE = 1.0
 FAR_BELOW = 30.0
 
 
+# the roof an op is bound by, in the catalogs' words
+_ROOF_WORDS = {"compute": "clause.roof.compute", "memory": "clause.roof.memory"}
+
+
 def _outer(ctx: Context) -> list[OpPerf]:
     return [o for o in ctx.ops if not o.nested and o.pct_time is not None]
 
@@ -51,6 +55,22 @@ def _dims(o: OpPerf) -> str:
     return " ".join(str(d) for d in o.input_dims if isinstance(d, list) and d)
 
 
+def _largest(o: OpPerf, shapes: int, share: float | None) -> dict[str, Any]:
+    """The figures the sentence names: how many shapes, their share, and the op it names (the
+    largest, or the furthest above its roof) with its dims."""
+    return {
+        "shape_count": shapes,
+        **({"share": share} if share is not None else {}),
+        "largest_op": o.name,
+        "largest_dims": _dims(o),
+        "largest_pct_of_bound": o.pct_of_bound,
+        "largest_tflops": o.tflops,
+        "largest_tbps": o.tbps,
+        "largest_peak_tbps": o.peak_tbps,
+        "largest_formula": o.formula,
+    }
+
+
 def memory_bound_gemm(ctx: Context) -> list[Finding]:
     hits = [
         o
@@ -65,16 +85,14 @@ def memory_bound_gemm(ctx: Context) -> list[Finding]:
     return [
         finding(
             "MEMORY_BOUND_GEMM",
-            f"{len(hits)} GEMM shape(s) take {share:.3g}% of the device time and are memory-bound: "
-            f"their intensity ({min(h.intensity or 0.0 for h in hits):.3g} to "
-            f"{max(h.intensity or 0.0 for h in hits):.3g} FLOP/byte) is below the ridge of "
-            f"{ridge:.3g} FLOP/byte, so they wait on memory, not on the tensor cores (the largest: "
-            f"{o.name} {_dims(o)}). More rows per weight (a larger batch, or tokens batched "
-            "together) or fusing them with their neighbours would raise it.",
             {
                 "share_pct": round(share, 2),
                 "ridge_flop_per_byte": round(ridge, 3),
                 "shapes": [_shape(h) for h in hits],
+                **_largest(o, len(hits), share),
+                "intensity_min": min(h.intensity or 0.0 for h in hits),
+                "intensity_max": max(h.intensity or 0.0 for h in hits),
+                "ridge": ridge,
             },
         )
     ]
@@ -104,11 +122,13 @@ def attention_below_roof(ctx: Context) -> list[Finding]:
     return [
         finding(
             "ATTENTION_BELOW_ROOF",
-            f"Attention takes {share:.3g}% of the device time at under {FAR_BELOW:.0f}% of its roof "
-            f"(the largest: {o.name} {_dims(o)} at {o.pct_of_bound:.3g}% of the {o.bound} roof, "
-            f"{o.tflops:.3g} TFLOP/s): compare implementations for this shape (attnprof run --shape) or "
-            "check that the fused kernel is the one running.",
-            {"share_pct": round(share, 2), "below_pct": FAR_BELOW, "shapes": [_shape(h) for h in hits]},
+            {
+                "share_pct": round(share, 2),
+                "below_pct": FAR_BELOW,
+                "shapes": [_shape(h) for h in hits],
+                **_largest(o, len(hits), share),
+                "largest_roof": _ROOF_WORDS[str(o.bound)],
+            },
         )
     ]
 
@@ -121,12 +141,12 @@ def decode_below_bandwidth(ctx: Context) -> list[Finding]:
     return [
         finding(
             "DECODE_BELOW_BANDWIDTH",
-            f"Decode attention takes {share:.3g}% of the device time at under {FAR_BELOW:.0f}% of the "
-            f"memory bandwidth (the largest: {o.name} {_dims(o)} reads K and V at {o.tbps:.3g} TB/s, "
-            f"{o.pct_of_bound:.3g}% of {o.peak_tbps:.3g} TB/s): with few queries per sequence the "
-            "bandwidth is the roof; a split-KV (flash-decoding) kernel, or more sequences per call, "
-            "keeps more of the device reading.",
-            {"share_pct": round(share, 2), "below_pct": FAR_BELOW, "shapes": [_shape(h) for h in hits]},
+            {
+                "share_pct": round(share, 2),
+                "below_pct": FAR_BELOW,
+                "shapes": [_shape(h) for h in hits],
+                **_largest(o, len(hits), share),
+            },
         )
     ]
 
@@ -136,20 +156,18 @@ def op_above_roof(ctx: Context) -> list[Finding]:
     if not hits:
         return []
     tf32 = any(h.dtype == "fp32" and h.family in ("gemm", "conv", "attention") for h in hits)
-    hint = (
-        " fp32 matrix ops above the fp32 roof usually ran in TF32 (torch.backends.cuda.matmul.allow_tf32): "
-        "give --peak with the TF32 figure."
-        if tf32
-        else ""
-    )
     o = max(hits, key=lambda h: h.pct_of_bound or 0.0)
     return [
         finding(
             "OP_ABOVE_ROOF",
-            f"{len(hits)} op shape(s) ran above their roof (up to {o.pct_of_bound:.3g}%: {o.name} "
-            f"{_dims(o)}, {o.formula}): the peak ({o.peak_tflops} TFLOP/s, {o.peak_tbps} TB/s) or "
-            f"the model is wrong for them, so their percentages are not to be trusted.{hint}",
-            {"shapes": [_shape(h) for h in hits], "peak_tflops": o.peak_tflops, "peak_tbps": o.peak_tbps},
+            {
+                "shapes": [_shape(h) for h in hits],
+                "peak_tflops": o.peak_tflops,
+                "peak_tbps": o.peak_tbps,
+                **_largest(o, len(hits), None),
+                # fp32 matrix ops above the fp32 roof usually ran in TF32
+                "tf32_clause": "clause.tf32_hint" if tf32 else "",
+            },
         )
     ]
 

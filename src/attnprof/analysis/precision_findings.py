@@ -15,7 +15,6 @@ from attnprof.analysis.cpu_ops import is_downcast
 from attnprof.analysis.materiality import Cost, cost_of_ops
 from attnprof.analysis.result import Finding
 from attnprof.trace.model import unique
-from attnprof.units import fmt_us
 
 __all__ = ["cuda_core_gemm", "fp32_upcast"]
 
@@ -24,39 +23,27 @@ def _r(x: float) -> float:
     return round(float(x), 3)
 
 
-def _gemm_advice(precisions: list[str], tc: list[str] | None, arch: str) -> str:
-    """Advice the device can follow: its tensor-core dtypes decide (Volta: fp16 only; Turing adds
-    int8; Ampere tf32 and bf16; Ada / Hopper fp8)."""
+def _gemm_advice(precisions: list[str], tc: list[str] | None) -> list[str]:
+    """Advice the device can follow, as the catalogs' clauses (said one after the other): its
+    tensor-core dtypes decide (Volta: fp16 only; Turing adds int8; Ampere tf32 and bf16; Ada /
+    Hopper fp8)."""
     parts = []
     if "fp32" in precisions:
         if tc is None:
-            parts.append(
-                "fp32 GEMMs run on CUDA cores: on a GPU with tensor cores, allow TF32 (Ampere or later: "
-                "torch.backends.cuda.matmul.allow_tf32 = True) or compute in fp16 / bf16 (autocast)"
-            )
+            parts.append("clause.gemm_advice.fp32_unknown_device")
         elif "tf32" in tc:
-            parts.append(
-                "fp32 GEMMs run on CUDA cores: allow TF32 (torch.backends.cuda.matmul.allow_tf32 = True, "
-                "or torch.set_float32_matmul_precision('high')) or autocast to bf16 / fp16"
-            )
+            parts.append("clause.gemm_advice.fp32_allow_tf32")
         else:
-            parts.append(
-                f"fp32 GEMMs run on CUDA cores; this GPU ({arch}) has tensor cores for "
-                f"{' and '.join(tc)} only (no TF32, no bf16): torch.autocast('cuda', dtype=torch.float16) "
-                "moves the GEMMs onto them"
-            )
+            parts.append("clause.gemm_advice.fp32_no_tf32")
     half = [p for p in precisions if p in ("fp16", "bf16")]
     if half:
         if "bf16" in half and tc is not None and "bf16" not in tc:
-            parts.append(f"bf16 has no tensor-core support on this GPU ({arch}): use fp16")
+            parts.append("clause.gemm_advice.bf16_unsupported")
         else:
-            parts.append(
-                f"{'/'.join(half)} GEMMs on CUDA cores usually mean a shape the tensor-core kernels "
-                "refuse (a dimension not a multiple of 8) or a matrix-vector product"
-            )
+            parts.append("clause.gemm_advice.half_on_cuda_cores")
     if "unknown" in precisions:
-        parts.append("the precision of some is not in their names")
-    return "; ".join(parts)
+        parts.append("clause.gemm_advice.precision_unknown")
+    return parts
 
 
 def cuda_core_gemm(ctx: Context) -> list[Finding]:
@@ -75,19 +62,15 @@ def cuda_core_gemm(ctx: Context) -> list[Finding]:
     precisions = sorted({k.precision or "unknown" for k in slow})
     cc = ctx.device.compute_capability
     arch = f"sm{cc.replace('.', '')}" if cc else "compute capability unknown"
-    hint = _gemm_advice(precisions, tc, arch)
     # every kernel of the trace is read here, so the trace's device time is the scope
     cost = Cost(
         t,
         float(ctx.totals.kernel_time_us + ctx.totals.memcpy_time_us + ctx.totals.memset_time_us),
         "trace device time",
     )
-    note = cost.note()
     return [
         finding(
             "CUDA_CORE_GEMM",
-            f"{n} GEMM kernel(s) run on CUDA cores, not tensor cores: {fmt_us(t)}, "
-            f"{100 * t / gemm_time:.0f}% of GEMM time ({', '.join(precisions)}){note}. {hint}",
             {
                 **cost.evidence(),
                 "count": n,
@@ -96,6 +79,9 @@ def cuda_core_gemm(ctx: Context) -> list[Finding]:
                 "precisions": precisions,
                 "tensor_core_dtypes": tc,
                 "kernels": [{"name": k.short_name, "count": k.count, "time_us": k.time_us} for k in slow[:8]],
+                "arch": arch,
+                "half_precisions": "/".join(p for p in precisions if p in ("fp16", "bf16")),
+                "advice": _gemm_advice(precisions, tc),
             },
             minor=not cost.material,
         )
@@ -136,50 +122,36 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
         "conversions": dict(ev.conversion_types),
         "dtypes_recorded": True,
     }
-    stable_note = (
-        f"; {n_stable / n:g} more per instance are stability upcasts (upcast -> softmax or norm -> "
-        "downcast before the next GEMM), which keep the GEMMs in 16 bits"
-        if n_stable
-        else ""
-    )
     if fp32_rows:
         places = []
         if in_sdpa:
-            places.append(
-                f"{in_sdpa / n:g} inside scaled_dot_product_attention, whose math backend computes "
-                "16-bit inputs in fp32"
-            )
+            places.append("clause.upcast_where.in_sdpa")
         if in_chain:
-            places.append(f"{in_chain / n:g} inside unfused attention (GEMM -> softmax -> GEMM)")
-        where = "; ".join(places) if places else "none inside scaled_dot_product_attention"
+            places.append("clause.upcast_where.in_unfused")
         fp32_cc = any(
             k.category == "gemm" and k.tensor_cores is False and k.precision == "fp32" for k in ctx.kernels
         )
         cost = cost_of_ops(ctx, _fp32_span_ops(ctx, fp32_rows))
-        minor, what = _upcast_cost(cost, n)
+        minor, what = _upcast_cost(cost)
         return [
             finding(
                 "FP32_UPCAST",
-                f"16-bit inputs are converted to fp32 in {ctx.region.name}: {len(fp32_rows) / n:g} upcast(s) per "
-                f"instance (aten::_to_copy from bf16/fp16 to float; {where}) with no downcast before the next "
-                f"GEMM: the math after them runs in fp32 ({what})"
-                + ("; fp32 GEMMs in this trace run on CUDA cores" if fp32_cc else "")
-                + stable_note,
-                {**facts, **cost.evidence(), "cost_measured": cost.share is not None and cost.us > 0},
+                {
+                    **facts,
+                    **cost.evidence(),
+                    "cost_measured": cost.share is not None and cost.us > 0,
+                    "region": ctx.region.name,
+                    "upcasts_where": places or ["clause.upcast_where.none_in_sdpa"],
+                    "cost_words": what,
+                    "cost_us_per_instance": _r(cost.us / n),
+                    "fp32_cuda_core_clause": "clause.upcast.fp32_cuda_cores" if fp32_cc else "",
+                    "stability_clause": "clause.upcast.stability_too" if n_stable else "",
+                },
                 minor=minor,
             )
         ]
     if n_stable:
-        return [
-            finding(
-                "FP32_UPCAST",
-                f"{n_stable / n:g} stability upcast(s) per instance in {ctx.region.name} (upcast -> softmax "
-                "or norm -> downcast before the next GEMM): computed in fp32 on purpose, for numerical "
-                "stability; the GEMMs stay in 16 bits",
-                facts,
-                minor=True,
-            )
-        ]
+        return [finding("FP32_UPCAST", {**facts, "region": ctx.region.name}, variant="stability", minor=True)]
     # without recorded dtypes, only an annotated call (attn_fwd, --region) is specific enough for
     # a count to mean an upcast: a model step also converts for device transfers and inputs
     # Which conversions upcast, and so which ops run in fp32 after them, is not known: neither
@@ -188,34 +160,30 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
         return [
             finding(
                 "FP32_UPCAST",
-                f"{ev.conversions / n:g} dtype conversions (aten::_to_copy) per call: possibly an upcast "
-                "of q, k and v to fp32 and back; dtypes not recorded: the upcast and its cost are not measured "
-                "(profile with record_shapes=True to confirm)",
                 {
                     "conversions_per_instance": ev.conversions / n,
                     "dtypes_recorded": False,
                     "cost_us": None,
                     "cost_measured": False,
                 },
+                variant="unrecorded",
                 minor=True,
             )
         ]
     return []
 
 
-def _upcast_cost(cost: Cost, instances: int) -> tuple[bool, str]:
-    """(minor, words) for the fp32 math after confirmed upcasts. A warning needs its share of the
-    scope measured and at least MATERIAL_SHARE; a share that cannot be taken (no device or CPU
-    time in the scope, or nothing the fp32 ops ran was recorded) is said to be not measured, and
-    the finding is minor (info): a count of upcasts alone does not say they cost anything."""
-    per = fmt_us(cost.us / instances)
-    s = cost.share
-    if s is None or cost.us <= 0:
-        return True, f"their cost is not measured: no {cost.basis} recorded for them"
-    note = cost.note()
-    if note:
-        return not cost.material, f"{per} per instance until the downcast{note}"
-    return not cost.material, f"{per} per instance until the downcast, {100.0 * s:.2g}% of the {cost.basis}"
+def _upcast_cost(cost: Cost) -> tuple[bool, str]:
+    """(minor, the clause that words it) for the fp32 math after confirmed upcasts. A warning
+    needs its share of the scope measured and at least MATERIAL_SHARE; a share that cannot be
+    taken (no device or CPU time in the scope, or nothing the fp32 ops ran was recorded) is said
+    to be not measured, and the finding is minor (info): a count of upcasts alone does not say
+    they cost anything."""
+    if cost.share is None or cost.us <= 0:
+        return True, "clause.upcast_cost.not_measured"
+    if not cost.material:
+        return True, "clause.upcast_cost.minor"
+    return False, "clause.upcast_cost.measured"
 
 
 def _fp32_span_ops(ctx: Context, upcasts: list[int]) -> np.ndarray:

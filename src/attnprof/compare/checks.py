@@ -11,7 +11,6 @@ from typing import Any
 from attnprof.analysis.codes import finding
 from attnprof.analysis.result import Finding
 from attnprof.analysis.stats import ratio_interval
-from attnprof.catalogs import english
 from attnprof.compare.records import INCORRECT, Row
 from attnprof.records import (
     RunResult,
@@ -23,9 +22,9 @@ from attnprof.run_context import RunContext
 
 def _worded(code: str, evidence: dict[str, Any]) -> Finding:
     """A finding of `code` whose English sentence is the catalog's (`finding.<code>`, filled from
-    its evidence: catalogs.english), so it is written once, in report/i18n/*.po, for every
-    language."""
-    return finding(code, english(f"finding.{code}", evidence), evidence)
+    its evidence by codes.finding, as every finding is), so it is written once, in
+    report/i18n/*.po, for every language."""
+    return finding(code, evidence)
 
 
 def _peak_check(row: Row, ctx: RunContext) -> None:

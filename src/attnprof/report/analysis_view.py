@@ -4,9 +4,9 @@ Renders the record as it is: device and trace summary, top kernels, time by cate
 region, launch APIs, the roofline when there is one, and the findings. Computes nothing.
 
 Every word goes through the report catalogs (report/i18n/*.po, keys `av.*`), so `attnprof
-analyze --lang id` prints the same view in Indonesian. A finding's message is the analyser's own
-(English) in English; in another language the catalog's sentence for its code, as the reports
-give it (report/finding_text.py `finding_message`). Notes the analysis writes (warnings, repairs, the
+analyze --lang id` prints the same view in Indonesian. A finding's message is its catalog
+sentence, in English the analysis's own message; in another language the same sentence from the
+same evidence, as the reports give it (report/finding_text.py `finding_message`). Notes the analysis writes (warnings, repairs, the
 roofline's basis) stay as the analysis words them.
 """
 

@@ -459,8 +459,7 @@ def env_items(data: ReportData, t: Translator) -> list[tuple[str, str]]:
 
 def finding_items(data: ReportData, t: Translator) -> list[tuple[str, str, str, str, list[str]]]:
     """(variant, code, severity, message, evidence) with the message in the reader's language:
-    the catalog's sentence for the code; the analyser's own (English) message in English, and
-    for codes the catalog does not know."""
+    the catalog's sentence its evidence names, filled from it (report/finding_text.py)."""
     out = []
     for r in data.comparison.rows:
         for f in r.findings:
@@ -482,7 +481,18 @@ def _evidence(ev: object) -> list[str]:
     its count, empty fields left out. The fields are the analysis JSON's own names (code)."""
     if not isinstance(ev, dict):
         return [] if ev in (None, "", [], {}) else [_ev_value(ev)]
-    return [f"{k}: {_ev_value(v)}" for k, v in ev.items() if v not in (None, "", [], {})]
+    # the keys of its sentence and clauses (message_key, `clause.…` values) are for the wording
+    return [
+        f"{k}: {_ev_value(v)}"
+        for k, v in ev.items()
+        if v not in (None, "", [], {}) and k != "message_key" and not _words_key(v)
+    ]
+
+
+def _words_key(v: object) -> bool:
+    """A clause's key (or a list of them) a finding's sentence is worded with, not a fact."""
+    items = v if isinstance(v, list) else [v]
+    return bool(items) and all(isinstance(x, str) and x.startswith("clause.") for x in items)
 
 
 def _ev_value(v: object) -> str:
