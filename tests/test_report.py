@@ -313,7 +313,7 @@ def test_markdown_report_and_summary_only(
     for heading in ("## สรุป", "## การเปรียบเทียบ", "## สิ่งที่พบ", "## สิ่งที่คาดไว้", "## ไฟล์เทรซ"):
         assert heading in md
     assert re.search(r"^\| รูปแบบ \| แบ็กเอนด์ \|", md, re.M)  # the comparison table
-    assert "`OUT_OF_PLACE_COPY`" in md and "ใช้รุ่น in-place (" in md  # finding in Thai, code as is
+    assert "`OUT_OF_PLACE_COPY`" in md and "ใช้รุ่นที่เขียนทับในที่ (" in md  # finding in Thai, code as is
 
 
 def test_scaling_curves_when_a_folder_holds_several_shapes(tmp_path: Path) -> None:
