@@ -128,7 +128,13 @@ def fill_sentence(catalog: Mapping[str, str], key: str, evidence: object) -> str
         return template
     ev = evidence if isinstance(evidence, dict) else {}
     if fields <= set(ev):
-        return _Words(catalog, ev).vformat(template, (), ev)
+        try:
+            return _Words(catalog, ev).vformat(template, (), ev)
+        except (KeyError, IndexError, TypeError, ValueError):
+            # a clause's field, or a value of another shape, missing from an analysis written
+            # by another version: the generic sentence, never a traceback in a report
+            if f"{key}.generic" not in catalog:
+                raise
     generic = catalog.get(f"{key}.generic")
     return generic if generic is not None else template.split(":", 1)[-1].strip()
 
