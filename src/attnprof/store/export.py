@@ -16,7 +16,7 @@ from pathlib import Path
 from attnprof.errors import UserError
 from attnprof.extras import load, require
 from attnprof.outputs import atomic_path, write_atomic
-from attnprof.store.sqlite import StoredResult
+from attnprof.store.rows import StoredResult
 
 __all__ = ["FORMATS", "export_rows"]
 
