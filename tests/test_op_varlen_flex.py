@@ -17,9 +17,9 @@ from attnprof.analysis.pipeline import analyze_trace
 from attnprof.analysis.result import TraceAnalysis
 from attnprof.formulas import attention_pairs
 from attnprof.trace.load import load_trace
+from test_perf_model import one_op_trace
 
 BF, I32 = "c10::BFloat16", "int"
-H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0, "numSms": 132}
 
 
 def cost(name: str, dims: list[Any], types: list[str], concrete: list[str]) -> OpCost | None:
@@ -147,34 +147,8 @@ def test_flex_counts_every_pair_and_says_it_is_a_dense_upper_bound() -> None:
 
 
 def _trace(tmp_path: Path, name: str, dims: list[Any], types: list[str], conc: list[str]) -> Path:
-    """One op with recorded inputs launching one 100 us kernel on an H100."""
-    args = {"External id": 1, "Input Dims": dims, "Input type": types, "Concrete Inputs": conc}
-    events = [
-        {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 0, "dur": 50, "args": args},
-        {
-            "ph": "X",
-            "cat": "cuda_runtime",
-            "name": "cudaLaunchKernel",
-            "pid": 1,
-            "tid": 1,
-            "ts": 10,
-            "dur": 5,
-            "args": {"correlation": 7, "External id": 1},
-        },
-        {
-            "ph": "X",
-            "cat": "kernel",
-            "name": "triton_tem_fused_0",
-            "pid": 0,
-            "tid": 7,
-            "ts": 20,
-            "dur": 100.0,
-            "args": {"correlation": 7, "External id": 1, "device": 0},
-        },
-    ]
-    p = tmp_path / f"{name.split('::')[-1]}.json"
-    p.write_text(json.dumps({"traceEvents": events, "deviceProperties": [H100]}))
-    return p
+    """One op with recorded inputs launching one 100 us Triton template kernel on an H100."""
+    return one_op_trace(tmp_path, name, dims, types, 100.0, conc, kernel="triton_tem_fused_0")
 
 
 def test_the_summary_says_when_its_flops_are_an_upper_bound(tmp_path: Path) -> None:

@@ -355,7 +355,7 @@ def test_peak_option_bad_input_is_one_line_and_exit_2() -> None:
 H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0, "numSms": 132}
 
 
-def _one_op(
+def one_op_trace(
     tmp_path: Path,
     name: str,
     dims: list[Any],
@@ -363,8 +363,10 @@ def _one_op(
     kernel_us: float,
     concrete: list[str] | None = None,
     device: dict[str, Any] | None = H100,
-) -> TraceAnalysis:
-    """A trace of one op with recorded inputs that launches one kernel of `kernel_us`."""
+    kernel: str = "some_kernel",
+) -> Path:
+    """A trace file of one op with recorded inputs that launches one kernel of `kernel_us`
+    (tests/test_op_varlen_flex.py builds its traces with it too)."""
     args = {
         "External id": 1,
         "Input Dims": dims,
@@ -386,7 +388,7 @@ def _one_op(
         {
             "ph": "X",
             "cat": "kernel",
-            "name": "some_kernel",
+            "name": kernel,
             "pid": 0,
             "tid": 7,
             "ts": 20,
@@ -399,7 +401,20 @@ def _one_op(
         doc["deviceProperties"] = [device]
     p = tmp_path / f"{name.split('::')[-1]}_{kernel_us:g}.json"
     p.write_text(json.dumps(doc))
-    a = analyze(p)
+    return p
+
+
+def _one_op(
+    tmp_path: Path,
+    name: str,
+    dims: list[Any],
+    types: list[str],
+    kernel_us: float,
+    concrete: list[str] | None = None,
+    device: dict[str, Any] | None = H100,
+) -> TraceAnalysis:
+    """The analysis of one_op_trace's trace."""
+    a = analyze(one_op_trace(tmp_path, name, dims, types, kernel_us, concrete, device))
     assert isinstance(a, TraceAnalysis)
     return a
 
