@@ -309,6 +309,7 @@ def _stream_parallel(
     if second is None:
         return None
     first.join(second)
+    del second  # its columns are first's now; what extend replaced goes before they are joined
     try:
         trace = first.trace(path.name)
     except _STREAM_ERRORS:
