@@ -123,6 +123,8 @@ _HTA_ONLY = (
 
 
 def build(src: Path, copies: int, out: Path) -> dict[str, Any]:
+    """Write `copies` shifted copies of src's events to out, one copy at a time: only the source
+    and one copy's events are held, so that a 2.5 GB trace is built without 15 GB of dicts."""
     doc = orjson.loads(gzip.decompress(src.read_bytes()))
     events = doc["traceEvents"]
     ts = [e["ts"] for e in events if isinstance(e.get("ts"), int | float)]
@@ -136,32 +138,40 @@ def build(src: Path, copies: int, out: Path) -> dict[str, Any]:
     ]
     ids += [e["id"] for e in events if isinstance(e.get("id"), int)]
     id_step = max(ids) + 1 if ids else 0
-    out_events: list[dict[str, Any]] = []
-    for k in range(copies):
-        for e in events:
-            if k == 0:
-                out_events.append(e)
-                continue
-            c = dict(e)
-            if isinstance(c.get("ts"), int | float):
-                c["ts"] = c["ts"] + k * span
-            if isinstance(c.get("id"), int):
-                c["id"] = c["id"] + k * id_step
-            args = c.get("args")
-            if isinstance(args, dict) and any(key in args for key in _ID_ARGS):
-                args = dict(args)
-                for key in _ID_ARGS:
-                    if isinstance(args.get(key), int):
-                        args[key] += k * id_step
-                c["args"] = args
-            out_events.append(c)
-    doc["traceEvents"] = out_events
-    out.write_bytes(orjson.dumps(doc))
-    return {
-        "events": len(out_events),
-        "bytes": out.stat().st_size,
-        "kernels": sum(1 for e in out_events if str(e.get("cat")).lower() == "kernel"),
-    }
+    # the document's other keys keep their place around traceEvents
+    keys = list(doc)
+    at = keys.index("traceEvents")
+    before = orjson.dumps({k: doc[k] for k in keys[:at]})[:-1]  # without its closing "}"
+    after = orjson.dumps({k: doc[k] for k in keys[at + 1 :]})[1:]  # without its opening "{"
+    n_events = 0
+    with open(out, "wb") as f:
+        f.write(before + (b"," if at else b"") + b'"traceEvents":[')
+        for k in range(copies):
+            copy = events if k == 0 else [_shifted(e, k * span, k * id_step) for e in events]
+            if k and events:
+                f.write(b",")
+            f.write(orjson.dumps(copy)[1:-1])
+            n_events += len(copy)
+        f.write(b"]" + (b"," if after != b"}" else b"") + after)
+    kernels = sum(1 for e in events if str(e.get("cat")).lower() == "kernel") * copies
+    return {"events": n_events, "bytes": out.stat().st_size, "kernels": kernels}
+
+
+def _shifted(e: dict[str, Any], dt: float, did: int) -> dict[str, Any]:
+    """One event of a later copy: its time and every id that links events moved on."""
+    c = dict(e)
+    if isinstance(c.get("ts"), int | float):
+        c["ts"] = c["ts"] + dt
+    if isinstance(c.get("id"), int):
+        c["id"] = c["id"] + did
+    args = c.get("args")
+    if isinstance(args, dict) and any(key in args for key in _ID_ARGS):
+        args = dict(args)
+        for key in _ID_ARGS:
+            if isinstance(args.get(key), int):
+                args[key] += did
+        c["args"] = args
+    return c
 
 
 def _info(path: Path) -> dict[str, Any]:
