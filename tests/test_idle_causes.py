@@ -8,10 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from attnprof.analysis import idle
 from attnprof.analysis.idle_findings import IDLE_CODES
 from attnprof.analysis.runtime_calls import RUNTIME_KINDS, runtime_kind
+from attnprof.trace.load import load_trace
 from test_analysis_truth import ev, kernel, launch, run
 
 GEMM = "ampere_sgemm_128x64_nn"
@@ -239,3 +242,26 @@ def test_a_helper_threads_python_frames_are_not_the_hosts_work(tmp_path: Path) -
     assert "GPU_IDLE_PYTHON" not in a.codes
     f = a.finding("GPU_IDLE_UNRECORDED")
     assert f is not None and "with_stack=True or" not in f.message  # the trace has frames
+
+
+def test_row_indices_past_int32_give_the_same_analysis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the idle stage keeps its rows as int32 below 2**31 events (half the memory); a trace past
+    # that takes the int64 path, which must decide every cause alike: forced here by the limit
+    host = [
+        _py("train.py(40): <module>", 0, 1990),
+        _py(TORCH_NEXT, 10, 900),
+        ev(DATALOADER, "user_annotation", 5, 950),
+        ev("aten::div", "cpu_op", 50, 800),
+        launch(1000, 1),
+        ev("cudaMemcpyAsync", "cuda_runtime", 1020, 900, correlation=2),
+    ]
+    device = [kernel(GEMM, 1010, 20, 1), _memcpy("Memcpy DtoH (Device -> Pageable)", 1850, 60, 2)]
+    narrow = run(tmp_path, _step(host, device))
+    assert idle._row_type(load_trace(tmp_path / "t.json")) is np.int32
+    monkeypatch.setattr(idle, "_INT32_ROWS", 0)
+    assert idle._row_type(load_trace(tmp_path / "t.json")) is np.int64
+    wide = run(tmp_path, _step(host, device))
+    assert wide.to_dict() == narrow.to_dict()
+    assert {"GPU_IDLE_DATA_LOADING", "GPU_IDLE_BLOCKING_COPY"} <= set(wide.codes), wide.codes

@@ -30,19 +30,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from attnprof.analysis.devices import is_launch
-from attnprof.analysis.intervals import F64, Intervals, union
+from attnprof.analysis.intervals import F64, Intervals, union, union_sorted
 from attnprof.analysis.intervals import clip as _clip
 from attnprof.analysis.intervals import intersect as _intersect
 from attnprof.analysis.intervals import measure as _measure
 from attnprof.analysis.intervals import subtract as _subtract
 from attnprof.analysis.links import Links
 from attnprof.analysis.result import InstanceIdle
-from attnprof.analysis.runtime_calls import runtime_kind
+from attnprof.analysis.runtime_calls import RUNTIME_KINDS, runtime_kind
 from attnprof.analysis.stream_waits import stream_waits
 from attnprof.trace.model import Kind, Trace, unique
 
@@ -87,6 +88,17 @@ UNRECORDED_WAIT_US = 100.0
 _TORCH_DATA = re.compile(r"torch[/\\]utils[/\\]data[/\\]")
 _DATA_LOADING = re.compile(r"(?i)dataloader|data_loader|_DataLoaderIter|data loading")
 _PAGEABLE = re.compile(r"(?i)pageable")
+_INT32_ROWS = 2**31 - 1  # the most events for which row indices are int32 (_row_type)
+# the runtime-call kinds as small integer codes: an object array of their names cost 8 bytes a
+# call and a string comparison per call in every mask over a trace's runtime calls
+_RT_KINDS = ("other", *(k for k, _, _ in RUNTIME_KINDS), "slow_launch", "unrecorded_wait")
+_RT = {k: i for i, k in enumerate(_RT_KINDS)}
+# CPU ops are classified in chunks of this many: the per-op temporaries (times, binary
+# searches) are this size, not the trace's
+_CHUNK = 1 << 16
+# row indices as _row_type gives them (int32, or int64 for a trace of 2**31 events or more)
+Rows = npt.NDArray[np.signedinteger[Any]]
+Named = tuple[F64, F64, Rows]
 
 
 @dataclass
@@ -100,9 +112,9 @@ class HostActivity:
     into the parts no inner frame covers with innermost(), only when it names them)."""
 
     priority: list[tuple[str, Intervals]]
-    named: Mapping[str, tuple[F64, F64, npt.NDArray[np.int64]]]
+    named: Mapping[str, Named]
     busy: Intervals  # the device's busy time
-    launch_rows: npt.NDArray[np.int64]  # runtime calls that put work on the device
+    launch_calls: int  # runtime calls that put work on the device
     has_python: bool  # the trace recorded Python frames (with_stack=True)
     # the trace has cuda_sync records (which stream or event each wait was on)
     sync_records: bool = False
@@ -137,15 +149,36 @@ class IdleBreakdown:
         )
 
 
+def _row_type(trace: Trace) -> type[np.signedinteger[Any]]:
+    """int32 for row indices where every row fits (any trace under 2**31 events): the rows this
+    stage keeps for the rest of the analysis (the host events by cause) take half the memory."""
+    return np.int32 if trace.n_events <= _INT32_ROWS else np.int64
+
+
+def _rows_of(trace: Trace, *kinds: Kind) -> Rows:
+    """trace.own(trace.rows(*kinds)) in _row_type (trace.rows makes an int64 copy of its index)."""
+    mask = trace.kind == kinds[0] if len(kinds) == 1 else np.isin(trace.kind, [int(k) for k in kinds])
+    return trace.own(np.flatnonzero(mask).astype(_row_type(trace)))
+
+
 def _rows_iv(trace: Trace, rows: np.ndarray) -> Intervals:
-    return union(trace.ts[rows], trace.ts[rows] + trace.dur[rows])
+    """union() of the rows' intervals. The ends are read in start order rather than sorted after
+    (one n-sized float array fewer at a time; this is the stage's peak on a large trace), and
+    rows already in time order (runtime calls) skip the sort: a stable sort leaves them as they are."""
+    if rows.size == 0:
+        return np.zeros(0), np.zeros(0)
+    s = trace.ts[rows]
+    if not bool((s[1:] >= s[:-1]).all()):
+        o = np.argsort(s, kind="stable")
+        s, rows = s[o], rows[o]
+        del o
+    e = trace.ts[rows]
+    e += trace.dur[rows]  # the same sum as ts + dur, in place
+    return union_sorted(s, e)
 
 
-def _named(trace: Trace, rows: np.ndarray) -> tuple[F64, F64, npt.NDArray[np.int64]]:
+def _named(trace: Trace, rows: Rows) -> Named:
     return trace.ts[rows].astype(np.float64), (trace.ts[rows] + trace.dur[rows]).astype(np.float64), rows
-
-
-Named = tuple[F64, F64, npt.NDArray[np.int64]]
 
 
 class _NamedRows(Mapping[str, Named]):
@@ -235,21 +268,24 @@ def host_activity(
     per GPU op, the end busy time uses (attnprof.analysis.sanitize clips overruns), else the
     recorded end."""
     ends_all = busy_end if busy_end is not None else trace.ts[links.gpu_rows] + trace.dur[links.gpu_rows]
-    g = links.gpu_rows[busy_mask]
-    ends = ends_all[busy_mask]
-    busy = union(trace.ts[g], ends)
-    rt = trace.rows(Kind.RUNTIME, Kind.DRIVER)
+    busy = union(trace.ts[links.gpu_rows[busy_mask]], ends_all[busy_mask])
+    rt = np.flatnonzero(np.isin(trace.kind, [int(Kind.RUNTIME), int(Kind.DRIVER)])).astype(_row_type(trace))
     names = trace.names
     rt_name = trace.name[rt]
-    # one rule lookup per distinct name, spread to the calls through the inverse index
-    u_name, inv = np.unique(rt_name, return_inverse=True)
-    rt_kind = np.array([runtime_kind(names[int(i)]) for i in u_name.tolist()], dtype=object)[inv.reshape(-1)]
+    # one rule lookup per distinct name, spread to the calls through a table by name id
+    code_of = np.zeros(len(names), np.int8)
+    for i in np.flatnonzero(np.bincount(rt_name, minlength=len(names))).tolist():
+        code_of[i] = _RT[runtime_kind(names[i])]
+    rt_kind = code_of[rt_name]
+    del code_of
     # a long launch call is a first launch (module loading, JIT), not launch overhead; a long
     # query on the launch path (occupancy, capture state) is first-call set-up
-    slow = (rt_kind == "launching") & (trace.dur[rt] >= SLOW_LAUNCH_US)
+    slow = np.flatnonzero(rt_kind == _RT["launching"])
+    slow = slow[trace.dur[rt[slow]] >= SLOW_LAUNCH_US]
     puts = np.array([is_launch(names[int(i)]) for i in rt_name[slow].tolist()], bool)
-    rt_kind[np.flatnonzero(slow)[puts]] = "slow_launch"
-    rt_kind[np.flatnonzero(slow)[~puts]] = "init"
+    del rt_name
+    rt_kind[slow[puts]] = _RT["slow_launch"]
+    rt_kind[slow[~puts]] = _RT["init"]
     # an async copy to or from pageable host memory blocks the host like cudaMemcpy: the trace
     # says so in the name of the copy it launched ("Memcpy DtoH (Device -> Pageable)")
     cpy = np.flatnonzero((trace.kind[links.gpu_rows] == Kind.MEMCPY) & (links.launch >= 0))
@@ -257,8 +293,13 @@ def host_activity(
         cpy_names = trace.name[links.gpu_rows[cpy]]
         pageable = [int(i) for i in unique(cpy_names).tolist() if _PAGEABLE.search(names[int(i)])]
         blocking = links.launch[cpy[np.isin(cpy_names, pageable)]]
-        rt_kind[np.isin(rt, blocking) & np.isin(rt_kind, ["launching", "slow_launch"])] = "blocking_copy"
-    sync_rows = rt[rt_kind == "sync"]
+        # the launches' places among the runtime calls (rt ascends): no n-sized membership test
+        at = np.minimum(np.searchsorted(rt, blocking), max(rt.size - 1, 0))
+        at = at[rt[at] == blocking] if rt.size else at[:0]
+        at = at[(rt_kind[at] == _RT["launching"]) | (rt_kind[at] == _RT["slow_launch"])]
+        rt_kind[at] = _RT["blocking_copy"]
+    sync_at = np.flatnonzero(rt_kind == _RT["sync"])
+    sync_rows = rt[sync_at]
     waits = _unrecorded_waits(trace, sync_rows, busy)
     # where a cuda_sync record says which stream or event a call waited on, that stream's
     # recorded work decides, not the whole device's (another stream may have been busy)
@@ -269,55 +310,51 @@ def host_activity(
         s0 = trace.ts[sync_rows[known]]
         s1 = s0 + trace.dur[sync_rows[known]]
         waits[known] = s1 - np.maximum(np.minimum(waited[known], s1), s0) >= UNRECORDED_WAIT_US
-    rt_kind[np.isin(rt, sync_rows[waits])] = "unrecorded_wait"
-    launch_rows = rt[np.isin(rt_kind, ["launching", "slow_launch", "blocking_copy"])]
+    rt_kind[sync_at[waits]] = _RT["unrecorded_wait"]
+    del sync_at, sync_rows, waits, waited, known
+    # codes of the calls that put work on the device, and of those that also make an op a caller
+    launching = np.isin(rt_kind, [_RT[k] for k in ("launching", "slow_launch", "blocking_copy")])
+    launch_calls = int(np.count_nonzero(launching))
+    launching |= (rt_kind == _RT["sync"]) | (rt_kind == _RT["unrecorded_wait"])
+    callers_rt = rt[launching]
+    del launching
 
     # CPU ops: how many launches or syncs each makes on its thread
-    ops = trace.own(trace.rows(Kind.CPU_OP))
-    calls = np.zeros(ops.size, np.int64)
-    callers_rt = rt[
-        np.isin(rt_kind, ["launching", "slow_launch", "blocking_copy", "sync", "unrecorded_wait"])
-    ]
-    o_lane, r_lane = trace.lane[ops], trace.lane[callers_rt]
-    for lane in sorted(set(unique(o_lane).tolist()) & set(unique(r_lane).tolist())):
-        sel = np.flatnonzero(o_lane == lane)
-        t = np.sort(trace.ts[callers_rt[r_lane == lane]])
-        a = np.searchsorted(t, trace.ts[ops[sel]], "left")
-        b = np.searchsorted(t, trace.ts[ops[sel]] + trace.dur[ops[sel]], "right")
-        calls[sel] = b - a
-    contains_call = calls > 0
-    # a short op that calls nothing (a view, an empty) is the dispatch cost of issuing work, not
-    # host computation: only ops of HOST_COMPUTE_MIN_US or more count as host compute
-    big = ~contains_call & (trace.dur[ops] >= HOST_COMPUTE_MIN_US)
-    # an op that makes many runtime calls is a container (a module, a legacy ProfilerStep
-    # Operator, an optimizer step): its own time between children is not launching
-    container = calls > MAX_CALLS_PER_LAUNCHING_OP
-    quiet, loud = ops[big], ops[~big & ~container]
-    callers = ops[contains_call & ~container]
-    loud_iv = _rows_iv(trace, callers)
+    ops = _rows_of(trace, Kind.CPU_OP)
+    cls = _op_classes(trace, ops, callers_rt)
+    del callers_rt
+    quiet = ops[cls == _QUIET]
+    loud_iv = _rows_iv(trace, ops[cls == _CALLER])
     compute = _rows_iv(trace, quiet)
     if compute[0].size and loud_iv[0].size:  # a quiet op inside a launching op is part of it
         lo, hi = float(min(compute[0][0], loud_iv[0][0])), float(max(compute[1][-1], loud_iv[1][-1]))
         compute = _subtract(compute, loud_iv, lo, hi)
+    del loud_iv
+    loud = ops[(cls == _CALLER) | (cls == _SHORT)]
+    del cls
+    # only the threads that do the work (CPU ops or runtime calls): a helper thread's frames
+    # (tqdm's monitor blocked in threading.wait) run beside the work, not instead of it
+    working = np.zeros(len(trace.lanes), bool)
+    working[trace.lane[ops]] = True
+    working[trace.lane[rt]] = True
+    del ops
 
     # data loading, and what runs inside it: by provenance, the Python frames of torch's data
     # package (the file the frame's code is in); by name, the ranges whose names say so
-    py = trace.own(trace.rows(Kind.PYTHON))
-    py_names = trace.name[py]
-    torch_data = [int(i) for i in unique(py_names).tolist() if _TORCH_DATA.search(names[int(i)])]
-    by_frame = py[np.isin(py_names, torch_data)]
-    ranges = trace.own(trace.rows(Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON))
-    r_names = trace.name[ranges]
-    dl_ids = [int(i) for i in unique(r_names).tolist() if _DATA_LOADING.search(names[int(i)])]
-    by_name = ranges[np.isin(r_names, dl_ids) & ~np.isin(ranges, by_frame)]
+    py = _rows_of(trace, Kind.PYTHON)
+    torch_data = _names_matching(names, _TORCH_DATA)
+    by_frame = py[torch_data[trace.name[py]]] if torch_data.any() else py[:0]
+    dl = _names_matching(names, _DATA_LOADING)
+    by_name = py[:0]
+    if dl.any():  # the ranges of those names (no n-sized test where no name says so: the usual case)
+        by_name = _rows_of(trace, Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON)
+        by_name = by_name[dl[trace.name[by_name]]]
+        by_name = by_name[~np.isin(by_name, by_frame)]
     loading = np.concatenate([by_frame, by_name])
-    # only the threads that do the work (CPU ops or runtime calls): a helper thread's frames
-    # (tqdm's monitor blocked in threading.wait) run beside the work, not instead of it
-    working = unique(np.concatenate([trace.lane[ops], trace.lane[rt]]))
-    py = py[np.isin(trace.lane[py], working)]
+    py = py[working[trace.lane[py]]]
 
-    def calls_of(kind: str) -> np.ndarray:
-        return rt[rt_kind == kind]
+    def calls_of(kind: str) -> Rows:
+        return rt[rt_kind == _RT[kind]]
 
     # a stream held by a wait on work the trace does not contain: said before any host state
     # (the host may sit in a sync meanwhile, waiting on that very stream)
@@ -328,18 +365,18 @@ def host_activity(
     for kind in ("unrecorded_wait", *CAUSES[: CAUSES.index("unrecorded_wait")]):
         priority.append((kind, _rows_iv(trace, calls_of(kind))))
         named[kind] = calls_of(kind)
-    launch_calls = calls_of("launching")
-    other_calls = calls_of("other")
+    launch_rt = calls_of("launching")
+    other_rt = calls_of("other")
     priority += [
-        ("launching", _rows_iv(trace, launch_calls)),
-        ("host_compute", _rows_iv(trace, other_calls)),  # runtime calls no rule names: host work
+        ("launching", _rows_iv(trace, launch_rt)),
+        ("host_compute", _rows_iv(trace, other_rt)),  # runtime calls no rule names: host work
         ("data_loading", _rows_iv(trace, loading)),
         ("host_compute", compute),
         ("launching", _rows_iv(trace, loud)),
         ("python", _rows_iv(trace, py)),
     ]
-    named["launching"] = np.concatenate([launch_calls, loud])
-    named["host_compute"] = np.concatenate([other_calls, quiet])
+    named["launching"] = np.concatenate([launch_rt, loud])
+    named["host_compute"] = np.concatenate([other_rt, quiet])
     named["data_loading"] = loading
     named["python"] = py  # cut into innermost pieces only when named (costly)
     # with_stack=True recorded frames, on whichever thread: never advise it again
@@ -347,13 +384,51 @@ def host_activity(
         priority,
         named,
         busy,
-        launch_rows,
+        launch_calls,
         bool((trace.kind == Kind.PYTHON).any()),
         sw.recorded,
         by_stream,
         _rows_iv(trace, by_frame),
         _rows_iv(trace, by_name),
     )
+
+
+# what a CPU op is to the idle analysis (_op_classes)
+_QUIET = 0  # calls nothing, HOST_COMPUTE_MIN_US or more: host compute
+_SHORT = 1  # calls nothing, shorter: the dispatch cost of issuing work (launching)
+_CALLER = 2  # makes 1 to MAX_CALLS_PER_LAUNCHING_OP launch or sync calls (launching)
+_CONTAINER = 3  # makes more: a module, an optimizer step (neither)
+
+
+def _op_classes(trace: Trace, ops: Rows, callers: Rows) -> npt.NDArray[np.int8]:
+    """Per CPU op, its class (_QUIET ...), from the launch or sync calls on its thread inside
+    its range; in chunks of ops, so that no per-op temporary is the size of the trace."""
+    out = np.empty(ops.size, np.int8)
+    o_lane, r_lane = trace.lane[ops], trace.lane[callers]
+    for lane in np.flatnonzero(np.bincount(o_lane)).tolist() if ops.size else []:
+        on = np.flatnonzero(o_lane == lane)
+        t = np.sort(trace.ts[callers[r_lane == lane]])
+        for c in range(0, on.size, _CHUNK):
+            sel = on[c : c + _CHUNK]
+            r = ops[sel]
+            s, d = trace.ts[r], trace.dur[r]
+            n = np.searchsorted(t, s, "left")
+            s += d  # the op's end, in place: the same sum as ts + dur
+            np.subtract(np.searchsorted(t, s, "right"), n, out=n)
+            # a short op that calls nothing (a view, an empty) is the dispatch cost of issuing
+            # work, not host computation; an op that makes many runtime calls is a container (a
+            # module, a legacy ProfilerStep Operator): its own time between children is not launching
+            out[sel] = np.where(
+                n == 0,
+                np.where(d >= HOST_COMPUTE_MIN_US, _QUIET, _SHORT),
+                np.where(n > MAX_CALLS_PER_LAUNCHING_OP, _CONTAINER, _CALLER),
+            )
+    return out
+
+
+def _names_matching(names: list[str], rx: re.Pattern[str]) -> npt.NDArray[np.bool_]:
+    """Per name id, whether the name matches: a table the rows' name ids index."""
+    return np.array([bool(rx.search(n)) for n in names], bool) if names else np.zeros(0, bool)
 
 
 def idle_breakdown(

@@ -172,7 +172,7 @@ def _idle_cause(ctx: Context, cause: str, idle_iv: Intervals) -> tuple[str, dict
     if cause == "launching":
         r = ctx.region_stat
         facts |= {
-            "runtime_calls": int(ctx.host.launch_rows.size),
+            "runtime_calls": ctx.host.launch_calls,
             "cpu_time_us_per_instance": r.cpu_time_us_per_instance,
             "gpu_ops_per_instance": r.gpu_ops_per_instance,
         }
