@@ -27,7 +27,7 @@ from attnprof.analysis.result import (
     ThreadOps,
     TopCpuOp,
 )
-from attnprof.trace.model import Trace, unique
+from attnprof.trace.model import Trace
 from attnprof.units import short_name
 
 __all__ = ["idle_per_instance", "region_comm", "region_stats"]
@@ -209,7 +209,11 @@ def _cpu_ops(trace: Trace, insts: list[Instance]) -> tuple[list[CpuOp], list[Cpu
     if not insts:
         return [], []
     every = np.concatenate([inst.cpu_ops for inst in insts])
-    rows = unique(every)
+    # the distinct rows, sorted: a flag per trace row holds less than the sort in unique()
+    seen = np.zeros(trace.kind.size, bool)
+    seen[every] = True
+    rows = np.flatnonzero(seen)
+    del seen
     depth, self_us = cpu_nesting(trace, rows)
     first = insts[0].cpu_ops
     first = first[np.lexsort((-trace.dur[first], trace.ts[first]))][:_FIRST_OPS]
@@ -225,10 +229,13 @@ def _cpu_ops(trace: Trace, insts: list[Instance]) -> tuple[list[CpuOp], list[Cpu
         )
         for r, s, d in zip(first.tolist(), self_us[at].tolist(), level.tolist(), strict=True)
     ]
-    names, idx = np.unique(trace.name[every], return_inverse=True)
-    idx = idx.reshape(-1)
-    counts = np.bincount(idx, minlength=names.size)
-    times = np.bincount(idx, weights=self_us[np.searchsorted(rows, every)], minlength=names.size)
+    # per name id, summed in the order of every (as over np.unique's inverse, without its sort)
+    name = trace.name[every]
+    counts = np.bincount(name, minlength=len(trace.names))
+    times = np.bincount(name, weights=self_us[np.searchsorted(rows, every)], minlength=len(trace.names))
+    del name
+    names = np.flatnonzero(counts)
+    counts, times = counts[names], times[names]
     n = len(insts)
     by_name = [
         CpuOpByName(
