@@ -59,6 +59,7 @@ __all__ = [
     "Region",
     "backward_links",
     "backward_ops",
+    "backward_pairs",
     "cpu_nesting",
     "find_region",
     "inside",
@@ -171,12 +172,15 @@ def _select(trace: Trace, region: str | None) -> tuple[str, str, I64]:
     raise UserError(f"--region {region!r} matches no annotation, op or nn.Module in {trace.source}{hint}")
 
 
-def backward_ops(trace: Trace, cpu_rows: I64) -> I64:
-    """The backward ops among cpu_rows: evaluate_function ops, else *Backward* ops."""
+def _backward_ids(trace: Trace) -> list[int]:
     names = trace.names
     ids = [i for i, n in enumerate(names) if n.startswith(_EVAL)]
-    if not ids:
-        ids = [i for i, n in enumerate(names) if _BACKWARD.search(n)]
+    return ids or [i for i, n in enumerate(names) if _BACKWARD.search(n)]
+
+
+def backward_ops(trace: Trace, cpu_rows: I64) -> I64:
+    """The backward ops among cpu_rows: evaluate_function ops, else *Backward* ops."""
+    ids = _backward_ids(trace)
     return cpu_rows[np.isin(trace.name[cpu_rows], ids)] if ids else cpu_rows[:0]
 
 
@@ -216,40 +220,68 @@ def _at(trace: Trace, ops: I64, lanes: np.ndarray, ts: np.ndarray) -> I64:
     return out
 
 
-def backward_links(trace: Trace, cpu_rows: I64) -> tuple[dict[int, list[int]], str | None]:
-    """Forward cpu-op row -> its backward op rows, by fwdbwd flows, else by sequence numbers."""
-    links: dict[int, list[int]] = {}
+def _ranges(lo: I64, count: I64) -> I64:
+    """The positions lo[k], lo[k] + 1, ..., lo[k] + count[k] - 1, for each k in turn."""
+    total = int(count.sum())
+    ends = np.cumsum(count)
+    out = np.arange(total, dtype=np.int64)
+    out += np.repeat(lo - ends + count, count)
+    return out
+
+
+def backward_pairs(trace: Trace, cpu_rows: I64) -> tuple[I64, I64, str | None]:
+    """Forward cpu-op rows and their backward op rows, as two columns of (forward, backward)
+    pairs, by fwdbwd flows (in flow order), else by sequence numbers (forward ops in cpu_rows'
+    order, each with its backward ops in theirs). Columns, not a dict of lists: over every op
+    of a 1.2 GB trace the dict and its lists held ~20 MB of Python objects."""
+    none = np.zeros(0, np.int64)
     fb = trace.flow_fwdbwd
     if fb.any():
-        ids, lanes, ts, start = (
-            trace.flow_id[fb],
-            trace.flow_lane[fb],
-            trace.flow_ts[fb],
-            trace.flow_start[fb],
-        )
-        op = _at(trace, cpu_rows, lanes, ts)
-        src = {int(i): int(o) for i, o, s in zip(ids.tolist(), op.tolist(), start.tolist(), strict=True) if s}
-        for i, o, s in zip(ids.tolist(), op.tolist(), start.tolist(), strict=True):
-            if not s and o >= 0 and src.get(int(i), -1) >= 0:
-                links.setdefault(src[int(i)], []).append(o)
-        if links:
-            return links, "fwdbwd flows"
-    seq = trace.seq[cpu_rows]
-    has = seq >= 0
+        ids, start = trace.flow_id[fb], trace.flow_start[fb]
+        op = _at(trace, cpu_rows, trace.flow_lane[fb], trace.flow_ts[fb])
+        # per flow id, the op of its last start flow (-1: none at its point)
+        s_at = np.flatnonzero(start)
+        s_at = s_at[np.argsort(ids[s_at], kind="stable")]
+        s_ids = ids[s_at]
+        last = np.ones(s_ids.size, bool)
+        last[:-1] = s_ids[1:] != s_ids[:-1]
+        s_ids, s_op = s_ids[last], op[s_at[last]]
+        ends = np.flatnonzero(~start & (op >= 0))
+        k = np.minimum(np.searchsorted(s_ids, ids[ends]), max(s_ids.size - 1, 0))
+        src = np.where(s_ids[k] == ids[ends], s_op[k], -1) if s_ids.size else np.full(ends.size, -1)
+        keep = src >= 0
+        if keep.any():
+            return src[keep].astype(np.int64, copy=False), op[ends[keep]], "fwdbwd flows"
+    has = trace.seq[cpu_rows] >= 0
     if not has.any():
-        return {}, None
-    bwd = backward_ops(trace, cpu_rows[has])
-    if bwd.size == 0:
-        return {}, None
-    is_bwd = np.isin(cpu_rows, bwd)
+        return none, none, None
+    names = _backward_ids(trace)
+    is_bwd = has & np.isin(trace.name[cpu_rows], names) if names else np.zeros(cpu_rows.size, bool)
+    if not is_bwd.any():
+        return none, none, None
+    bwd = cpu_rows[is_bwd]
     fwd = cpu_rows[has & ~is_bwd]
-    by_seq: dict[int, list[int]] = {}
-    for r, q in zip(bwd.tolist(), trace.seq[bwd].tolist(), strict=True):
-        by_seq.setdefault(int(q), []).append(int(r))
-    for r, q in zip(fwd.tolist(), trace.seq[fwd].tolist(), strict=True):
-        if int(q) in by_seq:
-            links[int(r)] = by_seq[int(q)]
-    return links, ("sequence numbers" if links else None)
+    del has, is_bwd
+    bwd = bwd[np.argsort(trace.seq[bwd], kind="stable")]  # by sequence number, in order within one
+    b_seq = trace.seq[bwd]
+    f_seq = trace.seq[fwd]
+    lo = np.searchsorted(b_seq, f_seq, "left")
+    count = np.searchsorted(b_seq, f_seq, "right") - lo
+    del b_seq, f_seq
+    hit = count > 0
+    fwd, lo, count = fwd[hit], lo[hit], count[hit]
+    if not fwd.size:
+        return none, none, None
+    return np.repeat(fwd, count), bwd[_ranges(lo, count)], "sequence numbers"
+
+
+def backward_links(trace: Trace, cpu_rows: I64) -> tuple[dict[int, list[int]], str | None]:
+    """Forward cpu-op row -> its backward op rows, by fwdbwd flows, else by sequence numbers."""
+    fwd, bwd, how = backward_pairs(trace, cpu_rows)
+    links: dict[int, list[int]] = {}
+    for f, b in zip(fwd.tolist(), bwd.tolist(), strict=True):
+        links.setdefault(f, []).append(b)
+    return links, how
 
 
 def find_region(trace: Trace, links: Links, region: str | None = None, threads: str = "own") -> Region:
@@ -260,7 +292,6 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
     rows = trace.own(rows)
     gpu_rows = links.gpu_rows
     gpu_ts = trace.ts[gpu_rows]
-    gpu_order = np.argsort(gpu_ts, kind="stable")
     all_threads = threads == "all" or selector == "ProfilerStep"
     out = Region(name=name, selector=selector, threads="all" if all_threads else "own")
     cpu_rows = trace.own(trace.rows(Kind.CPU_OP))
@@ -268,46 +299,47 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
     if rows.size == 0 and cap_rows.size == 0:  # whole trace
         n_own = trace.imported_from if trace.imported_from >= 0 else trace.n_events
         start = float(trace.ts[:n_own].min()) if n_own else 0.0
-        end = float((trace.ts[:n_own] + trace.dur[:n_own]).max()) if n_own else 0.0
+        end = _last_end(trace, n_own)
         cpu_sorted = cpu_rows[np.argsort(trace.ts[cpu_rows], kind="stable")]
-        gpu = gpu_order.astype(np.int64)
+        gpu = np.argsort(gpu_ts, kind="stable")
         rule = np.full(gpu.size, 4, np.int8)  # every device op, from any thread or none
         out.instances.append(Instance(-1, start, end, cpu_sorted, gpu, rule))
         return out
 
     rows = rows[np.argsort(trace.ts[rows], kind="stable")]
     # CPU ops per lane, sorted by start, for a searchsorted per instance
-    cpu_lane = trace.lane[cpu_rows]
     by_lane: dict[int, tuple[I64, np.ndarray]] = {}
     for lane in unique(trace.lane[rows]).tolist():
-        ops = cpu_rows[cpu_lane == lane]
+        ops = cpu_rows[trace.lane[cpu_rows] == lane]
         ops = ops[np.argsort(trace.ts[ops], kind="stable")]
         by_lane[lane] = (ops, trace.ts[ops])
 
-    # GPU ops by their launch's process, lane and time
+    # GPU ops by their launch's process, then time: one sorted copy of the launch columns, each
+    # process a slice of it (the transient columns of a 1.2 GB trace's launches go before the
+    # instances are built)
     launched = links.launch >= 0
+    unlaunched = np.flatnonzero(~launched)
     l_rows = links.launch[launched]
-    l_idx = np.flatnonzero(launched)
     l_lane = trace.lane[l_rows]
-    l_ts = trace.ts[l_rows]
-    pid_of_lane = np.array([p for p, _ in trace.lanes], dtype=object) if trace.lanes else np.zeros(0, object)
-    pids, l_pid = (
-        np.unique(pid_of_lane[l_lane].astype(str), return_inverse=True)
-        if l_lane.size
-        else (np.zeros(0, str), np.zeros(0, np.int64))
-    )
-    l_pid = l_pid.reshape(-1)
-    pid_index = {str(p): i for i, p in enumerate(pids.tolist())}
+    lane_pid = [str(p) for p, _ in trace.lanes]
+    pids = sorted({lane_pid[lane] for lane in unique(l_lane).tolist()})
+    pid_index = {p: i for i, p in enumerate(pids)}
+    pid_of_lane = np.array([pid_index.get(p, -1) for p in lane_pid], np.int32)
+    l_pid = pid_of_lane[l_lane]
     # whether each launch sits inside a backward op on its thread (rule 2)
     in_bwd = inside(trace, backward_ops(trace, cpu_rows), l_rows)
-    by_pid: dict[int, tuple[I64, np.ndarray, np.ndarray, np.ndarray]] = {}
-    for p in range(len(pids)):
-        sel = np.flatnonzero(l_pid == p)
-        o = sel[np.argsort(l_ts[sel], kind="stable")]
-        by_pid[p] = (l_idx[o], l_ts[o], l_lane[o], in_bwd[o])
+    l_ts = trace.ts[l_rows]
+    del l_rows
+    o = np.lexsort((l_ts, l_pid))
+    la_idx, la_ts, la_lane, la_bwd = np.flatnonzero(launched)[o], l_ts[o], l_lane[o], in_bwd[o]
+    del o, l_ts, l_lane, in_bwd, launched
+    cut = np.concatenate([[0], np.cumsum(np.bincount(l_pid, minlength=len(pids)))]).tolist()
+    del l_pid
+    by_pid = {
+        p: (la_idx[a:b], la_ts[a:b], la_lane[a:b], la_bwd[a:b]) for p, (a, b) in enumerate(pairwise(cut))
+    }
 
     # unlaunched GPU ops: place by time inside same-named gpu_user_annotation ranges
-    unlaunched = np.flatnonzero(~launched)
     gpu_ann = trace.rows(Kind.GPU_ANNOTATION)
     gpu_ann = gpu_ann[np.isin(trace.name[gpu_ann], unique(trace.name[rows]))]
     gpu_ann = gpu_ann[np.argsort(trace.ts[gpu_ann], kind="stable")]
@@ -349,26 +381,15 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
     out.unplaced_gpu_ops = int(unlaunched.size) - n_placed
 
     # linked backward: forward op -> backward ops -> the device ops launched inside them
-    bwd_links, out.backward_link = backward_links(trace, cpu_rows)
-    bwd_gpu: dict[int, np.ndarray] = {}
-    if bwd_links:
-        b_ops = unique(np.array([b for bs in bwd_links.values() for b in bs], np.int64))
-        for lane in unique(trace.lane[b_ops]).tolist():
-            ob = b_ops[trace.lane[b_ops] == lane]
-            sel = np.flatnonzero(l_lane == lane)
-            o = sel[np.argsort(l_ts[sel], kind="stable")]
-            t = l_ts[o]
-            lo = np.searchsorted(t, trace.ts[ob], "left")
-            hi = np.searchsorted(t, trace.ts[ob] + trace.dur[ob], "right")
-            for r, a_, b_ in zip(ob.tolist(), lo.tolist(), hi.tolist(), strict=True):
-                if b_ > a_:
-                    bwd_gpu[r] = l_idx[o[a_:b_]]
-    # the links whose backward op launched device work, as (forward op, backward op) columns: an
-    # instance takes those of its forward ops in one search (a loop over its ops took ~20 ms
-    # on the 48 MB benchmark trace)
-    pairs = [(f, b) for f, bs in bwd_links.items() for b in bs if b in bwd_gpu]
-    link_fwd = np.array([f for f, _ in pairs], np.int64)
-    link_bwd = np.array([b for _, b in pairs], np.int64)
+    link_fwd, link_bwd, out.backward_link = backward_pairs(trace, cpu_rows)
+    del cpu_rows
+    launch_of, b_lo, b_count = _backward_launches(trace, link_bwd, la_idx, la_ts, la_lane)
+    # the links whose backward op launched device work, as (forward op, backward op) columns
+    # (link_bwd: the op's index in b_lo, b_count): an instance takes those of its forward ops
+    # in one search (a loop over its ops took ~20 ms on the 48 MB benchmark trace)
+    keep = b_count[link_bwd] > 0
+    link_fwd, link_bwd = link_fwd[keep], link_bwd[keep]
+    del keep
 
     for i, r in enumerate(rows.tolist()):
         lane = int(trace.lane[r])
@@ -406,9 +427,9 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
         bwd = np.zeros(0, np.int64)
         if link_fwd.size:
             # the same set of device ops in any order: unique() sorts them
-            linked = [bwd_gpu[b_] for b_ in unique(link_bwd[np.isin(link_fwd, cpu)]).tolist()]
-            if linked:
-                bwd = unique(np.concatenate(linked))
+            linked = unique(link_bwd[np.isin(link_fwd, cpu)])
+            if linked.size:
+                bwd = unique(launch_of[_ranges(b_lo[linked], b_count[linked])])
                 bwd = bwd[~np.isin(bwd, gpu)]
                 bwd = bwd[np.argsort(gpu_ts[bwd], kind="stable")].astype(np.int64)
         out.instances.append(Instance(r, start, end, cpu, gpu, rule_arr, bwd))
@@ -420,6 +441,41 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
         replayed = _replay_instances(trace, links, cap_rows, taken)
         out.instances = sorted(out.instances + replayed, key=lambda x: x.start)
     return out
+
+
+def _last_end(trace: Trace, n: int) -> float:
+    """The latest end among the first n rows, a block at a time: ts + dur over every row of a
+    1.2 GB trace was a 24 MB temporary."""
+    block = 1 << 20
+    ends = [float((trace.ts[a : a + block] + trace.dur[a : a + block]).max()) for a in range(0, n, block)]
+    return float(np.max(ends)) if ends else 0.0  # NaN-propagating, as one max over all
+
+
+def _backward_launches(
+    trace: Trace, link_bwd: I64, la_idx: I64, la_ts: F64, la_lane: np.ndarray
+) -> tuple[I64, I64, I64]:
+    """The device ops each backward op launched (those whose launch starts inside it, on its
+    lane), for the backward ops in link_bwd, which it rewrites in place to indices into the
+    ranges: launch_of[lo[k] : lo[k] + count[k]] are op k's device ops, by launch time.
+    Ranges into one sorted array, not an array per op (~110 bytes each, over every backward
+    op of a 1.2 GB trace). la_*: the launches' device-op index, start and lane."""
+    b_ops = unique(link_bwd)
+    link_bwd[:] = np.searchsorted(b_ops, link_bwd)
+    by_lane = np.lexsort((la_ts, la_lane))  # stable: launches at one instant in launch order
+    launch_of = la_idx[by_lane]
+    lt_lane, lt_ts = la_lane[by_lane], la_ts[by_lane]
+    del by_lane
+    lo = np.zeros(b_ops.size, np.int64)
+    hi = np.zeros(b_ops.size, np.int64)
+    b_lane = trace.lane[b_ops]
+    for lane in unique(b_lane).tolist():
+        sel = np.flatnonzero(b_lane == lane)
+        a = int(np.searchsorted(lt_lane, lane, "left"))
+        t = lt_ts[a : int(np.searchsorted(lt_lane, lane, "right"))]
+        ob = b_ops[sel]
+        lo[sel] = a + np.searchsorted(t, trace.ts[ob], "left")
+        hi[sel] = a + np.searchsorted(t, trace.ts[ob] + trace.dur[ob], "right")
+    return launch_of, lo, np.maximum(hi - lo, 0)
 
 
 def _replay_instances(trace: Trace, links: Links, cap_rows: I64, taken: I64) -> list[Instance]:
