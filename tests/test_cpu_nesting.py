@@ -1,0 +1,49 @@
+"""regions.cpu_nesting (depth and self time of CPU ops, the CPU-op tables' and the CPU share's
+basis) at its edges: ops that end as another starts, ops of zero duration, two ops that start
+together, ops on two threads. A small synthetic trace, each answer worked out by hand."""
+
+from __future__ import annotations
+
+import json
+
+from attnprof.analysis.regions import cpu_nesting
+from attnprof.trace.load import parse_trace
+from attnprof.trace.model import Kind
+
+
+def _op(name: str, ts: float, dur: float, tid: int = 1) -> dict[str, object]:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+
+
+def test_depth_and_self_time_at_the_edges() -> None:
+    events = [
+        _op("A", 0, 10),
+        _op("B", 1, 4),  # inside A, ends at 5
+        _op("G", 2, 1),  # inside B
+        _op("C", 5, 0),  # zero length as B ends and D starts: D, the longer, holds it
+        _op("D", 5, 3),  # starts as B ends: A's child, not B's
+        _op("E", 6, 0),  # zero length inside D
+        _op("F", 6, 0),  # zero length right after E: E holds nothing
+        _op("K", 20, 2),  # starts with J, the shorter: inside J whatever the file order
+        _op("J", 20, 5),
+        _op("H", 1, 3, tid=2),  # another thread: A does not hold it
+        _op("I", 2, 1, tid=2),
+    ]
+    trace = parse_trace(json.dumps({"traceEvents": events}).encode())
+    rows = trace.rows(Kind.CPU_OP)
+    depth, self_us = cpu_nesting(trace, rows)
+    got = {trace.names[int(trace.name[r])]: (d, s) for r, d, s in zip(rows, depth, self_us, strict=True)}
+    assert got == {
+        "A": (0, 3.0),  # 10 less B 4 and D 3
+        "B": (1, 3.0),
+        "G": (2, 1.0),
+        "C": (2, 0.0),
+        "D": (1, 3.0),
+        "E": (2, 0.0),
+        "F": (2, 0.0),
+        "J": (0, 3.0),
+        "K": (1, 2.0),
+        "H": (0, 2.0),
+        "I": (1, 1.0),
+    }
+    assert depth.dtype.name == "int64" and self_us.dtype.name == "float64"
