@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from _paths import REPO, TRACES
+from _paths import REPO, TRACES, trace
 from attnprof.analysis import analyze
 from attnprof.analysis.op_model import OpCost, decode_inputs, model_op
 from attnprof.analysis.result import TraceAnalysis
@@ -556,3 +556,18 @@ def test_legacy_cudnn_convolution_backward_by_hand() -> None:
         [F32, F32, F32] + ["GenericList"] * 3 + ["Int", "Bool", "Bool", "Bool", "GenericList"],
     )
     assert c.flops == 2 * (2 * 32 * 2048 * 49 * 512) and "dgrad + wgrad" in c.formula
+
+
+def test_chunk_boundaries_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the per-op model and the idle stage read ops in chunks (bounded temporaries on a large
+    # trace); a chunk of 3 cuts this trace's ops, keys and launches at many places
+    from attnprof.analysis import idle, perf_model
+
+    path = trace("facebookresearch__HolisticTraceAnalysis__tests__data__amd_trace__mi250_minitoy")
+    whole = analyze(path)
+    assert isinstance(whole, TraceAnalysis) and whole.perf_model is not None
+    assert len(whole.ops) > 3 and whole.perf_model.unmodelled.time_us > 0
+    monkeypatch.setattr(perf_model, "_CHUNK", 3)
+    monkeypatch.setattr(idle, "_CHUNK", 3)
+    cut = analyze(path)
+    assert isinstance(cut, TraceAnalysis) and cut.to_dict() == whole.to_dict()

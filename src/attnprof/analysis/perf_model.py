@@ -21,6 +21,7 @@ its roofline; and the whole trace through it (model FLOPs, MFU, bound shares).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,7 +31,7 @@ from attnprof.analysis.op_flex import computed_blocks
 from attnprof.analysis.op_model import OpCost, decode_inputs, known, model_op
 from attnprof.analysis.perf_records import OpPerf, OpTime, PerfModel, Unmodelled
 from attnprof.device import peak_for, spec_device
-from attnprof.trace.model import Kind, Trace, row_columns, unique
+from attnprof.trace.model import Kind, RowMap, Trace, row_columns, unique
 
 if TYPE_CHECKING:
     from attnprof.analysis.links import Links
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
 __all__ = ["Roofs", "perf_model", "roofs_for"]
 
 Roofs = tuple[float | None, float | None, str | None]  # TFLOP/s, TB/s, where they come from
+# ops are matched with their launches in chunks of this many: the binary searches' results are
+# this size, not the recorded ops'
+_CHUNK = 1 << 16
 
 
 def roofs_for(
@@ -87,11 +91,10 @@ def perf_model(
     gpu_trace = bool(work.any())
     # the recorded inputs as columns (row, signature id): one lookup per row in a RowMap cost
     # a binary search each, a third of the analysis of a large trace
-    rows, sig_of, distinct = row_columns(trace.inputs)
+    rows, sig_of, distinct = _input_columns(trace)
     nd = max(len(distinct), 1)
     # one decode and one formula per distinct (name, inputs)
-    uniq, inv = np.unique(trace.name[rows].astype(np.int64) * nd + sig_of, return_inverse=True)
-    inv = inv.reshape(-1)
+    uniq, inv = _op_keys(trace, rows, sig_of, nd)
     cost_u: list[OpCost | None] = []
     for k in uniq.tolist():
         name_id, s = divmod(k, nd)
@@ -102,12 +105,15 @@ def perf_model(
             c = computed_blocks(c, block_sparsity)
         cost_u.append(c)
     modelled = np.array([c is not None for c in cost_u], bool)[inv] if rows.size else np.zeros(0, bool)
-    m_rows, m_key = rows[modelled], inv[modelled]
-    m_cost = [cost_u[i] for i in m_key.tolist()]
+    # a modelled op's cost is costs[its key]: no list of a reference per op (8 bytes each)
+    costs = {u: c for u, c in enumerate(cost_u) if c is not None}
+    m_rows, m_key = rows[modelled], inv[modelled]  # keys: indices into uniq
+    del inv, modelled
 
+    order = None
     if gpu_trace:
-        t_us, n_gpu = _launched(trace, links, work, m_rows)
-        live = n_gpu > 0
+        order = _launch_order(trace, links, work)
+        t_us, live = _launched(trace, links, order, m_rows)
         total = float(trace.dur[links.gpu_rows][work].sum())
     else:
         t_us = trace.dur[m_rows].astype(np.float64)
@@ -115,21 +121,18 @@ def perf_model(
         cpu_all = trace.rows(Kind.CPU_OP)
         total, busy_us = _cpu_time(trace, cpu_all)
     m_rows, t_us, m_key = m_rows[live], t_us[live], m_key[live]
-    m_cost = [c for c, on in zip(m_cost, live.tolist(), strict=True) if on]
+    del live
     nested = _nested(trace, m_rows)
 
     # per distinct (name, inputs): calls, times, per-call rates
-    groups: dict[int, list[int]] = defaultdict(list)  # in order of first appearance
-    for i, u in enumerate(m_key.tolist()):
-        groups[u].append(i)
     ops: list[OpPerf] = []
     bound_time: dict[str | None, float] = defaultdict(float)
     flops_by_dtype: dict[str, float] = defaultdict(float)
     model_flops = modelled_us = upper_flops = unmeasured_us = 0.0
-    for u, idx in groups.items():
+    for u, idx in _groups(m_key):
         name_id, s = divmod(int(uniq[u]), nd)
         sig = distinct[s]
-        cost = m_cost[idx[0]]
+        cost = costs[u]
         t = t_us[idx]
         secs = np.maximum(t, 1e-9) * 1e-6
         timed = t > 0
@@ -152,7 +155,7 @@ def perf_model(
                 name=trace.names[name_id],
                 input_dims=args.dims if args else [],
                 input_types=args.types if args else [],
-                count=len(idx),
+                count=int(idx.size),
                 device_time_us=round(time_sum, 3) if gpu_trace else None,
                 cpu_time_us=None if gpu_trace else round(time_sum, 3),
                 flops=float(cost.flops) if cost.flops is not None else None,
@@ -189,7 +192,10 @@ def perf_model(
     ops.sort(key=lambda o: -(o.device_time_us if o.device_time_us is not None else o.cpu_time_us or 0.0))
 
     outer_rows = m_rows[~nested]
-    unmod = _unmodelled(trace, links, work, outer_rows, total - modelled_us, total) if gpu_trace else None
+    del m_rows, t_us, m_key, nested
+    unmod = None
+    if order is not None:
+        unmod = _unmodelled(trace, links, work, order, outer_rows, rows, total - modelled_us, total)
     if unmod is None:
         rest = max(total - modelled_us, 0.0)
         unmod = Unmodelled(
@@ -296,25 +302,78 @@ def _launch_order(trace: Trace, links: Links, work: np.ndarray) -> dict[int, tup
 
 
 def _launched(
-    trace: Trace, links: Links, work: np.ndarray, rows: np.ndarray
+    trace: Trace, links: Links, order: dict[int, tuple[np.ndarray, np.ndarray]], rows: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per op row: summed duration and number of the GPU ops launched while it ran on its lane."""
+    """Per op row: summed duration of the GPU ops launched while it ran on its lane (order:
+    _launch_order), and whether it launched any. In chunks of rows: the binary searches' results
+    are the chunk's size, not the trace's."""
     t = np.zeros(rows.size)
-    n = np.zeros(rows.size, np.int64)
+    live = np.zeros(rows.size, bool)
     if not rows.size:
-        return t, n
-    dur = trace.dur[links.gpu_rows]
-    for lane, (sel, ts) in _launch_order(trace, links, work).items():
-        on = np.flatnonzero(trace.lane[rows] == lane)
+        return t, live
+    r_lane = trace.lane[rows]
+    for lane, (sel, ts) in order.items():
+        on = np.flatnonzero(r_lane == lane)
         if not on.size:
             continue
-        cs = np.concatenate([[0.0], np.cumsum(dur[sel])])
-        r = rows[on]
-        lo = np.searchsorted(ts, trace.ts[r], side="left")
-        hi = np.searchsorted(ts, trace.ts[r] + trace.dur[r], side="right")
-        t[on] = cs[hi] - cs[lo]
-        n[on] = hi - lo
-    return t, n
+        cs = np.concatenate([[0.0], np.cumsum(trace.dur[links.gpu_rows[sel]])])
+        for c in range(0, on.size, _CHUNK):
+            part = on[c : c + _CHUNK]
+            lo, hi = _inside(trace, rows[part], ts)
+            t[part] = cs[hi] - cs[lo]
+            live[part] = hi > lo
+    return t, live
+
+
+def _inside(trace: Trace, r: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the range [lo, hi) of the ascending launch times ts inside the row's op."""
+    x = trace.ts[r]
+    lo = np.searchsorted(ts, x, side="left")
+    x += trace.dur[r]  # the op's end, in place: the same sum as ts + dur
+    return lo, np.searchsorted(ts, x, side="right")
+
+
+def _op_keys(trace: Trace, rows: np.ndarray, sig_of: np.ndarray, nd: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(name * nd + signature, return_inverse=True) over the rows, the inverse as int32
+    (an index into the few distinct keys), in chunks of rows: np.unique's inverse over every
+    recorded op made four int64 arrays of their size at once (this stage's peak). The key is
+    int64: name id x distinct inputs may pass 2**31."""
+
+    def key(c: int) -> np.ndarray:
+        k = trace.name[rows[c : c + _CHUNK]].astype(np.int64)
+        k *= nd
+        k += sig_of[c : c + _CHUNK]
+        return k
+
+    chunks = range(0, rows.size, _CHUNK)
+    uniq = (
+        np.unique(np.concatenate([np.unique(key(c)) for c in chunks])) if rows.size else np.zeros(0, np.int64)
+    )
+    inv = np.empty(rows.size, np.int32)
+    for c in chunks:
+        inv[c : c + _CHUNK] = np.searchsorted(uniq, key(c))
+    return uniq, inv
+
+
+def _groups(keys: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """(key, the positions that have it, ascending) per distinct key, in order of first
+    appearance: a stable sort, not a dict of Python lists (an int object and a slot per op)."""
+    o = np.argsort(keys, kind="stable")
+    k = keys[o]
+    cut = np.flatnonzero(k[1:] != k[:-1]) + 1
+    starts = np.concatenate([[0], cut]).astype(np.int64) if k.size else np.zeros(0, np.int64)
+    ends = np.append(starts[1:], k.size)
+    for g in np.argsort(o[starts], kind="stable").tolist():
+        yield int(k[starts[g]]), o[starts[g] : ends[g]]
+
+
+def _input_columns(trace: Trace) -> tuple[np.ndarray, np.ndarray, list[tuple[bytes, bytes, bytes]]]:
+    """row_columns(trace.inputs), with a RowMap's own arrays as they are (row_columns copies its
+    index to int64: an array of the recorded ops' size that the key below does not need)."""
+    m = trace.inputs
+    if isinstance(m, RowMap):
+        return m.rows, m.idx, m.distinct
+    return row_columns(m)
 
 
 def _nested(trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -345,29 +404,45 @@ def _cpu_time(trace: Trace, ops: np.ndarray) -> tuple[float, float]:
 
 
 def _unmodelled(
-    trace: Trace, links: Links, work: np.ndarray, outer: np.ndarray, rest: float, total: float
+    trace: Trace,
+    links: Links,
+    work: np.ndarray,
+    order: dict[int, tuple[np.ndarray, np.ndarray]],
+    outer: np.ndarray,
+    shaped_rows: np.ndarray,
+    rest: float,
+    total: float,
 ) -> Unmodelled:
-    """Why the device work outside the outermost modelled ops is not modelled."""
+    """Why the device work outside the outermost modelled ops is not modelled. order:
+    _launch_order; shaped_rows: the rows with recorded inputs, ascending."""
     covered = np.zeros(links.gpu_rows.size, bool)
-    for lane, (sel, ts) in _launch_order(trace, links, work).items():
-        r = outer[trace.lane[outer] == lane]
+    o_lane = trace.lane[outer]
+    for lane, (sel, ts) in order.items():
+        r = outer[o_lane == lane]
         if not r.size:
             continue
-        lo = np.searchsorted(ts, trace.ts[r], side="left")
-        hi = np.searchsorted(ts, trace.ts[r] + trace.dur[r], side="right")
-        mark = np.zeros(ts.size + 1, np.int64)
-        np.add.at(mark, lo, 1)
-        np.add.at(mark, hi, -1)
-        covered[sel[np.cumsum(mark)[:-1] > 0]] = True
+        # a launch is covered when some op's [lo, hi) holds it: +1 at each lo, -1 at each hi
+        mark = np.zeros(ts.size + 1, np.int32)
+        for c in range(0, r.size, _CHUNK):
+            lo, hi = _inside(trace, r[c : c + _CHUNK], ts)
+            np.add.at(mark, lo, 1)
+            np.add.at(mark, hi, -1)
+        covered[sel[np.cumsum(mark[:-1]) > 0]] = True
+    del o_lane
     dur = trace.dur[links.gpu_rows]
     left = work & ~covered
+    del covered
     op = links.cpu_op
     no_op = left & (op < 0)
     has = left & (op >= 0)
+    del left
     shaped = np.zeros(links.gpu_rows.size, bool)
-    rows = row_columns(trace.inputs)[0]
-    if has.any():
-        shaped[has] = np.isin(op[has], rows)
+    if has.any() and shaped_rows.size:
+        # membership by binary search in the ascending rows: np.isin sorts both together
+        x = op[has]
+        at = np.minimum(np.searchsorted(shaped_rows, x), shaped_rows.size - 1)
+        shaped[has] = shaped_rows[at] == x
+        del x, at
     by_name: dict[str, float] = defaultdict(float)
     for r, d in zip(op[has & shaped].tolist(), dur[has & shaped].tolist(), strict=True):
         by_name[trace.names[int(trace.name[r])]] += d
