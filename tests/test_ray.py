@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("ray", reason="the Ray executor needs the ray extra: pip install 'attnprof[ray]'")
 
+from attnprof.ray_start import ray_started
 from attnprof.store import Store
 from attnprof.sweep import GridSpec, RunSettings, SweepConfig, SweepSettings, run_sweep
 from attnprof.sweep.ray_exec import RayExecutor
@@ -30,10 +31,9 @@ def attention(q, k, v, *, is_causal=True, scale=None):
 
 @pytest.fixture(scope="module")
 def ray_executor() -> Iterator[RayExecutor]:
-    import ray
-
-    # a small local instance: two CPUs, no dashboard; torn down after the module
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # a local instance as attnprof starts one (on the loopback address only, attnprof.ray_start),
+    # no dashboard; torn down after the module
+    ray, _ = ray_started(None)
     try:
         yield RayExecutor(device="cpu", num_cpus=1)
     finally:

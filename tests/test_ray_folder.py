@@ -4,7 +4,10 @@ which must be found; the result equals the local pool's."""
 
 from __future__ import annotations
 
+import ipaddress
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +16,7 @@ pytest.importorskip("ray", reason="the Ray executor needs the ray extra: pip ins
 from _rank_folder import build
 from attnprof.analysis.ranks import analyze_folder
 from attnprof.errors import UserError
+from attnprof.ray_start import is_loopback, ray_started
 
 RANKS = 64
 STRAGGLER = 41
@@ -24,13 +28,64 @@ def _folder(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def ray_local():  # type: ignore[no-untyped-def]
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    # started as attnprof starts one without --ray-address (on this machine's loopback only)
+    ray, owns = ray_started(None)
+    assert owns
     try:
         yield ray
     finally:
         ray.shutdown()
+
+
+def _descendants(pid: int) -> set[int]:
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids: list[int] = []
+        for tid in os.listdir(f"/proc/{p}/task"):
+            with open(f"/proc/{p}/task/{tid}/children") as f:
+                kids += [int(c) for c in f.read().split()]
+        out.update(kids)
+        todo += kids
+    return out
+
+
+def _listening(pids: set[int]) -> list[str]:
+    """The local addresses of the TCP sockets these processes listen on (/proc/net/tcp{,6})."""
+    inodes = set()
+    for p in pids:
+        try:
+            for fd in os.listdir(f"/proc/{p}/fd"):
+                link = os.readlink(f"/proc/{p}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+        except OSError:
+            continue
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.read().splitlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and cols[9] in inodes:  # LISTEN
+                    # the address in hex, 32-bit words in the host's (little-endian) byte order
+                    raw = bytes.fromhex(cols[1].split(":")[0])
+                    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+                    addr = ipaddress.ip_address(words)
+                    mapped = getattr(addr, "ipv4_mapped", None)
+                    out.append(str(mapped or addr))
+    return out
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="reads Linux's /proc/net/tcp")
+def test_a_local_ray_is_on_the_loopback_address_only(ray_local: Any) -> None:
+    assert [n["NodeManagerAddress"] for n in ray_local.nodes()] == ["127.0.0.1"]
+    # every socket Ray's processes (GCS, raylet, workers: this process's descendants) listen on
+    listening = _listening(_descendants(os.getpid()) | {os.getpid()})
+    assert len(listening) >= 3, listening  # the GCS, the raylet and the driver's own at least
+    assert all(ipaddress.ip_address(a).is_loopback for a in listening), listening
+    assert ray_started(None) == (ray_local, False)  # one already running is used, not owned
+    assert is_loopback("127.0.0.1:6379") and is_loopback("ray://localhost:10001")
+    assert not is_loopback("auto") and not is_loopback("ray://head:10001")
 
 
 def test_sixty_four_ranks_on_ray_find_the_planted_straggler(tmp_path: Path, ray_local: object) -> None:

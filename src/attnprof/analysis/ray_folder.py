@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from attnprof.errors import UserError
-from attnprof.extras import load
+from attnprof.ray_start import ray_started
 
 __all__ = ["TASKS_PER_CPU", "batches", "ray_map"]
 
@@ -43,11 +43,6 @@ def _memory_for(path: Path, cap: float | None) -> int:
     return int(min(need, cap)) if cap else need
 
 
-def _loopback(address: str) -> bool:
-    host = address.split("://")[-1].rsplit(":", 1)[0]
-    return host in ("127.0.0.1", "localhost")
-
-
 def batches(paths: Sequence[Path], cpus: int) -> list[list[Path]]:
     """paths in consecutive batches, about TASKS_PER_CPU per CPU (at least one path each)."""
     size = max(1, math.ceil(len(paths) / max(1, cpus * TASKS_PER_CPU)))
@@ -59,23 +54,7 @@ def ray_map(
 ) -> Iterator[tuple[list[Path], list[Any]]]:
     """fn(batch, *args) for batches of paths, each call a Ray task; (batch, its results) as each
     task finishes."""
-    ray = load("ray", "--executor ray")
-    owns = False
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if address:
-            kwargs["address"] = address
-        if not address or _loopback(address):
-            # a Ray on this machine's loopback address: this driver is on it too (else Ray takes
-            # the machine's outward address as its own and finds no raylet there)
-            kwargs["_node_ip_address"] = "127.0.0.1"
-        try:
-            ray.init(**kwargs)
-        except ConnectionError as exc:
-            raise UserError(
-                f"--ray-address {address}: cannot connect to a Ray cluster there ({exc})"
-            ) from None
-        owns = True
+    ray, owns = ray_started(address)
     try:
         resources = ray.cluster_resources()
         cap = resources.get("memory")

@@ -10,7 +10,8 @@ of Ray's generic "worker died unexpectedly". The per-job timeout is enforced the
 Ray worker itself dies (node lost, OOM killer), Ray's error is recorded as the crash reason.
 
 `ray` is the `ray` extra, imported only when this executor is used. Without --ray-address a local
-Ray instance is started with the CPUs (and GPUs) of this machine and shut down at the end.
+Ray instance is started with the CPUs (and GPUs) of this machine, on its loopback address
+(attnprof.ray_start), and shut down at the end.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import msgspec
 
 from attnprof.errors import UserError
-from attnprof.extras import load
+from attnprof.ray_start import ray_started
 from attnprof.records import Environment
 from attnprof.sweep.executor import Finished, ShouldRun
 from attnprof.sweep.jobs import JobRequest
@@ -98,20 +99,8 @@ class RayExecutor:
         num_cpus: float = 1.0,
         max_in_flight: int | None = None,
     ) -> None:
-        ray = load("ray", "--executor ray")
+        ray, self._owns = ray_started(address)
         self._ray = ray
-        self._owns = False
-        if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-            if address:
-                kwargs["address"] = address
-            try:
-                ray.init(**kwargs)
-            except ConnectionError as exc:
-                raise UserError(
-                    f"--ray-address {address}: cannot connect to a Ray cluster there ({exc})"
-                ) from None
-            self._owns = True
         if device == "auto":
             device = "cuda" if ray.cluster_resources().get("GPU") else "cpu"
         self.device = device
