@@ -208,10 +208,11 @@ def _cpu_ops(trace: Trace, insts: list[Instance]) -> tuple[list[CpuOp], list[Cpu
     it), and per op name the count and self time per instance, over every instance."""
     if not insts:
         return [], []
-    every = np.concatenate([inst.cpu_ops for inst in insts])
-    # the distinct rows, sorted: a flag per trace row holds less than the sort in unique()
+    # the distinct rows, sorted: a flag per trace row holds less than the sort in unique(), and
+    # the ops of every instance in one column are made after cpu_nesting's peak, not during it
     seen = np.zeros(trace.kind.size, bool)
-    seen[every] = True
+    for inst in insts:
+        seen[inst.cpu_ops] = True
     rows = np.flatnonzero(seen)
     del seen
     depth, self_us = cpu_nesting(trace, rows)
@@ -229,6 +230,8 @@ def _cpu_ops(trace: Trace, insts: list[Instance]) -> tuple[list[CpuOp], list[Cpu
         )
         for r, s, d in zip(first.tolist(), self_us[at].tolist(), level.tolist(), strict=True)
     ]
+    del depth
+    every = np.concatenate([inst.cpu_ops for inst in insts])
     # per name id, summed in the order of every (as over np.unique's inverse, without its sort)
     name = trace.name[every]
     counts = np.bincount(name, minlength=len(trace.names))

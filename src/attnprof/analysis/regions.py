@@ -221,12 +221,20 @@ def _at(trace: Trace, ops: I64, lanes: np.ndarray, ts: np.ndarray) -> I64:
 
 
 def _ranges(lo: I64, count: I64) -> I64:
-    """The positions lo[k], lo[k] + 1, ..., lo[k] + count[k] - 1, for each k in turn."""
+    """The positions lo[k], lo[k] + 1, ..., lo[k] + count[k] - 1, for each k in turn.
+
+    As steps of one summed in place (a jump where a range begins): one array of the result's
+    size, where an arange and a repeat of it were three."""
+    keep = count > 0
+    if not keep.all():
+        lo, count = lo[keep], count[keep]
     total = int(count.sum())
-    ends = np.cumsum(count)
-    out = np.arange(total, dtype=np.int64)
-    out += np.repeat(lo - ends + count, count)
-    return out
+    if total == lo.size:  # ranges of one: the common case of sequence numbers
+        return lo.astype(np.int64, copy=False)
+    out = np.ones(total, np.int64)
+    out[0] = lo[0]
+    out[np.cumsum(count[:-1])] = lo[1:] - lo[:-1] - count[:-1] + 1
+    return np.cumsum(out, out=out)
 
 
 def backward_pairs(trace: Trace, cpu_rows: I64) -> tuple[I64, I64, str | None]:
@@ -272,7 +280,11 @@ def backward_pairs(trace: Trace, cpu_rows: I64) -> tuple[I64, I64, str | None]:
     fwd, lo, count = fwd[hit], lo[hit], count[hit]
     if not fwd.size:
         return none, none, None
-    return np.repeat(fwd, count), bwd[_ranges(lo, count)], "sequence numbers"
+    return (
+        (fwd if fwd.size == count.sum() else np.repeat(fwd, count)),
+        bwd[_ranges(lo, count)],
+        "sequence numbers",
+    )
 
 
 def backward_links(trace: Trace, cpu_rows: I64) -> tuple[dict[int, list[int]], str | None]:
@@ -533,7 +545,10 @@ def cpu_nesting(trace: Trace, rows: I64) -> tuple[I64, F64]:
         return np.zeros(0, np.int64), np.zeros(0, np.float64)
     lane, ts, dur = trace.lane[rows], trace.ts[rows], trace.dur[rows]
     order = np.lexsort((-dur, ts, lane))
-    lane, ts, dur = lane[order], ts[order], dur[order]
+    # one column at a time: the old and the new of all three at once was the peak
+    lane = lane[order]
+    ts = ts[order]
+    dur = dur[order]
     depth = _depths(lane, ts, dur)
     del ts
     children = _children_time(lane, dur, depth)
@@ -559,14 +574,25 @@ def _depths(lane: np.ndarray, ts: F64, dur: F64) -> I64:
     for a, b in pairwise(cuts):
         t, d = ts[a:b], dur[a:b]
         held = d > 0
-        ends = t[held]
-        ends += d[held]
+        # the ends and the searches a block at a time: their temporaries are a block's, not
+        # the lane's (most of a trace's ops are on one thread)
+        ends = np.empty(int(np.count_nonzero(held)), np.float64)
+        at = 0
+        for c in range(0, b - a, _BLOCK):
+            h = held[c : c + _BLOCK]
+            k = int(np.count_nonzero(h))
+            np.add(t[c : c + _BLOCK][h], d[c : c + _BLOCK][h], out=ends[at : at + k])
+            at += k
         ends.sort()
-        opened = np.cumsum(held, dtype=np.int64)
+        opened = depth[a:b]
+        np.cumsum(held, dtype=np.int64, out=opened)
         opened -= held  # those before the op, not itself
-        opened -= np.searchsorted(ends, t, "right")
-        depth[a:b] = opened
+        for c in range(0, b - a, _BLOCK):
+            opened[c : c + _BLOCK] -= np.searchsorted(ends, t[c : c + _BLOCK], "right")
     return depth
+
+
+_BLOCK = 1 << 16  # rows per block where a loop over blocks holds less than one n-row temporary
 
 
 def _children_time(lane: np.ndarray, dur: F64, depth: I64) -> F64:
