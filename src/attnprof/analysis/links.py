@@ -74,16 +74,19 @@ def _lookup(keys: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.ndarra
     order = np.argsort(keys, kind="stable")
     k = keys[order]
     pos = np.searchsorted(k, wanted, side="left")
-    pos_c = np.minimum(pos, k.size - 1)
-    hit = (wanted >= 0) & (pos < k.size) & (k[pos_c] == wanted)
-    out[hit] = rows[order][pos_c[hit]]
+    # clipped in place: a key past every key is not at the last one either (all are below it)
+    np.minimum(pos, k.size - 1, out=pos)
+    hit = k[pos] == wanted
+    hit &= wanted >= 0
+    del k
+    out[hit] = rows[order[pos[hit]]]  # not rows[order]: a copy of every row to read a few
     return out
 
 
 def link(trace: Trace) -> Links:
     gpu_rows = trace.rows(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.DEVICE)
     launch_rows = trace.rows(Kind.RUNTIME, Kind.DRIVER)
-    corr = trace.corr[gpu_rows].copy()
+    corr = trace.corr[gpu_rows]  # a copy already (a fancy index): written below
     missing = corr < 0
     if missing.any() and trace.flow_id.size:
         corr[missing] = _flow_correlation(trace, gpu_rows[missing])
@@ -92,9 +95,11 @@ def link(trace: Trace) -> Links:
     # launches without a correlation id but with a flow start at their lane and time
     lmiss = trace.corr[launch_rows] < 0
     if lmiss.any() and trace.flow_id.size and (launch < 0).any():
-        lcorr = trace.corr[launch_rows].copy()
+        lcorr = trace.corr[launch_rows]
         lcorr[lmiss] = _flow_correlation(trace, launch_rows[lmiss], start=True)
         launch = _lookup(lcorr, launch_rows, corr)
+        del lcorr
+    del corr, missing, lmiss  # freed before the passes below make arrays of the same size
 
     # no launch by correlation: the unused launch with the same External id, in time order
     by_external = 0
@@ -103,13 +108,14 @@ def link(trace: Trace) -> Links:
 
     # cpu op: one known by other means (op_link), else External id on the GPU op, else on its
     # launch, else containment in time
-    op_rows = trace.own(trace.rows(Kind.CPU_OP))
-    ext = trace.ext[gpu_rows].copy()
+    op_rows = _op_rows(trace)
+    ext = trace.ext[gpu_rows]
     has_launch = launch >= 0
     no_ext = ext < 0
     use_launch = no_ext & has_launch
     ext[use_launch] = trace.ext[launch[use_launch]]
     cpu_op = _lookup(trace.ext[op_rows], op_rows, ext)
+    del ext, no_ext, use_launch
     unresolved = np.flatnonzero((cpu_op < 0) & has_launch)
     if unresolved.size and op_rows.size:
         cpu_op[unresolved] = _containing(trace, op_rows, launch[unresolved])
@@ -170,12 +176,18 @@ def _pair_by_external(
 def launch_ops(trace: Trace, launch_rows: np.ndarray) -> np.ndarray:
     """The CPU op of each launch call (runtime or driver row), as link() finds a device op's: its
     External id, else the innermost op containing it on its thread; -1 where none."""
-    op_rows = trace.own(trace.rows(Kind.CPU_OP))
+    op_rows = _op_rows(trace)
     out = _lookup(trace.ext[op_rows], op_rows, trace.ext[launch_rows])
     miss = np.flatnonzero(out < 0)
     if miss.size and op_rows.size:
         out[miss] = _containing(trace, op_rows, launch_rows[miss])
     return out
+
+
+def _op_rows(trace: Trace) -> np.ndarray:
+    """trace.own(trace.rows(Kind.CPU_OP)) without the int64 copy trace.rows makes of its index
+    (the same rows, as intp)."""
+    return trace.own(np.flatnonzero(trace.kind == Kind.CPU_OP))
 
 
 def _flow_correlation(trace: Trace, rows: np.ndarray, *, start: bool = False) -> np.ndarray:

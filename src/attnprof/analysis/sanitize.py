@@ -56,55 +56,56 @@ def sanitize(trace: Trace, links: Links, busy_mask: npt.NDArray[np.bool_]) -> Sa
     """Overlaps and overruns on each device lane among the ops that count as busy (waits, which
     are not device work, are left out), and the ends busy time uses."""
     g = links.gpu_rows
-    start = trace.ts[g]
-    end = start + trace.dur[g]
-    busy_end = end.copy()
+    busy_end = trace.ts[g] + trace.dur[g]  # the recorded ends; overruns are clipped below
     sel = np.flatnonzero(busy_mask)
     # by lane, then start, then the longer first (an op that contains others comes first)
-    order = sel[np.lexsort((-trace.dur[g[sel]], start[sel], trace.lane[g[sel]]))]
+    gs = g[sel]
+    order = sel[np.lexsort((-trace.dur[gs], trace.ts[gs], trace.lane[gs]))]
+    del sel, gs
+    # every array below is one per busy GPU op: each is freed once read for the last time
+    # (this stage ran at about fifteen of them at once)
     lane = trace.lane[g[order]]
-    s, e = start[order], end[order]
+    s, e = trace.ts[g[order]], busy_end[order]
     same = np.zeros(order.size, bool)  # op k and op k - 1 are on one lane
     same[1:] = lane[1:] == lane[:-1]
 
     # overlaps: start before the furthest end so far on the lane
-    first = np.flatnonzero(~same)
-    reach = _running_max_by_group(e, first)
     prev_reach = np.full(order.size, -np.inf)
-    prev_reach[1:] = np.where(same[1:], reach[:-1], -np.inf)
-    over = prev_reach - s
-    is_overlap = over > OVERLAP_TOLERANCE_US
-    overlap_us = float(np.minimum(prev_reach, e)[is_overlap].sum() - s[is_overlap].sum())
+    prev_reach[1:] = _running_max_by_group(e, np.flatnonzero(~same))[:-1]
+    prev_reach[1:][~same[1:]] = -np.inf
+    ov = np.flatnonzero(prev_reach - s > OVERLAP_TOLERANCE_US)
+    overlap_us = float(np.minimum(prev_reach[ov], e[ov]).sum() - s[ov].sum())
+    del prev_reach
 
     # overruns: an op that ends after the next op on its lane has ended
-    nxt_same = np.zeros(order.size, bool)
-    nxt_same[:-1] = same[1:]
-    nxt_s = np.full(order.size, np.inf)
-    nxt_e = np.full(order.size, np.inf)
-    nxt_s[:-1], nxt_e[:-1] = s[1:], e[1:]
-    is_over = nxt_same & (e > nxt_e + _OVERRUN_TOLERANCE_US)
-    clipped = np.where(is_over, np.maximum(nxt_s, s), e)
-    busy_end[order] = clipped
-    excess = e - clipped
+    is_over = np.zeros(order.size, bool)
+    is_over[:-1] = same[1:] & (e[:-1] > e[1:] + _OVERRUN_TOLERANCE_US)
+    del same
+    over = np.flatnonzero(is_over)
+    del is_over
+    clipped = np.maximum(s[over + 1], s[over])  # the next op's start (never before the op's own)
+    busy_end[order[over]] = clipped
+    excess = e[over] - clipped
 
+    top = np.argsort(-excess, kind="stable")[:_EXAMPLES]  # the largest clips first
     examples = [
         Overrun(
             name=short_name(trace.names[int(trace.name[g[order[k]]])]),
             lane="/".join(trace.lanes[int(lane[k])]),
             start_us=round(float(s[k]), 3),
             recorded_us=round(float(e[k] - s[k]), 3),
-            clipped_us=round(float(clipped[k] - s[k]), 3),
+            clipped_us=round(float(c - s[k]), 3),
         )
-        for k in np.flatnonzero(is_over)[np.argsort(-excess[is_over], kind="stable")][:_EXAMPLES].tolist()
+        for k, c in zip(over[top].tolist(), clipped[top].tolist(), strict=True)
     ]
     bad = int(trace.metadata.get("bad_durations", 0) or 0)
     record = Sanitation(
         overlap_tolerance_us=OVERLAP_TOLERANCE_US,
-        overlaps=int(is_overlap.sum()),
+        overlaps=int(ov.size),
         overlap_us=round(overlap_us, 3),
-        overlap_lanes=int(np.unique(lane[is_overlap]).size),
-        overruns=int(is_over.sum()),
-        overrun_clipped_us=round(float(excess[is_over].sum()), 3),
+        overlap_lanes=int(np.unique(lane[ov]).size),
+        overruns=int(over.size),
+        overrun_clipped_us=round(float(excess.sum()), 3),
         overrun_examples=examples,
         bad_durations=bad,
     )
@@ -114,10 +115,10 @@ def sanitize(trace: Trace, links: Links, busy_mask: npt.NDArray[np.bool_]) -> Sa
 def _running_max_by_group(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """np.maximum.accumulate restarted at each of the given positions (one per lane: a trace has
     a few lanes, so the loop is short)."""
-    out = values.astype(np.float64).copy()
+    out = values.astype(np.float64)  # a copy (astype's default): accumulated in place
     bounds = np.append(starts, values.size).tolist()
     for a, b in itertools.pairwise(bounds):
-        out[a:b] = np.maximum.accumulate(out[a:b])
+        np.maximum.accumulate(out[a:b], out=out[a:b])
     return out
 
 
