@@ -377,3 +377,44 @@ def test_a_send_and_a_collective_with_one_seq_are_not_paired(tmp_path: Path) -> 
     assert view is not None and view.aligned == 1 and view.left_out == 2
     (c,) = view.collectives
     assert (c.kind, c.ranks, c.last_rank) == ("allreduce", 3, "2")
+
+
+def _seq_folder(tmp: Path, given: list[int], group_size: int, late: int, n: int = 6) -> Path:
+    """The ranks `given` of a group of `group_size` (as c10d records it), `late` arriving 60 us
+    after the others in each of n all-reduces."""
+    folder = tmp / f"g{group_size}_{len(given)}"
+    folder.mkdir()
+    for r in given:
+        events = []
+        for s in range(n):
+            base = 1000.0 * s
+            arrive = base + (60 if r == late else 0)
+            events.append(
+                _comm_kernel(ALLREDUCE, arrive, base + 260, group="0", seq=s, **{"Group size": group_size})
+            )
+        _write(folder, r, group_size, events)
+    return folder
+
+
+def test_a_group_larger_than_the_ranks_given_names_no_last_rank_as_a_straggler(tmp_path: Path) -> None:
+    # four of an eight-rank group: rank 2 is last of these four, but one of the four not given
+    # may have been later still, so who the others waited for is not known
+    from attnprof.report.collectives_report import collectives_lines
+    from attnprof.report.i18n import Translator
+
+    (run,) = analyze_folder(_seq_folder(tmp_path, [0, 1, 2, 3], 8, late=2), workers=1)
+    view = run.cross_rank.collectives
+    assert view is not None and view.aligned == 6
+    assert (view.partial, view.missing_ranks) == (6, 4)
+    assert all(c.missing_ranks == 4 and c.last_rank == "2" for c in view.collectives)
+    assert view.stragglers == [] and set(view.last_counts.values()) == {0}
+    lines = [str(c) for c in collectives_lines(view, Translator("en"))]
+    assert any("6 of the 6 aligned" in x and "up to 4 rank(s) missing" in x for x in lines)
+    assert not any(x.startswith("No straggler") for x in lines)
+
+
+def test_every_rank_of_the_group_given_finds_the_last_one(tmp_path: Path) -> None:
+    (run,) = analyze_folder(_seq_folder(tmp_path, [0, 1, 2, 3], 4, late=2), workers=1)
+    view = run.cross_rank.collectives
+    assert view is not None and (view.partial, view.missing_ranks) == (0, 0)
+    assert [s.rank for s in view.stragglers] == ["2"] and view.last_counts["2"] == 6

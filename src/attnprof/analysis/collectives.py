@@ -19,7 +19,10 @@ Alignment, by what the trace records (each collective says which one it used, `b
 A collective's args come from its kernel, else from the record_param_comms its launch ran in (the
 CPU op the kernel links to, attnprof.analysis.links, or one inside that op). The ranks of a group
 are the folder's ranks that have collectives in it; a collective that not every one of them has
-is left out and counted (`left_out`).
+is left out and counted (`left_out`). Where c10d recorded the group's size ("Group size") and it
+is larger than the ranks given (a folder with some ranks' traces), the rank that arrived last
+may be one not given: such a collective's last rank and wait are those of the ranks given only
+(`missing_ranks`), and it does not count toward stragglers (`partial`).
 
 Who arrived last, without trusting the clocks: a collective's kernels end together on every rank
 (none can finish before the last one joins), so the rank whose kernel is the shortest is the one
@@ -107,6 +110,9 @@ class Collective(msgspec.Struct, kw_only=True):
     seq: int | None = None  # sequence number in the group, where recorded
     kind: str | None = None  # PyTorch's collective name (allreduce, ...), where recorded
     ranks: int = 0  # ranks that took part
+    # ranks of the group (its recorded size) whose traces were not given: the true last rank
+    # may be one of them, so last_rank and wait_us are of the ranks given only
+    missing_ranks: int = 0
     time_us: float = 0.0  # the shortest kernel: the transfer without waiting
     bytes: int | None = None
     algbw_gbps: float | None = None  # bytes / time_us
@@ -149,6 +155,10 @@ class CollectiveView(msgspec.Struct, kw_only=True):
     bases: dict[str, int] = msgspec.field(default_factory=dict)  # basis -> aligned collectives
     bandwidth: list[KindBandwidth] = msgspec.field(default_factory=list)
     no_bandwidth: dict[str, int] = msgspec.field(default_factory=dict)  # why -> collectives
+    # aligned collectives of groups with ranks not given (Collective.missing_ranks): not counted
+    # in last_counts or toward stragglers
+    partial: int = 0
+    missing_ranks: int = 0  # the most ranks missing from one of them
 
 
 # -- one rank ---------------------------------------------------------------------------------------
@@ -351,11 +361,13 @@ def cross_rank_collectives(
             last = min(group, key=lambda r: (ops[r].dur, -ops[r].start))
             first = max(group, key=lambda r: (ops[r].dur, -ops[r].start))
             wait = ops[first].dur - ops[last].dur
-            last_counts[last] += 1
-            waited_for[last] += wait
-            for r in group:
-                took_part[r] += 1
-                chance[r] += 1.0 / len(group)
+            missing = max(0, max(o.size for o in ops.values()) - len(group))
+            if not missing:  # who was last is known only when every rank of the group is here
+                last_counts[last] += 1
+                waited_for[last] += wait
+                for r in group:
+                    took_part[r] += 1
+                    chance[r] += 1.0 / len(group)
             starts = [o.start for o in ops.values()]
             lo = min(starts)
             ref = ops[last]
@@ -371,6 +383,7 @@ def cross_rank_collectives(
                 seq=ref.seq if ref.seq >= 0 else None,
                 kind=ref.kind,
                 ranks=len(group),
+                missing_ranks=missing,
                 time_us=round(ref.dur, 3),
             )
             _bandwidth(c, ref.kind, ref.nbytes, ref.size)
@@ -417,6 +430,8 @@ def cross_rank_collectives(
         bases=bases,
         bandwidth=_by_kind(colls),
         no_bandwidth=no_bw,
+        partial=sum(1 for c in colls if c.missing_ranks),
+        missing_ranks=max((c.missing_ranks for c in colls), default=0),
     )
 
 

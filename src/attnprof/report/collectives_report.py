@@ -55,6 +55,14 @@ def collectives_lines(view: CollectiveView, t: Translator) -> list[Cell]:
         ),
         Cell(t("coll.skew", skew=fmt_us(view.max_skew_us), wait=fmt_us(view.total_wait_us))),
     ]
+    if view.partial:  # groups larger than the ranks given: who was last is not known there
+        lines.append(
+            Cell(
+                t("coll.partial", partial=view.partial, aligned=view.aligned, missing=view.missing_ranks),
+                view.partial,
+                emphasis="warn",
+            )
+        )
     for s in view.stragglers:
         text = t(
             "coll.straggler",
@@ -66,7 +74,7 @@ def collectives_lines(view: CollectiveView, t: Translator) -> list[Cell]:
             waited=fmt_us(s.waited_for_us),
         )
         lines.append(Cell(text, s.rank, emphasis="alarm"))
-    if not view.stragglers and view.aligned:
+    if not view.stragglers and view.aligned > view.partial:
         lines.append(Cell(t("coll.no_straggler")))
     for code in WHY:  # why a bandwidth is unknown, worded by the catalogs (coll.bw.<code>)
         if code in view.no_bandwidth:
