@@ -170,10 +170,13 @@ def _rows_iv(trace: Trace, rows: np.ndarray) -> Intervals:
     s = trace.ts[rows]
     if not bool((s[1:] >= s[:-1]).all()):
         o = np.argsort(s, kind="stable")
-        s, rows = s[o], rows[o]
+        del s  # read again in order below: no sorted copy beside the unsorted one
+        rows = rows[o]
         del o
+        s = trace.ts[rows]
     e = trace.ts[rows]
     e += trace.dur[rows]  # the same sum as ts + dur, in place
+    del rows
     return union_sorted(s, e)
 
 

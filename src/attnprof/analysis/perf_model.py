@@ -120,7 +120,10 @@ def perf_model(
         live = np.ones(m_rows.size, bool)
         cpu_all = trace.rows(Kind.CPU_OP)
         total, busy_us = _cpu_time(trace, cpu_all)
-    m_rows, t_us, m_key = m_rows[live], t_us[live], m_key[live]
+    # one at a time: each old column is freed as its filtered one replaces it
+    m_rows = m_rows[live]
+    t_us = t_us[live]
+    m_key = m_key[live]
     del live
     nested = _nested(trace, m_rows)
 
@@ -379,16 +382,18 @@ def _input_columns(trace: Trace) -> tuple[np.ndarray, np.ndarray, list[tuple[byt
 def _nested(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """Per row: whether another of the rows (same lane) contains it."""
     out = np.zeros(rows.size, bool)
-    for lane in unique(trace.lane[rows]).tolist() if rows.size else []:
-        on = np.flatnonzero(trace.lane[rows] == lane)
+    lanes = trace.lane[rows]
+    for lane in unique(lanes).tolist() if rows.size else []:
+        on = np.flatnonzero(lanes == lane)
         r = rows[on]
         o = np.lexsort((-trace.dur[r], trace.ts[r]))
-        start, end = trace.ts[r][o], (trace.ts[r] + trace.dur[r])[o]
+        r = r[o]
+        end = trace.ts[r]  # the ends in that order, read once (the same sum as ts + dur)
+        end += trace.dur[r]
         reach = np.maximum.accumulate(end)
         inside = np.zeros(o.size, bool)
         inside[1:] = end[1:] <= reach[:-1]
         out[on[o]] = inside
-        del start
     return out
 
 
