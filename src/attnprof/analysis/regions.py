@@ -598,8 +598,8 @@ _BLOCK = 1 << 16  # rows per block where a loop over blocks holds less than one 
 def _children_time(lane: np.ndarray, dur: F64, depth: I64) -> F64:
     """Per op, the summed duration of its direct children: the ops one level down whose parent
     it is, the parent being the last earlier op one level up, on the same lane. One search per
-    depth level between the ops of two adjacent levels (each in order): a level's ops are few
-    arrays of its size, where (depth, position) keys over all ops were five n-row arrays."""
+    depth level between the ops of two adjacent levels (each in order), a block at a time,
+    where (depth, position) keys over all ops were five n-row arrays."""
     children = np.zeros(dur.size, np.float64)
     low = int(depth.min())
     top = int(depth.max())
@@ -610,11 +610,15 @@ def _children_time(lane: np.ndarray, dur: F64, depth: I64) -> F64:
     for level in range(max(1, low + 1), top + 1):
         ups = by_level[bounds[level - 1 - low] : bounds[level - low]]
         kids = by_level[bounds[level - low] : bounds[level + 1 - low]]
-        if not ups.size or not kids.size:
+        if not ups.size:
             continue
-        j = np.searchsorted(ups, kids) - 1
-        ok = j >= 0
-        ok &= lane[ups[np.maximum(j, 0)]] == lane[kids]
-        # summed in the kids' order, as one bincount over all ops summed them: the same floats
-        children[ups] = np.bincount(j[ok], weights=dur[kids[ok]], minlength=ups.size)
+        for c in range(0, kids.size, _BLOCK):  # a block of kids at a time: a block's temporaries
+            k = kids[c : c + _BLOCK]
+            j = np.searchsorted(ups, k) - 1
+            ok = j >= 0
+            parent = ups[np.maximum(j, 0)]
+            ok &= lane[parent] == lane[k]
+            # added one by one in the kids' order, as one bincount over all ops added them: the
+            # same sums, to the last bit
+            np.add.at(children, parent[ok], dur[k[ok]])
     return children
