@@ -458,8 +458,8 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
 def _last_end(trace: Trace, n: int) -> float:
     """The latest end among the first n rows, a block at a time: ts + dur over every row of a
     1.2 GB trace was a 24 MB temporary."""
-    block = 1 << 20
-    ends = [float((trace.ts[a : a + block] + trace.dur[a : a + block]).max()) for a in range(0, n, block)]
+    cuts = [*range(0, n, 1 << 20), n]
+    ends = [float((trace.ts[a:b] + trace.dur[a:b]).max()) for a, b in pairwise(cuts)]
     return float(np.max(ends)) if ends else 0.0  # NaN-propagating, as one max over all
 
 

@@ -1,12 +1,15 @@
-"""regions.cpu_nesting (depth and self time of CPU ops, the CPU-op tables' and the CPU share's
-basis) at its edges: ops that end as another starts, ops of zero duration, two ops that start
-together, ops on two threads. A small synthetic trace, each answer worked out by hand."""
+"""analysis/regions.py at its edges, on small synthetic traces with answers worked out by hand:
+cpu_nesting (depth and self time of CPU ops, the CPU-op tables' and the CPU share's basis) with
+ops that end as another starts, ops of zero duration, two ops that start together, ops on two
+threads; the whole trace as a region when a capture trace's events were imported into it."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
-from attnprof.analysis.regions import cpu_nesting
+from attnprof.analysis.links import link
+from attnprof.analysis.regions import cpu_nesting, find_region
 from attnprof.trace.load import parse_trace
 from attnprof.trace.model import Kind
 
@@ -47,3 +50,16 @@ def test_depth_and_self_time_at_the_edges() -> None:
         "I": (1, 1.0),
     }
     assert depth.dtype.name == "int64" and self_us.dtype.name == "float64"
+
+
+def test_the_whole_trace_ends_with_its_own_events_not_the_imported_ones() -> None:
+    # rows from row 1 on came from a capture trace (Trace.imported_from): the whole trace, as a
+    # region, spans this trace's events only, however late the imported ones end
+    events = [_op("A", 0, 10), _op("B", 20, 5)]
+    parsed = parse_trace(json.dumps({"traceEvents": events}).encode())
+    assert [parsed.names[int(i)] for i in parsed.name] == ["A", "B"]
+    trace = replace(parsed, imported_from=1)
+    region = find_region(trace, link(trace))
+    whole = region.instances[0]
+    assert region.selector == "whole trace" and (whole.start, whole.end) == (0.0, 10.0)
+    assert find_region(parsed, link(parsed)).instances[0].end == 25.0  # without the import: B's end
