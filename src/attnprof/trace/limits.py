@@ -27,11 +27,11 @@ __all__ = [
 
 # refuse a trace whose analysis would need more than this fraction of the available memory
 MAX_MEMORY = 0.8
-# peak memory growth of a streamed load and its analysis, per raw (decompressed) JSON byte: at
-# most 0.90x measured on traces of 48 MB to 1.2 GB (the modern 48 MB one; the larger the trace,
-# the lower: 0.73x at 192 MB modern, 0.3x at 1.2 GB ResNet; docs/benchmarks.md "issue 22"),
-# with a third more
-PEAK_FACTOR = 1.2
+# peak memory growth of a streamed load and its analysis, per raw (decompressed) JSON byte, both
+# processes together where a forked decoder runs: at most 0.72x measured on traces of 48 MB to
+# 2.4 GB (a 55 MB MI300 trace with Python frames; 0.66x the modern 48 MB one, 0.55x at 192 MB,
+# 0.24x the ResNet trace at 1.2 and 2.4 GB; docs/benchmarks.md "issue 22"), with a third more
+PEAK_FACTOR = 1.0
 # the same for the whole-file path (a bare array, JSON to repair, damaged gzip: parse_trace
 # holds the raw JSON and its events' slices at once): measured 1.3-1.95x. load_trace checks it
 # again before it takes that path
