@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import _paths
 from attnprof.analysis.collectives import STRAGGLER_SHARE
 from attnprof.analysis.ranks import analyze_folder
 
@@ -418,3 +419,150 @@ def test_every_rank_of_the_group_given_finds_the_last_one(tmp_path: Path) -> Non
     view = run.cross_rank.collectives
     assert view is not None and (view.partial, view.missing_ranks) == (0, 0)
     assert [s.rank for s in view.stragglers] == ["2"] and view.last_counts["2"] == 6
+
+
+def _members_folder(tmp: Path, given: list[int], members: str, late: int, quiet: int | None = None) -> Path:
+    """The ranks `given` of a group whose members c10d recorded as `members` (its "Process Group
+    Ranks"), `late` arriving 60 us after the others in each of 6 all-reduces; rank `quiet`, if
+    any, is given with a GEMM but no collective of the group."""
+    folder = tmp / f"m{len(given)}_{abs(hash(members)) % 1000}_{quiet}"
+    folder.mkdir()
+    size = len(members.strip("[]").split(","))
+    for r in given:
+        events: list[dict[str, object]] = []
+        for s in range(6):
+            base = 1000.0 * s
+            if r == quiet:
+                events.append(
+                    {"ph": "X", "cat": "kernel", "name": GEMM, "pid": 0, "tid": 7, "ts": base, "dur": 40}
+                )
+                continue
+            arrive = base + (60 if r == late else 0)
+            args = {"Group size": size, "Process Group Ranks": members}
+            events.append(_comm_kernel(ALLREDUCE, arrive, base + 260, group="0", seq=s, **args))
+        _write(folder, r, 8, events)
+    return folder
+
+
+def test_recorded_members_name_the_ranks_not_given(tmp_path: Path) -> None:
+    from attnprof.report.collectives_report import collectives_lines
+    from attnprof.report.i18n import Translator
+
+    (run,) = analyze_folder(
+        _members_folder(tmp_path, [0, 1, 2, 3], "[0, 1, 2, 3, 4, 5, 6, 7]", late=2), workers=1
+    )
+    view = run.cross_rank.collectives
+    assert view is not None and (view.partial, view.missing_ranks) == (6, 4)
+    assert view.missing == ["4", "5", "6", "7"]
+    assert all(c.missing == ["4", "5", "6", "7"] for c in view.collectives)
+    assert view.stragglers == []
+    en = [str(c) for c in collectives_lines(view, Translator("en"))]
+    assert any("6 of the 6 aligned" in x and "(4-7)" in x for x in en)
+    assert not any("up to 4 rank(s) missing" in x for x in en)  # the sentence that only counts
+    for lang in ("id", "th"):
+        lines = [str(c) for c in collectives_lines(view, Translator(lang))]
+        assert any("(4-7)" in x for x in lines), lang
+
+
+def test_a_rank_given_without_the_groups_collectives_is_named_missing(tmp_path: Path) -> None:
+    # rank 3's trace is given but holds none of the group's collectives: who was last is unknown
+    (run,) = analyze_folder(
+        _members_folder(tmp_path, [0, 1, 2, 3], "[0, 1, 2, 3]", late=2, quiet=3), workers=1
+    )
+    view = run.cross_rank.collectives
+    assert view is not None and view.missing == ["3"] and view.partial == 6
+    assert view.stragglers == []
+
+
+def test_members_of_other_ranks_or_cut_short_are_not_used(tmp_path: Path) -> None:
+    # the folder's ranks 0-3 are not in the list (rank names that are not these global ranks),
+    # and a list the profiler cut short: only the recorded size counts, no rank is named
+    for members in ("[8, 9, 10, 11, 12, 13, 14, 15]", "[0, 1, 2, 3, 4, 5, ...]"):
+        (run,) = analyze_folder(_members_folder(tmp_path, [0, 1, 2, 3], members, late=2), workers=1)
+        view = run.cross_rank.collectives
+        assert view is not None and view.missing == [], members
+        size = len(members.strip("[]").split(","))
+        assert view.missing_ranks == size - 4 and view.partial == 6, members
+
+
+def test_every_recorded_member_given_finds_the_straggler(tmp_path: Path) -> None:
+    (run,) = analyze_folder(_members_folder(tmp_path, [0, 1, 2, 3], "[0, 1, 2, 3]", late=2), workers=1)
+    view = run.cross_rank.collectives
+    assert view is not None and (view.partial, view.missing) == (0, [])
+    assert [s.rank for s in view.stragglers] == ["2"]
+
+
+def test_members_read_from_a_real_trace() -> None:
+    # the shared ROCm ResNet trace records its 8-rank group's members on record_param_comms
+    from attnprof.analysis.collectives import _members
+    from attnprof.analysis.ranks import rank_collectives
+    from attnprof.trace.load import load_trace
+
+    trace = load_trace(_paths.trace("AMD-AGI__TraceLens__tests__traces__mi300__resnet_act_checkpoint"))
+    rc = rank_collectives(trace, "0")
+    assert rc.groups == ["0"] and rc.members == [list(range(8))]
+    assert _members("[]") == () and _members("[0, 1, ...]") == () and _members("[1, 1]") == ()
+    assert _members("[3]") == (3,) and _members(None) == () and _members("0, 1") == ()
+
+
+def test_rank_spans() -> None:
+    from attnprof.report.collectives_report import rank_spans
+
+    assert rank_spans(["12", "5", "4", "6", "7", "9"]) == "4-7, 9, 12"
+    assert rank_spans(["0"]) == "0" and rank_spans([]) == ""
+
+
+def test_collectives_no_rank_waited_in_name_no_last_rank(tmp_path: Path) -> None:
+    # every rank's kernel runs equally long (copies of one trace, or one clock tick): nobody
+    # waited, so naming the rank that "arrived last" (the first in order) would be invented
+    from attnprof.report.collectives_report import collectives_lines, collectives_table
+    from attnprof.report.i18n import Translator
+
+    (run,) = analyze_folder(_seq_folder(tmp_path, [0, 1, 2, 3], 4, late=-1), workers=1)
+    view = run.cross_rank.collectives
+    assert view is not None and (view.aligned, view.ties, view.partial) == (6, 6, 0)
+    assert view.stragglers == [] and set(view.last_counts.values()) == {0}
+    assert all(c.last_rank is None and c.first_rank is None and c.wait_us == 0 for c in view.collectives)
+    lines = [str(c) for c in collectives_lines(view, Translator("en"))]
+    assert any(x.startswith("6 of the 6 aligned collective(s) ran equally long") for x in lines)
+    assert not any(x.startswith("No straggler") or x.startswith("Straggler") for x in lines)
+    table = collectives_table(view, Translator("en"))
+    assert all(row[4] == "-" for row in table.rows)
+
+
+def test_one_rank_waiting_is_not_a_tie(tmp_path: Path) -> None:
+    from attnprof.report.collectives_report import collectives_lines
+    from attnprof.report.i18n import Translator
+
+    (run,) = analyze_folder(_seq_folder(tmp_path, [0, 1, 2, 3], 4, late=1), workers=1)
+    view = run.cross_rank.collectives
+    assert view is not None and view.ties == 0
+    assert all(c.last_rank == "1" and c.wait_us == 60 for c in view.collectives)
+    assert [s.rank for s in view.stragglers] == ["1"]
+    lines = [str(c) for c in collectives_lines(view, Translator("en"))]
+    assert not any("ran equally long" in x for x in lines)
+
+
+def test_members_from_distributed_info_pg_config(tmp_path: Path) -> None:
+    # no "Process Group Ranks" on the collectives, but Kineto's distributedInfo lists the group
+    folder = tmp_path / "pgc"
+    folder.mkdir()
+    for r in (0, 1):
+        events = [
+            _comm_kernel(
+                ALLREDUCE, 1000.0 * s + 60 * r, 1000.0 * s + 260, group="0", seq=s, **{"Group size": 4}
+            )
+            for s in range(6)
+        ]
+        info = {
+            "backend": "nccl",
+            "rank": r,
+            "world_size": 4,
+            "pg_config": [{"pg_name": "0", "ranks": [0, 1, 2, 3]}],
+        }
+        (folder / f"rank-{r}.1.pt.trace.json").write_text(
+            json.dumps({"traceEvents": events, "distributedInfo": info})
+        )
+    (run,) = analyze_folder(folder, workers=1)
+    view = run.cross_rank.collectives
+    assert view is not None and view.missing == ["2", "3"] and view.partial == 6

@@ -19,16 +19,22 @@ Alignment, by what the trace records (each collective says which one it used, `b
 A collective's args come from its kernel, else from the record_param_comms its launch ran in (the
 CPU op the kernel links to, attnprof.analysis.links, or one inside that op). The ranks of a group
 are the folder's ranks that have collectives in it; a collective that not every one of them has
-is left out and counted (`left_out`). Where c10d recorded the group's size ("Group size") and it
-is larger than the ranks given (a folder with some ranks' traces), the rank that arrived last
-may be one not given: such a collective's last rank and wait are those of the ranks given only
-(`missing_ranks`), and it does not count toward stragglers (`partial`).
+is left out and counted (`left_out`). Where c10d recorded the group's members ("Process Group
+Ranks", its global ranks) or only its size ("Group size"), and the ranks given are fewer (a
+folder with some ranks' traces), the rank that arrived last may be one not given: such a
+collective's last rank and wait are those of the ranks given only (`missing_ranks`), and it does
+not count toward stragglers (`partial`). The members name which ranks are missing (`missing`)
+where the folder's ranks are global ranks (distributedInfo's, or the file names' numbers) that
+the list holds; a list that the profiler cut short (it ends in "...") or that names none of the
+ranks given is not used, and only the size counts.
 
 Who arrived last, without trusting the clocks: a collective's kernels end together on every rank
 (none can finish before the last one joins), so the rank whose kernel is the shortest is the one
 that arrived last, and each other rank waited (its duration less the shortest) inside its
 kernel. `wait_us` is the longest such wait, which holds across hosts whose clocks differ;
-`skew_us` (max - min start) needs the ranks' clocks to agree and is given as recorded.
+`skew_us` (max - min start) needs the ranks' clocks to agree and is given as recorded. Where every
+rank's kernel ran equally long (to the ns) no rank waited: the collective names no last rank
+(`last_rank` None), and it does not count toward stragglers (`ties`).
 
 Bandwidth (attnprof.analysis.bus_bandwidth): the message's bytes over the shortest kernel (the
 last rank's, which holds no waiting: the transfer itself), algbw and busbw as nccl-tests reports
@@ -93,6 +99,9 @@ class RankCollectives(msgspec.Struct, kw_only=True, array_like=True):
     kind: list[int] = msgspec.field(default_factory=list)
     seq: list[int] = msgspec.field(default_factory=list)
     group_size: list[int] = msgspec.field(default_factory=list)
+    # per group (as groups): its members' global ranks as c10d recorded them ("Process Group
+    # Ranks"); empty where not recorded, cut short or not a list of ranks
+    members: list[list[int]] = msgspec.field(default_factory=list)
     # the message's bytes (nccl-tests' size); -1 sizes not recorded, -2 element type unknown
     nbytes: list[int] = msgspec.field(default_factory=list)
 
@@ -102,8 +111,10 @@ class Collective(msgspec.Struct, kw_only=True):
     occurrence: int  # the k-th collective of its key (basis) on every rank (from 0)
     skew_us: float  # latest start - earliest start, as the ranks' clocks recorded them
     wait_us: float  # longest kernel - shortest: how long the earliest rank waited
-    last_rank: str  # the shortest kernel: the rank the others waited for
-    first_rank: str  # the longest kernel: the rank that waited longest
+    # the shortest kernel: the rank the others waited for; None on a tie (every rank's kernel
+    # equally long: no rank waited, so none arrived last measurably)
+    last_rank: str | None
+    first_rank: str | None  # the longest kernel: the rank that waited longest; None on a tie
     bus_bandwidth_gbps: float | None = None  # busbw (GB/s), as algbw_gbps x the bus factor
     basis: str = "kernel_name_order"  # a key of BASES
     group: str | None = None  # process group name, where recorded
@@ -113,6 +124,7 @@ class Collective(msgspec.Struct, kw_only=True):
     # ranks of the group (its recorded size) whose traces were not given: the true last rank
     # may be one of them, so last_rank and wait_us are of the ranks given only
     missing_ranks: int = 0
+    missing: list[str] = msgspec.field(default_factory=list)  # which, where the group's members are recorded
     time_us: float = 0.0  # the shortest kernel: the transfer without waiting
     bytes: int | None = None
     algbw_gbps: float | None = None  # bytes / time_us
@@ -158,7 +170,11 @@ class CollectiveView(msgspec.Struct, kw_only=True):
     # aligned collectives of groups with ranks not given (Collective.missing_ranks): not counted
     # in last_counts or toward stragglers
     partial: int = 0
+    # aligned collectives of complete groups in which no rank waited (Collective.last_rank None):
+    # not counted in last_counts or toward stragglers either
+    ties: int = 0
     missing_ranks: int = 0  # the most ranks missing from one of them
+    missing: list[str] = msgspec.field(default_factory=list)  # the ranks named missing, where recorded
 
 
 # -- one rank ---------------------------------------------------------------------------------------
@@ -223,6 +239,8 @@ def collective_ops(trace: Trace, rank: str, comm_rows: Sequence[int]) -> RankCol
         return out
     groups: dict[str, int] = {}
     kinds: dict[str, int] = {}
+    members: list[list[int]] = []
+    configured = _pg_config(trace)
     for r in listed:
         m = meta.get(r)
         if m is None:
@@ -232,14 +250,46 @@ def collective_ops(trace: Trace, rank: str, comm_rows: Sequence[int]) -> RankCol
             out.group_size.append(-1)
             out.nbytes.append(-1)
             continue
+        if m.group is not None and m.group not in groups:
+            members.append(list(_members(m.group_ranks) or configured.get(m.group, ())))
         out.group.append(groups.setdefault(m.group, len(groups)) if m.group is not None else -1)
         out.kind.append(kinds.setdefault(m.kind, len(kinds)) if m.kind is not None else -1)
         out.seq.append(m.seq if m.seq is not None else -1)
         out.group_size.append(m.group_size if m.group_size is not None else -1)
         b = message_bytes(m.in_nelems, m.out_nelems, m.dtype)
         out.nbytes.append(b if isinstance(b, int) else (-1 if b == "no_sizes" else -2))
-    out.groups, out.kinds = list(groups), list(kinds)
+    out.groups, out.kinds, out.members = list(groups), list(kinds), members
     return out
+
+
+def _pg_config(trace: Trace) -> dict[str, tuple[int, ...]]:
+    """Each process group's members as Kineto wrote them in distributedInfo's pg_config (name,
+    ranks), for collectives whose record_param_comms did not record them."""
+    info = trace.metadata.get("distributedInfo")
+    config = info.get("pg_config") if isinstance(info, dict) else None
+    out: dict[str, tuple[int, ...]] = {}
+    for pg in config if isinstance(config, list) else ():
+        if not isinstance(pg, dict) or not isinstance(pg.get("ranks"), list):
+            continue
+        ranks = pg["ranks"]
+        if all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks) and len(
+            set(ranks)
+        ) == len(ranks):
+            out[str(pg.get("pg_name"))] = tuple(ranks)
+    return out
+
+
+def _members(text: str | None) -> tuple[int, ...]:
+    """A group's global ranks from c10d's "Process Group Ranks" ("[0, 1, 2, 3]"); () where it is
+    not recorded, empty (c10d writes "[]" for some default groups), cut short by the profiler
+    ("[0, 1, ..., 29, ...]") or not a list of ranks."""
+    if not text or not text.startswith("[") or not text.endswith("]") or "..." in text:
+        return ()
+    try:
+        ranks = tuple(int(x) for x in text[1:-1].split(",") if x.strip())
+    except ValueError:
+        return ()
+    return ranks if all(r >= 0 for r in ranks) and len(set(ranks)) == len(ranks) else ()
 
 
 # -- across ranks -----------------------------------------------------------------------------------
@@ -342,6 +392,7 @@ def cross_rank_collectives(
             m = members.setdefault(scope, [])
             if not m or m[-1] != r:
                 m.append(r)
+    absent = _absent_members(per_rank, members)
     keys = sorted({k for d in seqs.values() for k in d}, key=repr)
     aligned: list[tuple[float, Collective]] = []  # (earliest start, collective)
     left_out = 0
@@ -361,8 +412,13 @@ def cross_rank_collectives(
             last = min(group, key=lambda r: (ops[r].dur, -ops[r].start))
             first = max(group, key=lambda r: (ops[r].dur, -ops[r].start))
             wait = ops[first].dur - ops[last].dur
-            missing = max(0, max(o.size for o in ops.values()) - len(group))
-            if not missing:  # who was last is known only when every rank of the group is here
+            named = absent.get(scope)
+            missing = (
+                len(named) if named is not None else max(0, max(o.size for o in ops.values()) - len(group))
+            )
+            tie = round(wait, 3) <= 0.0
+            # who was last is known only when every rank of the group is here, and someone waited
+            if not missing and not tie:
                 last_counts[last] += 1
                 waited_for[last] += wait
                 for r in group:
@@ -376,14 +432,15 @@ def cross_rank_collectives(
                 occurrence=k,
                 skew_us=round(max(starts) - lo, 3),
                 wait_us=round(wait, 3),
-                last_rank=last,
-                first_rank=first,
+                last_rank=None if tie else last,
+                first_rank=None if tie else first,
                 basis=basis,
                 group=ref.group,
                 seq=ref.seq if ref.seq >= 0 else None,
                 kind=ref.kind,
                 ranks=len(group),
                 missing_ranks=missing,
+                missing=list(named or ()),
                 time_us=round(ref.dur, 3),
             )
             _bandwidth(c, ref.kind, ref.nbytes, ref.size)
@@ -431,8 +488,34 @@ def cross_rank_collectives(
         bandwidth=_by_kind(colls),
         no_bandwidth=no_bw,
         partial=sum(1 for c in colls if c.missing_ranks),
+        ties=sum(1 for c in colls if not c.missing_ranks and c.last_rank is None),
         missing_ranks=max((c.missing_ranks for c in colls), default=0),
+        missing=sorted({r for c in colls for r in c.missing}, key=int),
     )
+
+
+def _absent_members(
+    per_rank: Sequence[RankCollectives], members: dict[object, list[str]]
+) -> dict[object, list[str]]:
+    """Per process group whose members c10d recorded: its members whose traces were not given
+    (or have no collective in it), as rank names. Only where every rank given that has the
+    group's collectives is a global rank the list holds, and every rank recorded the same list:
+    otherwise the folder's rank names are not the list's ranks (or the name is two groups')."""
+    recorded: dict[object, set[tuple[int, ...]]] = {}
+    for p in per_rank:
+        for g, m in zip(p.groups, p.members, strict=False):
+            if m:
+                recorded.setdefault(g, set()).add(tuple(m))
+    out: dict[object, list[str]] = {}
+    for scope, lists in recorded.items():
+        given = members.get(scope, [])
+        if len(lists) != 1 or not given or not all(r.isdigit() for r in given):
+            continue
+        (listed,) = lists
+        ids = {int(r) for r in given}
+        if listed and ids <= set(listed):
+            out[scope] = [str(x) for x in sorted(listed) if x not in ids]
+    return out
 
 
 def _bandwidth_note(n: int, no_bw: dict[str, int]) -> str:

@@ -56,13 +56,17 @@ def collectives_lines(view: CollectiveView, t: Translator) -> list[Cell]:
         Cell(t("coll.skew", skew=fmt_us(view.max_skew_us), wait=fmt_us(view.total_wait_us))),
     ]
     if view.partial:  # groups larger than the ranks given: who was last is not known there
-        lines.append(
-            Cell(
-                t("coll.partial", partial=view.partial, aligned=view.aligned, missing=view.missing_ranks),
-                view.partial,
-                emphasis="warn",
+        text = (
+            t(
+                "coll.partial.named",
+                partial=view.partial,
+                aligned=view.aligned,
+                names=rank_spans(view.missing),
             )
+            if view.missing
+            else t("coll.partial", partial=view.partial, aligned=view.aligned, missing=view.missing_ranks)
         )
+        lines.append(Cell(text, view.partial, emphasis="warn"))
     for s in view.stragglers:
         text = t(
             "coll.straggler",
@@ -74,7 +78,9 @@ def collectives_lines(view: CollectiveView, t: Translator) -> list[Cell]:
             waited=fmt_us(s.waited_for_us),
         )
         lines.append(Cell(text, s.rank, emphasis="alarm"))
-    if not view.stragglers and view.aligned > view.partial:
+    if view.ties:  # no rank waited in them: none arrived last
+        lines.append(Cell(t("coll.ties", ties=view.ties, aligned=view.aligned), view.ties))
+    if not view.stragglers and view.aligned > view.partial + view.ties:
         lines.append(Cell(t("coll.no_straggler")))
     for code in WHY:  # why a bandwidth is unknown, worded by the catalogs (coll.bw.<code>)
         if code in view.no_bandwidth:
@@ -115,14 +121,14 @@ def collectives_table(view: CollectiveView, t: Translator) -> Table:
                 Cell(c.group or "-", c.group),
                 Cell("-" if c.seq is None else str(c.seq), c.seq),
                 Cell(str(c.ranks), c.ranks),
-                Cell(c.last_rank, emphasis="alarm" if c.last_rank in slow else ""),
+                Cell(c.last_rank or "-", c.last_rank, emphasis="alarm" if c.last_rank in slow else ""),
                 _us(c.wait_us),
                 _us(c.skew_us),
                 _us(c.time_us),
                 _gbps(c.bus_bandwidth_gbps),
                 _gbps(c.algbw_gbps),
                 Cell(fmt_bytes(c.bytes), c.bytes, "B"),
-                Cell(c.first_rank),
+                Cell(c.first_rank or "-", c.first_rank),
                 Cell(t(f"coll.basis_short.{c.basis}"), c.basis),
             ]
         )
@@ -154,3 +160,17 @@ def bandwidth_table(view: CollectiveView, t: Translator) -> Table | None:
             ]
         )
     return table
+
+
+def rank_spans(ranks: list[str]) -> str:
+    """Numbered ranks as runs ("4-7, 12"): a list of 200 missing ranks stays one line."""
+    nums = sorted(int(r) for r in ranks)
+    spans: list[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        spans.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    return ", ".join(spans)
