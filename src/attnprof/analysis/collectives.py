@@ -20,7 +20,7 @@ A collective's args come from its kernel, else from the record_param_comms its l
 CPU op the kernel links to, attnprof.analysis.links, or one inside that op). The ranks of a group
 are the folder's ranks that have collectives in it; a collective that not every one of them has
 is left out and counted (`left_out`). Where c10d recorded the group's members ("Process Group
-Ranks", its global ranks) or only its size ("Group size"), and the ranks given are fewer (a
+Ranks", its global ranks, else Kineto's distributedInfo pg_config) or only its size ("Group size"), and the ranks given are fewer (a
 folder with some ranks' traces), the rank that arrived last may be one not given: such a
 collective's last rank and wait are those of the ranks given only (`missing_ranks`), and it does
 not count toward stragglers (`partial`). The members name which ranks are missing (`missing`)
@@ -100,7 +100,7 @@ class RankCollectives(msgspec.Struct, kw_only=True, array_like=True):
     seq: list[int] = msgspec.field(default_factory=list)
     group_size: list[int] = msgspec.field(default_factory=list)
     # per group (as groups): its members' global ranks as c10d recorded them ("Process Group
-    # Ranks"); empty where not recorded, cut short or not a list of ranks
+    # Ranks", else distributedInfo's pg_config); empty where not recorded, cut short or not ranks
     members: list[list[int]] = msgspec.field(default_factory=list)
     # the message's bytes (nccl-tests' size); -1 sizes not recorded, -2 element type unknown
     nbytes: list[int] = msgspec.field(default_factory=list)
@@ -121,8 +121,9 @@ class Collective(msgspec.Struct, kw_only=True):
     seq: int | None = None  # sequence number in the group, where recorded
     kind: str | None = None  # PyTorch's collective name (allreduce, ...), where recorded
     ranks: int = 0  # ranks that took part
-    # ranks of the group (its recorded size) whose traces were not given: the true last rank
-    # may be one of them, so last_rank and wait_us are of the ranks given only
+    # ranks of the group (by its recorded members, else its size) that the traces given do not
+    # show in it: the true last rank may be one of them, so last_rank and wait_us are of the
+    # ranks given only
     missing_ranks: int = 0
     missing: list[str] = msgspec.field(default_factory=list)  # which, where the group's members are recorded
     time_us: float = 0.0  # the shortest kernel: the transfer without waiting
@@ -271,12 +272,16 @@ def _pg_config(trace: Trace) -> dict[str, tuple[int, ...]]:
     for pg in config if isinstance(config, list) else ():
         if not isinstance(pg, dict) or not isinstance(pg.get("ranks"), list):
             continue
-        ranks = pg["ranks"]
-        if all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks) and len(
-            set(ranks)
-        ) == len(ranks):
-            out[str(pg.get("pg_name"))] = tuple(ranks)
+        ranks = _distinct_ranks(pg["ranks"])
+        if ranks:
+            out[str(pg.get("pg_name"))] = ranks
     return out
+
+
+def _distinct_ranks(ranks: list[object]) -> tuple[int, ...]:
+    """ranks as a tuple where they are distinct non-negative integers, else ()."""
+    out = tuple(r for r in ranks if isinstance(r, int) and not isinstance(r, bool) and r >= 0)
+    return out if len(out) == len(ranks) and len(set(out)) == len(out) else ()
 
 
 def _members(text: str | None) -> tuple[int, ...]:
@@ -286,10 +291,9 @@ def _members(text: str | None) -> tuple[int, ...]:
     if not text or not text.startswith("[") or not text.endswith("]") or "..." in text:
         return ()
     try:
-        ranks = tuple(int(x) for x in text[1:-1].split(",") if x.strip())
+        return _distinct_ranks([int(x) for x in text[1:-1].split(",") if x.strip()])
     except ValueError:
         return ()
-    return ranks if all(r >= 0 for r in ranks) and len(set(ranks)) == len(ranks) else ()
 
 
 # -- across ranks -----------------------------------------------------------------------------------
