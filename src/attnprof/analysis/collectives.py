@@ -517,7 +517,7 @@ def _absent_members(
             continue
         (listed,) = lists
         ids = {int(r) for r in given}
-        if listed and ids <= set(listed):
+        if ids <= set(listed):
             out[scope] = [str(x) for x in sorted(listed) if x not in ids]
     return out
 

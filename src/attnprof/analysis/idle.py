@@ -156,9 +156,8 @@ def _row_type(trace: Trace) -> type[np.signedinteger[Any]]:
 
 
 def _rows_of(trace: Trace, *kinds: Kind) -> Rows:
-    """trace.own(trace.rows(*kinds)) in _row_type (trace.rows makes an int64 copy of its index)."""
-    mask = trace.kind == kinds[0] if len(kinds) == 1 else np.isin(trace.kind, [int(k) for k in kinds])
-    return trace.own(np.flatnonzero(mask).astype(_row_type(trace)))
+    """trace.rows(*kinds) in _row_type."""
+    return trace.rows(*kinds).astype(_row_type(trace), copy=False)
 
 
 def _rows_iv(trace: Trace, rows: np.ndarray) -> Intervals:
@@ -272,7 +271,7 @@ def host_activity(
     recorded end."""
     ends_all = busy_end if busy_end is not None else trace.ts[links.gpu_rows] + trace.dur[links.gpu_rows]
     busy = union(trace.ts[links.gpu_rows[busy_mask]], ends_all[busy_mask])
-    rt = np.flatnonzero(np.isin(trace.kind, [int(Kind.RUNTIME), int(Kind.DRIVER)])).astype(_row_type(trace))
+    rt = _rows_of(trace, Kind.RUNTIME, Kind.DRIVER)
     names = trace.names
     rt_name = trace.name[rt]
     # one rule lookup per distinct name, spread to the calls through a table by name id
@@ -323,7 +322,7 @@ def host_activity(
     del launching
 
     # CPU ops: how many launches or syncs each makes on its thread
-    ops = _rows_of(trace, Kind.CPU_OP)
+    ops = trace.own(_rows_of(trace, Kind.CPU_OP))
     cls = _op_classes(trace, ops, callers_rt)
     del callers_rt
     quiet = ops[cls == _QUIET]
@@ -344,13 +343,13 @@ def host_activity(
 
     # data loading, and what runs inside it: by provenance, the Python frames of torch's data
     # package (the file the frame's code is in); by name, the ranges whose names say so
-    py = _rows_of(trace, Kind.PYTHON)
+    py = trace.own(_rows_of(trace, Kind.PYTHON))
     torch_data = _names_matching(names, _TORCH_DATA)
     by_frame = py[torch_data[trace.name[py]]] if torch_data.any() else py[:0]
     dl = _names_matching(names, _DATA_LOADING)
     by_name = py[:0]
     if dl.any():  # the ranges of those names (no n-sized test where no name says so: the usual case)
-        by_name = _rows_of(trace, Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON)
+        by_name = trace.own(_rows_of(trace, Kind.CPU_OP, Kind.ANNOTATION, Kind.PYTHON))
         by_name = by_name[dl[trace.name[by_name]]]
         by_name = by_name[~np.isin(by_name, by_frame)]
     loading = np.concatenate([by_frame, by_name])

@@ -108,7 +108,7 @@ def link(trace: Trace) -> Links:
 
     # cpu op: one known by other means (op_link), else External id on the GPU op, else on its
     # launch, else containment in time
-    op_rows = _op_rows(trace)
+    op_rows = trace.own(trace.rows(Kind.CPU_OP))
     ext = trace.ext[gpu_rows]
     has_launch = launch >= 0
     no_ext = ext < 0
@@ -176,18 +176,12 @@ def _pair_by_external(
 def launch_ops(trace: Trace, launch_rows: np.ndarray) -> np.ndarray:
     """The CPU op of each launch call (runtime or driver row), as link() finds a device op's: its
     External id, else the innermost op containing it on its thread; -1 where none."""
-    op_rows = _op_rows(trace)
+    op_rows = trace.own(trace.rows(Kind.CPU_OP))
     out = _lookup(trace.ext[op_rows], op_rows, trace.ext[launch_rows])
     miss = np.flatnonzero(out < 0)
     if miss.size and op_rows.size:
         out[miss] = _containing(trace, op_rows, launch_rows[miss])
     return out
-
-
-def _op_rows(trace: Trace) -> np.ndarray:
-    """trace.own(trace.rows(Kind.CPU_OP)) without the int64 copy trace.rows makes of its index
-    (the same rows, as intp)."""
-    return trace.own(np.flatnonzero(trace.kind == Kind.CPU_OP))
 
 
 def _flow_correlation(trace: Trace, rows: np.ndarray, *, start: bool = False) -> np.ndarray:

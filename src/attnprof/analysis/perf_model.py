@@ -31,7 +31,7 @@ from attnprof.analysis.op_flex import computed_blocks
 from attnprof.analysis.op_model import OpCost, decode_inputs, known, model_op
 from attnprof.analysis.perf_records import OpPerf, OpTime, PerfModel, Unmodelled
 from attnprof.device import peak_for, spec_device
-from attnprof.trace.model import Kind, RowMap, Trace, row_columns, unique
+from attnprof.trace.model import Kind, Trace, row_columns, unique
 
 if TYPE_CHECKING:
     from attnprof.analysis.links import Links
@@ -91,7 +91,7 @@ def perf_model(
     gpu_trace = bool(work.any())
     # the recorded inputs as columns (row, signature id): one lookup per row in a RowMap cost
     # a binary search each, a third of the analysis of a large trace
-    rows, sig_of, distinct = _input_columns(trace)
+    rows, sig_of, distinct = row_columns(trace.inputs)
     nd = max(len(distinct), 1)
     # one decode and one formula per distinct (name, inputs)
     uniq, inv = _op_keys(trace, rows, sig_of, nd)
@@ -368,15 +368,6 @@ def _groups(keys: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     ends = np.append(starts[1:], k.size)
     for g in np.argsort(o[starts], kind="stable").tolist():
         yield int(k[starts[g]]), o[starts[g] : ends[g]]
-
-
-def _input_columns(trace: Trace) -> tuple[np.ndarray, np.ndarray, list[tuple[bytes, bytes, bytes]]]:
-    """row_columns(trace.inputs), with a RowMap's own arrays as they are (row_columns copies its
-    index to int64: an array of the recorded ops' size that the key below does not need)."""
-    m = trace.inputs
-    if isinstance(m, RowMap):
-        return m.rows, m.idx, m.distinct
-    return row_columns(m)
 
 
 def _nested(trace: Trace, rows: np.ndarray) -> np.ndarray:

@@ -152,12 +152,13 @@ class RowMap(Mapping[int, V], Generic[V]):
         return zip(self.rows.tolist(), [distinct[i] for i in self.idx.tolist()], strict=True)
 
 
-def row_columns(m: Mapping[int, V]) -> tuple[I64, I64, list[V]]:
+def row_columns(m: Mapping[int, V]) -> tuple[I64, npt.NDArray[np.signedinteger[Any]], list[V]]:
     """(rows ascending, per row its value's index into the distinct values, the distinct values)
-    of a row -> value map: a RowMap's own arrays, or those of a dict (a capture trace's rows
-    attached by attnprof.analysis.replay), so that a caller reads all rows without a lookup each."""
+    of a row -> value map: a RowMap's own arrays as they are (its index int32: no int64 copy of
+    the size of the recorded ops), or those of a dict (a capture trace's rows attached by
+    attnprof.analysis.replay), so that a caller reads all rows without a lookup each."""
     if isinstance(m, RowMap):
-        return m.rows.astype(np.int64, copy=False), m.idx.astype(np.int64), m.distinct
+        return m.rows.astype(np.int64, copy=False), m.idx, m.distinct
     rows = np.array(sorted(m), np.int64)
     ids: dict[Any, int] = {}
     idx = np.array([ids.setdefault(m[r], len(ids)) for r in rows.tolist()], np.int64)
@@ -255,10 +256,10 @@ class Trace:
         return rows if self.imported_from < 0 else rows[rows < self.imported_from]
 
     def rows(self, *kinds: Kind) -> I64:
-        """Rows of the given kinds, in file order."""
-        if len(kinds) == 1:
-            return np.flatnonzero(self.kind == kinds[0]).astype(np.int64)
-        return np.flatnonzero(np.isin(self.kind, np.array([int(k) for k in kinds]))).astype(np.int64)
+        """Rows of the given kinds, in file order (a new array, the caller's to change)."""
+        mask = self.kind == kinds[0] if len(kinds) == 1 else np.isin(self.kind, [int(k) for k in kinds])
+        # copy=False: flatnonzero's index is int64 already where intp is (no second n-sized copy)
+        return np.flatnonzero(mask).astype(np.int64, copy=False)
 
 
 def unique(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
