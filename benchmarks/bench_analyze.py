@@ -177,10 +177,10 @@ def _shifted(e: dict[str, Any], dt: float, did: int) -> dict[str, Any]:
 def _info(path: Path) -> dict[str, Any]:
     """build()'s figures for a trace built before (--file), without parsing it here: the events
     are counted by the runs (their "events")."""
+    from attnprof.trace.stream import is_gzip
+
     size = path.stat().st_size
-    with open(path, "rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
-    if gz:
+    if is_gzip(path):
         with gzip.open(path, "rb") as f:
             size = sum(len(b) for b in iter(lambda: f.read(1 << 20), b""))
     return {"events": 0, "bytes": size, "kernels": 0}
