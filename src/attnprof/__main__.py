@@ -21,7 +21,7 @@ def main() -> int:
 def _forget_caught_interrupts() -> None:
     """Keep the exit code the command chose after a Ctrl-C it caught, under `python -m`.
 
-    CPython (3.11 to 3.13 at least) marks the process as stopped by an unhandled Ctrl-C when a
+    CPython (seen on 3.11; 3.12's source does the same) marks the process as stopped by an unhandled Ctrl-C when a
     KeyboardInterrupt ends any exec or eval of a string: a dataclass or namedtuple being made
     (at import, or lazily in torch) when Ctrl-C lands. The mark stays when the interrupt is
     caught, and `python -m` then ends the process by SIGINT (exit status -2) in place of our
