@@ -221,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     args = [a for a in args[:end] if a != "--debug"] + args[end:]
     _state["debug"] = debug
     _invoked[:] = args
+    from attnprof.report.console import set_no_color
+
+    # every command takes --no-color; seen here too, it also covers typer's --help and usage text
+    set_no_color("--no-color" in args[:end])
     _fit_streams_to_locale()
     # SIGTERM (kill, a scheduler's timeout) stops a run or sweep like Ctrl-C: what finished is
     # saved and the resume command printed. Only the main thread can set handlers.

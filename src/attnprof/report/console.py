@@ -22,10 +22,39 @@ from attnprof.units import ascii_spelling
 if TYPE_CHECKING:
     from attnprof.report.i18n import Translator
 
-__all__ = ["MAX_TTY_WIDTH", "MAX_WIDTH", "TERMINAL_WORDS", "make_console", "print_table", "terminal_words"]
+__all__ = [
+    "MAX_TTY_WIDTH",
+    "MAX_WIDTH",
+    "TERMINAL_WORDS",
+    "colour_off",
+    "make_console",
+    "print_table",
+    "set_no_color",
+    "terminal_words",
+]
 
 MAX_WIDTH = 100  # pipes and files
 MAX_TTY_WIDTH = 200  # a wide terminal, past which lines get hard to follow
+
+
+_no_color_flag = [False]
+
+
+def set_no_color(value: bool) -> None:
+    """--no-color seen on the command line (attnprof.cli.main): every console of the process,
+    typer's help and usage ones too, is plain from then on, whatever view makes it."""
+    _no_color_flag[0] = value
+    if value or colour_off():
+        # typer builds its own rich Console for --help and usage errors; None keeps it plain
+        import typer.rich_utils
+
+        typer.rich_utils.COLOR_SYSTEM = None
+
+
+def colour_off(no_color: bool = False) -> bool:
+    """Whether output must carry no escape sequences: --no-color, or NO_COLOR
+    (https://no-color.org) set to any non-empty value."""
+    return no_color or _no_color_flag[0] or bool(os.environ.get("NO_COLOR"))
 
 
 def make_console(
@@ -45,12 +74,14 @@ def make_console(
         chosen = min(Console(file=out).width, MAX_TTY_WIDTH)
     else:
         chosen = min(_columns() or MAX_WIDTH, MAX_WIDTH)
+    plain = colour_off(no_color)
     return _Console(
         file=out,
         force_terminal=force_terminal,
-        # NO_COLOR (https://no-color.org): any non-empty value turns colour off, as --no-color
-        # does; rich reads it only when no_color is left unset, and it is always set here
-        no_color=no_color or bool(os.environ.get("NO_COLOR")),
+        # rich's no_color drops colours but still writes bold and dim as ESC[1m / ESC[2m; no
+        # colour system writes no escape sequence at all, which is what NO_COLOR asks of a tool
+        no_color=plain,
+        color_system=None if plain else "auto",
         highlight=False,
         width=chosen,
         emoji=False,
