@@ -153,8 +153,10 @@ class ColdTiming(msgspec.Struct, kw_only=True):
 class Accuracy(msgspec.Struct, kw_only=True):
     """Output against an fp64 reference computed once per workload."""
 
-    max_abs_err: float
-    max_rel_err: float
+    # None where the output holds NaN or inf: a maximum over its finite values alone would read
+    # as a small error (an all-NaN output's is 0.0); nan_count and inf_count say what it holds
+    max_abs_err: float | None
+    max_rel_err: float | None
     nan_count: int
     inf_count: int
     tolerance: float  # atol of harness.accuracy.tolerance(dtype)
@@ -162,13 +164,28 @@ class Accuracy(msgspec.Struct, kw_only=True):
     rtol: float = 0.0
     worst_over_tolerance: float | None = None  # max of |out - ref| / (atol + rtol |ref|); > 1 fails
 
+    @property
+    def non_finite(self) -> bool:
+        return bool(self.nan_count or self.inf_count)
+
+    def error_text(self) -> str:
+        """The error cell: the counts of NaN and inf where there are any, else the max error."""
+        if self.non_finite:
+            bad = [f"{n} {what}" for n, what in ((self.nan_count, "NaN"), (self.inf_count, "inf")) if n]
+            return f"non-finite ({', '.join(bad)})"
+        return f"{self.max_abs_err or 0.0:.1e}"
+
+    def rank_error(self) -> float:
+        """For picking the worst of several checks: a non-finite one is worse than any number."""
+        return float("inf") if self.non_finite or self.max_abs_err is None else self.max_abs_err
+
     def failure(self, dtype: str, *, what: str = "output") -> str:
         """Why the result is incorrect, in one English line (reports translate it by its parts).
         `what`: the output, or "gradient dq" with --backward."""
         if self.nan_count or self.inf_count:
             return f"incorrect {what}: {self.nan_count} NaN and {self.inf_count} inf values"
         return (
-            f"incorrect {what}: max abs error {self.max_abs_err:.2g} exceeds the {dtype} tolerance "
+            f"incorrect {what}: max abs error {self.max_abs_err or 0.0:.2g} exceeds the {dtype} tolerance "
             f"(atol {self.tolerance:g} + rtol {self.rtol:g} x |reference|)"
         )
 

@@ -193,6 +193,8 @@ def run_command(
     if not ran_any(record):
         # run.json is written; say in one line why nothing ran and exit non-zero
         raise nothing_ran(record)
+    if line := not_one_correct(record):
+        raise AttnprofError(line)
     if expect:
         # checking is compare's, printing the report's: the command joins the two
         from attnprof.compare.expect import check_expectations, enforce
@@ -244,6 +246,8 @@ def _resume(run_dir: Path, *, json_out: bool, no_color: bool) -> None:
         sys.stdout.write(encode_json(final).decode() + "\n")
     else:
         render_run(final, run_dir, no_color=no_color)
+    if line := not_one_correct(final):
+        raise AttnprofError(line)
 
 
 def nothing_ran(record: RunRecord) -> AttnprofError:
@@ -256,6 +260,19 @@ def nothing_ran(record: RunRecord) -> AttnprofError:
     if all(r.status in ("refused", "unsupported") for r in results):
         return UserError(text)
     return AttnprofError(text)
+
+
+def not_one_correct(record: RunRecord) -> str | None:
+    """One line when variants ran and every one gave an incorrect output (NaN, inf or beyond
+    tolerance): no speed of the run means anything then, so the run exits 1, run.json written."""
+    ran = [r for r in record.results if r.ran]
+    if not ran or any(not r.incorrect for r in ran):
+        return None
+    first = next(r for r in ran)
+    why = first.warnings[0] if first.warnings else "incorrect"
+    return (
+        f"no variant gave a correct output ({len(ran)} incorrect; {first.label}: {why}): nothing to compare"
+    )
 
 
 @app.command("list")

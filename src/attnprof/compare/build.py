@@ -315,7 +315,10 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         max_abs_err=res.accuracy.max_abs_err if res.accuracy else None,
         max_rel_err=res.accuracy.max_rel_err if res.accuracy else None,
         accuracy_ok=res.accuracy.ok if res.accuracy else None,
-        grad_max_abs_err={name: a.max_abs_err for name, a in res.grad_accuracy.items()},
+        grad_max_abs_err={
+            n: a.max_abs_err for n, a in res.grad_accuracy.items() if a.max_abs_err is not None
+        },
+        grad_non_finite={n: (a.nan_count, a.inf_count) for n, a in res.grad_accuracy.items() if a.non_finite},
         failed_gradients=res.failed_gradients(),
         bwd_median_ms=res.timing_bwd.median_ms if res.timing_bwd else None,
         total_median_ms=res.timing_total.median_ms if res.timing_total else None,

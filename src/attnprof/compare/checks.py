@@ -135,7 +135,7 @@ def _gate(row: Row, res: RunResult, dtype: str) -> None:
         row.reason = acc.failure(dtype)
     else:  # the output is right, a gradient is not
         code = "INCORRECT_GRADIENT"
-        acc = max((res.grad_accuracy[g] for g in grads), key=lambda a: a.max_abs_err)
+        acc = max((res.grad_accuracy[g] for g in grads), key=lambda a: a.rank_error())
         row.reason = acc.failure(dtype, what=f"gradient {', '.join(grads)}")
     row.status = INCORRECT
     row.tflops_useful = row.pct_of_peak = None

@@ -261,6 +261,8 @@ class Row(msgspec.Struct, kw_only=True):
     accuracy_ok: bool | None = None  # the output's check (the forward)
     # --backward: each gradient's max abs error against the fp64 reference, and those that failed
     grad_max_abs_err: dict[str, float] = {}
+    # the gradients holding NaN or inf (no max error then): name -> (NaN count, inf count)
+    grad_non_finite: dict[str, tuple[int, int]] = {}
     failed_gradients: list[str] = []
     nan_count: int | None = None
     inf_count: int | None = None

@@ -84,7 +84,7 @@ def _summary_table(record: RunRecord) -> RichTable:
         colour = "green" if ratio < 1.05 else ("yellow" if ratio < 2 else "red")
         err = "-"
         if r.accuracy:
-            err = f"{r.accuracy.max_abs_err:.0e}" + ("" if r.accuracy.ok else " [red]✗[/]")
+            err = r.accuracy.error_text() + ("" if r.accuracy.ok else " [red]✗[/]")
         share = _pct(m.attention_share if m else None)
         analyser = _pct(m.analyser_share if m else None)
         if m is not None and m.shares_agree is False:

@@ -152,8 +152,7 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
         if r.accuracy:
             acc = r.accuracy
             # a max error over the finite values of a non-finite output says nothing: say what it holds
-            bad = [f"{n} {what}" for n, what in ((acc.nan_count, "NaN"), (acc.inf_count, "inf")) if n]
-            err = f"non-finite ({', '.join(bad)})" if bad else f"{acc.max_abs_err:.1e}"
+            err = acc.error_text()
             err += "" if acc.ok else " [red]✗[/]"
         mem = fmt_bytes(r.memory.peak_bytes if r.memory else None)
         row = [
@@ -167,8 +166,9 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
             grads = list(r.grad_accuracy.values())
             grad_err = "-"
             if grads:
-                worst = max(a.max_abs_err for a in grads)
-                grad_err = f"{worst:.1e}" + ("" if all(a.ok for a in grads) else " [red]✗[/]")
+                grad_err = max(grads, key=lambda a: a.rank_error()).error_text() + (
+                    "" if all(a.ok for a in grads) else " [red]✗[/]"
+                )
             row += [
                 fmt_ms(r.timing_bwd.median_ms) if r.timing_bwd else "-",
                 _total_cell(r),

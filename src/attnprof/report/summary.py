@@ -132,12 +132,14 @@ def incorrect_line(r: Row, t: Translator) -> str:
     """Why a row is out of every ranking: its non-finite values, else its error and tolerance;
     with --backward, the gradients that failed where the output did not."""
     if r.accuracy_ok is not False and r.failed_gradients:
-        return t(
-            "summary.incorrect_grad",
-            variant=r.label,
-            grads=", ".join(r.failed_gradients),
-            err=fmt_err(max(r.grad_max_abs_err.get(g, 0.0) for g in r.failed_gradients)),
-        )
+        bad = [r.grad_non_finite[g] for g in r.failed_gradients if g in r.grad_non_finite]
+        if bad:  # a max error over a NaN gradient's finite values says nothing
+            nan, inf = sum(b[0] for b in bad), sum(b[1] for b in bad)
+            counts = [t(k, n=fmt_count(n)) for k, n in (("err.nan", nan), ("err.inf", inf)) if n]
+            err = t("err.non_finite", counts=", ".join(counts))
+        else:
+            err = fmt_err(max(r.grad_max_abs_err.get(g, 0.0) for g in r.failed_gradients))
+        return t("summary.incorrect_grad", variant=r.label, grads=", ".join(r.failed_gradients), err=err)
     if r.nan_count or r.inf_count:
         return t("summary.incorrect_nan", variant=r.label, nan=r.nan_count or 0, inf=r.inf_count or 0)
     return t(
