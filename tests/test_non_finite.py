@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.test_no_color import _on_pty
 
+from _pty import on_pty
 from attnprof.harness.accuracy import compare as check
 
 VARIANTS = textwrap.dedent(
@@ -111,7 +111,7 @@ def test_nan_gradient_reads_non_finite(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     # a pipe's 100 columns leave the grad err column out: a 160-column terminal shows it
     src = str(tmp_path / "v.py")
-    rc, screen = _on_pty(
+    rc, screen = on_pty(
         ["run", "-v", f"{src}:grad_nan,{src}:good", *RUN, "--backward", "-o", str(tmp_path / "tty")],
         no_color="1",
     )

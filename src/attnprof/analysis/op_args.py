@@ -11,7 +11,16 @@ import msgspec
 
 from attnprof.formulas import numel
 
-__all__ = ["FLOATS", "Args", "OpCost", "broadcast", "decode_inputs", "nbytes"]
+__all__ = [
+    "CAUSAL_PAIRS",
+    "FLOATS",
+    "Args",
+    "OpCost",
+    "broadcast",
+    "decode_inputs",
+    "flops_convention",
+    "nbytes",
+]
 
 # "Input type" strings -> (attnprof dtype, bytes per element)
 _DTYPES: dict[str, tuple[str, int]] = {
@@ -49,6 +58,24 @@ class OpCost:
     # how the FLOPs are known: "exact", "dense upper bound" (a block-sparse op whose sparsity
     # is not recorded: every block counted), "not measured" (flops None)
     basis: str = "exact"
+    # how the FLOPs were counted where tools differ (flops_convention); None: from the family
+    convention: str | None = None
+
+
+# Causal attention counted by its exact (query, key) pairs: S(S+1)/2 per head for Sq = Skv, the
+# diagonal included; TraceLens counts S²/2, so its figures are lower by 1/(S+1) (0.2% at S=559)
+CAUSAL_PAIRS = "causal pairs S(S+1)/2"
+
+
+def flops_convention(cost: OpCost) -> str:
+    """How an op's FLOPs were counted, for a reader comparing them with another tool's:
+    "dense" (every product: GEMMs, convs, unmasked attention), CAUSAL_PAIRS, "window pairs",
+    "per element" (vector ops), or the op's own (a block-sparse dense upper bound)."""
+    if cost.convention is not None:
+        return cost.convention
+    if not cost.matrix:
+        return "per element"
+    return CAUSAL_PAIRS if cost.family == "attention" and "causal" in cost.formula else "dense"
 
 
 class Args:

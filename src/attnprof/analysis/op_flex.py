@@ -41,7 +41,16 @@ def flex_cost(name: str, a: Args) -> OpCost | None:
         what.append(f"GQA {hq}/{hkv} heads")
     flops = attention_flops(b, hq, sq * skv, d, dv)
     size = attention_bytes(b, hq, hkv, sq, skv, d, q[2], head_dim_v=dv)
-    return OpCost(flops, size, ", ".join(what), q[1], True, "attention", basis=DENSE_UPPER_BOUND)
+    return OpCost(
+        flops,
+        size,
+        ", ".join(what),
+        q[1],
+        True,
+        "attention",
+        basis=DENSE_UPPER_BOUND,
+        convention=DENSE_UPPER_BOUND,
+    )
 
 
 def computed_blocks(cost: OpCost, sparsity: float) -> OpCost:
@@ -54,4 +63,5 @@ def computed_blocks(cost: OpCost, sparsity: float) -> OpCost:
         "flex: BlockMask sparsity not recorded, every pair counted (dense upper bound)",
         f"flex: computed blocks only ({100.0 * kept:.4g}% of the BlockMask's blocks, as the run recorded)",
     )
-    return dataclasses.replace(cost, flops=cost.flops * kept, formula=formula, basis="computed blocks")
+    basis = "computed blocks"
+    return dataclasses.replace(cost, flops=cost.flops * kept, formula=formula, basis=basis, convention=basis)

@@ -208,7 +208,8 @@ def _attention(name: str, a: Args) -> OpCost | None:
         what.append(f"GQA {hq}/{hkv} heads")
     if decode:
         what.append("decode: judged by bytes")
-    return OpCost(flops, size, ", ".join(what), q[1], True, "attention", decode=decode)
+    convention = "window pairs" if left is not None or right is not None else None
+    return OpCost(flops, size, ", ".join(what), q[1], True, "attention", decode=decode, convention=convention)
 
 
 def _packed(a: Args, iq: int) -> bool:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from attnprof.analysis.idle import union
+from attnprof.analysis.op_args import flops_convention
 from attnprof.analysis.op_flex import computed_blocks
 from attnprof.analysis.op_model import OpCost, decode_inputs, known, model_op
 from attnprof.analysis.perf_records import OpPerf, OpTime, PerfModel, Unmodelled
@@ -163,6 +164,7 @@ def perf_model(
                 cpu_time_us=None if gpu_trace else round(time_sum, 3),
                 flops=float(cost.flops) if cost.flops is not None else None,
                 flops_basis=cost.basis,
+                flops_convention=flops_convention(cost),
                 bytes=float(cost.bytes),
                 tflops=_r(tflops),
                 tbps=_r(tbps),

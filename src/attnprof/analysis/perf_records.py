@@ -40,6 +40,9 @@ class OpPerf(msgspec.Struct, kw_only=True):
     # sparsity is not recorded: every pair counted); "computed blocks" (the run recorded it);
     # "not measured" (flops None: a varlen op whose cu_seqlens values are not recorded)
     flops_basis: str = "exact"
+    # how the FLOPs were counted (op_args.flops_convention): "dense", "causal pairs S(S+1)/2"
+    # (TraceLens: S²/2), "window pairs", "per element", "dense upper bound"
+    flops_convention: str | None = None
 
 
 class OpTime(msgspec.Struct, kw_only=True):
