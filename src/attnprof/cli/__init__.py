@@ -209,6 +209,15 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+def _stdout_to_devnull() -> None:
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     short = argv is None and next((a for a in args if not a.startswith("-")), None) in _SHORT
@@ -263,7 +272,20 @@ def main(argv: list[str] | None = None) -> int:
         _say_interrupted(args)
         code = 130
     except BrokenPipeError:
+        # the reader stopped early (`| head`): what stdout still buffers goes to /dev/null, so
+        # that the flushes below and at exit do not fail again
+        _stdout_to_devnull()
         code = 0
+    except SystemExit as exc:
+        # click and rich answer a closed stdout (EPIPE) themselves with exit 1, our internal-error
+        # code: click wraps stdout so later flushes are silent, rich raises from the BrokenPipeError.
+        # A reader that stopped early (`| head`) is no error
+        pacified = type(sys.stdout).__name__.endswith("PacifyFlushWrapper")
+        if pacified or isinstance(exc.__context__, BrokenPipeError):
+            _stdout_to_devnull()
+            code = 0
+        else:
+            raise
     except OSError as exc:
         from attnprof.outputs import PATH_ERRNOS, os_error_line
 

@@ -11,7 +11,9 @@ default handler, which writes them to the process's stderr (file descriptor 2) a
 
 `warnings.catch_warnings` never sees them: they are caught here by pointing fd 2 at a temporary
 file around the call, and parsed back into their messages; whatever else was written there meanwhile
-goes on to the real stderr.
+goes on to the real stderr. A build (or a later binding) that does route them through a
+PyWarningHandler raises them as Python UserWarnings instead, so `call_capturing` records Python
+warnings too, and reports the messages of both, each once, in the order fd 2 then Python.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import re
 import sys
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -84,7 +87,11 @@ def capture_native_warnings() -> Iterator[list[tuple[str, str]]]:
 
 
 def call_capturing(fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T, list[str]]:
-    """fn(*args, **kwargs) and the messages of the c10 warnings it wrote to stderr."""
-    with capture_native_warnings() as found:
-        value = fn(*args, **kwargs)
-    return value, [msg for _src, msg in found]
+    """fn(*args, **kwargs) and the messages of the warnings it gave: c10's lines on fd 2 and
+    Python warnings alike, each message once (a reason sent both ways is one reason)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with capture_native_warnings() as found:
+            value = fn(*args, **kwargs)
+    msgs = [msg for _src, msg in found] + [str(w.message).strip() for w in caught]
+    return value, list(dict.fromkeys(m for m in msgs if m))

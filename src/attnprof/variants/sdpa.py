@@ -9,7 +9,6 @@ explains a rejection through TORCH_WARN lines on stderr (not Python warnings); w
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from attnprof.variants.base import Built, Decision, Variant
@@ -220,16 +219,17 @@ def _cuda_reason(backend: str, workload: Workload) -> str | None:
         if lower_right_path(workload, backend) == backend:
             return None
         q, k, v, _, _ = _probe(workload, with_mask=False)
-        why = _ask(backend, _params(q, k, v, None, False, gqa))
+        why = _ask(backend, _params(q, k, v, None, False, gqa), workload)
         if backend == "flash" or why is None:
             return why
     q, k, v, mask, is_causal = _probe(workload)
-    return _ask(backend, _params(q, k, v, mask, is_causal, gqa))
+    return _ask(backend, _params(q, k, v, mask, is_causal, gqa), workload)
 
 
-def _ask(backend: str, params: Any) -> str | None:
+def _ask(backend: str, params: Any, workload: Workload) -> str | None:
     """PyTorch's can_use_<backend>(params, debug=True): None when it accepts, else its reasons.
-    They are TORCH_WARN lines on stderr, not Python warnings (variants/native_warnings.py)."""
+    This build prints them as TORCH_WARN lines on stderr; call_capturing also takes them as
+    Python warnings, where a build raises them so (variants/native_warnings.py)."""
     import torch
 
     from attnprof.variants.native_warnings import call_capturing
@@ -241,14 +241,38 @@ def _ask(backend: str, params: Any) -> str | None:
     }[backend]
     if fn is None:
         return f"this torch ({torch.__version__}) has no {backend} backend check"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        ok, native = call_capturing(fn, params, debug=True)
+    ok, msgs = call_capturing(fn, params, debug=True)  # fd 2 and Python warnings both
     if ok:
         return None
-    msgs = native + [str(w.message).strip() for w in caught if str(w.message).strip()]
-    # some reasons are TORCH_WARN_ONCE (cuDNN's "key/value sequence length 1"): said once a process
-    return "; ".join(dict.fromkeys(msgs)) if msgs else "PyTorch's own check rejects this shape/dtype"
+    # some reasons are TORCH_WARN_ONCE (cuDNN's "key/value sequence length 1"): said once a
+    # process, so a later refusal can come without words; then name what attnprof checks itself
+    return "; ".join(msgs) if msgs else silent_refusal(backend, workload)
+
+
+def silent_refusal(backend: str, workload: Workload) -> str:
+    """The reason for a refusal PyTorch gave no words for: the constraint of `backend` that
+    attnprof knows (documented in sdp_utils_cpp.h / sdp_utils.cpp) and the workload fails, or,
+    where none fails, the workload's values that were checked, saying so."""
+    form, _ = mask_form(workload)
+    d, dt = workload.head_dim, workload.dtype
+    failed = []
+    if backend in ("flash", "cudnn") and dt == "fp32":
+        failed.append(f"dtype {dt} (needs fp16 or bf16)")
+    if backend in ("flash", "efficient") and d % 8:
+        failed.append(f"head dim {d} (needs a multiple of 8)")
+    if backend == "flash" and d > 256:
+        failed.append(f"head dim {d} (at most 256)")
+    if backend == "flash" and form in ("bool", "float"):
+        failed.append(f"an explicit {form} attn_mask (flash takes none)")
+    if not _is_cuda(workload):
+        failed.append(f"device {workload.device} (needs CUDA)")
+    if failed:
+        return f"refused with no reason printed by PyTorch; fails: {', '.join(failed)}"
+    return (
+        "refused with no reason printed by PyTorch; attnprof's own checks pass "
+        f"(dtype {dt}, head dim {d}, mask {form}, device {workload.device}, "
+        f"q {workload.batch}x{workload.heads}x{workload.seq}, kv {workload.kv_heads}x{workload.kv_seq}): cause unknown"
+    )
 
 
 def _capability(backend: str):  # type: ignore[no-untyped-def]
