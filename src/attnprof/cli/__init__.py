@@ -230,10 +230,13 @@ def main(argv: list[str] | None = None) -> int:
     args = [a for a in args[:end] if a != "--debug"] + args[end:]
     _state["debug"] = debug
     _invoked[:] = args
-    from attnprof.report.console import set_no_color
+    # every command takes --no-color; seen here too, it also covers typer's --help and usage text.
+    # Only then is the console module imported: `analyze --json` never loads rich
+    plain = "--no-color" in args[:end]
+    if plain or os.environ.get("NO_COLOR"):
+        from attnprof.report.console import set_no_color
 
-    # every command takes --no-color; seen here too, it also covers typer's --help and usage text
-    set_no_color("--no-color" in args[:end])
+        set_no_color(plain)
     _fit_streams_to_locale()
     # SIGTERM (kill, a scheduler's timeout) stops a run or sweep like Ctrl-C: what finished is
     # saved and the resume command printed. Only the main thread can set handlers.
@@ -314,6 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if plain:  # an in-process caller's next command starts with colours again
+            from attnprof.report.console import set_no_color
+
+            set_no_color(False)
     if argv is None:
         sys.stdout.flush()
         if short:

@@ -38,17 +38,20 @@ MAX_TTY_WIDTH = 200  # a wide terminal, past which lines get hard to follow
 
 
 _no_color_flag = [False]
+_typer_default: list[Any] = []  # typer.rich_utils.COLOR_SYSTEM before any change
 
 
 def set_no_color(value: bool) -> None:
     """--no-color seen on the command line (attnprof.cli.main): every console of the process,
     typer's help and usage ones too, is plain from then on, whatever view makes it."""
     _no_color_flag[0] = value
-    if value or colour_off():
-        # typer builds its own rich Console for --help and usage errors; None keeps it plain
-        import typer.rich_utils
+    # typer builds its own rich Console for --help and usage errors; None keeps it plain, and
+    # its own default comes back when colour is on again (an in-process caller's next command)
+    import typer.rich_utils
 
-        typer.rich_utils.COLOR_SYSTEM = None
+    if not _typer_default:
+        _typer_default.append(typer.rich_utils.COLOR_SYSTEM)
+    typer.rich_utils.COLOR_SYSTEM = None if colour_off() else _typer_default[0]
 
 
 def colour_off(no_color: bool = False) -> bool:
