@@ -145,12 +145,7 @@ def _stdout_failed(exc: OSError) -> int:
     goes to /dev/null, so that the interpreter's own flush at exit does not fail again."""
     said = (exc.strerror or str(exc)).lower()
     _err(f"cannot write the output ({said}): free some space, or send the output to another file or disk")
-    try:
-        fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, sys.stdout.fileno())
-        os.close(fd)
-    except (OSError, ValueError, AttributeError):
-        pass
+    _stdout_to_devnull()
     return 2
 
 
@@ -210,11 +205,13 @@ def _exit_now(code: int) -> None:
 
 
 def _stdout_to_devnull() -> None:
+    """What stdout still buffers goes to /dev/null, so that later flushes (ours, the interpreter's
+    at exit) do not fail again on a full or closed stdout."""
     try:
         fd = os.open(os.devnull, os.O_WRONLY)
         os.dup2(fd, sys.stdout.fileno())
         os.close(fd)
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         pass
 
 

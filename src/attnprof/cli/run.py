@@ -268,7 +268,7 @@ def not_one_correct(record: RunRecord) -> str | None:
     ran = [r for r in record.results if r.ran]
     if not ran or any(not r.incorrect for r in ran):
         return None
-    first = next(r for r in ran)
+    first = ran[0]
     why = first.warnings[0] if first.warnings else "incorrect"
     return (
         f"no variant gave a correct output ({len(ran)} incorrect; {first.label}: {why}): nothing to compare"

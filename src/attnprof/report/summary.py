@@ -128,17 +128,20 @@ def _fastest_lines(ran: Sequence[Row], t: Translator) -> list[str]:
     return out
 
 
+def non_finite_text(nan: int | None, inf: int | None, t: Translator) -> str | None:
+    """ "non-finite (3 NaN, 1 inf)" in the report's language, or None where there are neither."""
+    counts = [t(key, n=fmt_count(n)) for key, n in (("err.nan", nan), ("err.inf", inf)) if n]
+    return t("err.non_finite", counts=", ".join(counts)) if counts else None
+
+
 def incorrect_line(r: Row, t: Translator) -> str:
     """Why a row is out of every ranking: its non-finite values, else its error and tolerance;
     with --backward, the gradients that failed where the output did not."""
     if r.accuracy_ok is not False and r.failed_gradients:
         bad = [r.grad_non_finite[g] for g in r.failed_gradients if g in r.grad_non_finite]
-        if bad:  # a max error over a NaN gradient's finite values says nothing
-            nan, inf = sum(b[0] for b in bad), sum(b[1] for b in bad)
-            counts = [t(k, n=fmt_count(n)) for k, n in (("err.nan", nan), ("err.inf", inf)) if n]
-            err = t("err.non_finite", counts=", ".join(counts))
-        else:
-            err = fmt_err(max(r.grad_max_abs_err.get(g, 0.0) for g in r.failed_gradients))
+        # a max error over a NaN gradient's finite values says nothing
+        non_finite = non_finite_text(sum(b[0] for b in bad), sum(b[1] for b in bad), t)
+        err = non_finite or fmt_err(max(r.grad_max_abs_err.get(g, 0.0) for g in r.failed_gradients))
         return t("summary.incorrect_grad", variant=r.label, grads=", ".join(r.failed_gradients), err=err)
     if r.nan_count or r.inf_count:
         return t("summary.incorrect_nan", variant=r.label, nan=r.nan_count or 0, inf=r.inf_count or 0)

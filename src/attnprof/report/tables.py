@@ -23,7 +23,7 @@ from attnprof.report.measured import rounds_value, steps_value
 from attnprof.report.peak_view import peak_source
 from attnprof.report.perf_tables import PerfSection, perf_sections
 from attnprof.report.reasons import translate_reason
-from attnprof.report.summary import summarize
+from attnprof.report.summary import non_finite_text, summarize
 from attnprof.report.table import Cell, Column, Table
 from attnprof.units import (
     fmt_bytes,
@@ -95,10 +95,9 @@ def error_cell(r: Row, t: Translator) -> Cell:
     """The output's max error against the fp64 reference, or, for an output holding NaN or inf,
     their counts: the max over its finite values alone would pass for a small error (an all-NaN
     output once showed 0.0e+00)."""
-    counts = [t(key, n=fmt_count(n)) for key, n in (("err.nan", r.nan_count), ("err.inf", r.inf_count)) if n]
     bad = "bad" if r.accuracy_ok is False else ""
-    if counts:
-        return Cell(t("err.non_finite", counts=", ".join(counts)), None, emphasis="bad")
+    if text := non_finite_text(r.nan_count, r.inf_count, t):
+        return Cell(text, None, emphasis="bad")
     return Cell(fmt_err(r.max_abs_err), r.max_abs_err, emphasis=bad)
 
 
