@@ -78,7 +78,7 @@ elif mode == "hta":
 else:
     # everything analyze() imports on first use, so that its memory and time count as imports
     # (as orjson's do for the baseline), not as growth
-    import attnprof.analysis.findings, attnprof.analysis.pipeline, attnprof.trace.load
+    import attnprof.analysis.findings.rules, attnprof.analysis.pipeline, attnprof.trace.load
     from attnprof.analysis import analyze
 base, base_rss = status("VmHWM:"), status("VmRSS:")
 # the driver samples the proportional set size of this process and its forked decoder: its base

@@ -1,5 +1,5 @@
 """Benchmark: `attnprof analyze DIR` of a folder of rank traces: the local process pool, a local
-Ray instance, and a second run answered from the per-trace summaries (analysis/rank_cache.py).
+Ray instance, and a second run answered from the per-trace summaries (analysis/ranks/rank_cache.py).
 
 The folder is tests/_rank_folder.py's, which tests/test_ray_folder.py analyses too: the shared
 71-event Triton trace per rank (its events shifted a few us per rank), eight all-reduce kernels

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-# the folder analysis keeps per-trace summaries between runs (attnprof.analysis.rank_cache): off
+# the folder analysis keeps per-trace summaries between runs (attnprof.analysis.ranks.rank_cache): off
 # for the suite, so that a test that analyses a folder twice analyses it twice, and nothing is
 # written to the home directory; tests/test_rank_cache.py turns it on in a temporary directory
 os.environ.setdefault("ATTNPROF_CACHE", "off")

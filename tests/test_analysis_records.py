@@ -1,4 +1,4 @@
-"""The typed analysis record (attnprof.analysis.result) and its JSON contract, "attnprof.analysis/1".
+"""The typed analysis record (attnprof.analysis.records.result) and its JSON contract, "attnprof.analysis/1".
 
 The JSON is msgspec's encoding of the record, nothing written by hand: decoding what `analyze --json`
 prints gives back an equal TraceAnalysis, and encoding that gives back the same bytes. A field
@@ -18,7 +18,14 @@ import pytest
 
 from _paths import trace
 from attnprof.analysis import analyze
-from attnprof.analysis.result import Gaps, KernelStat, RegionStat, Roofline, TraceAnalysis, decode_analysis
+from attnprof.analysis.records.result import (
+    Gaps,
+    KernelStat,
+    RegionStat,
+    Roofline,
+    TraceAnalysis,
+    decode_analysis,
+)
 from attnprof.workload import Workload
 
 # as `attnprof analyze --json` writes it (attnprof.cli.analyze)

@@ -12,7 +12,7 @@ import pytest
 
 from _paths import TRACES, trace
 from attnprof.analysis import analyze
-from attnprof.analysis.result import Backward, ThreadOps, TraceAnalysis
+from attnprof.analysis.records.result import Backward, ThreadOps, TraceAnalysis
 
 A100 = {"id": 0, "name": "NVIDIA A100-SXM4-80GB", "computeMajor": 8, "computeMinor": 0, "numSms": 108}
 V100 = {"id": 0, "name": "Tesla V100-SXM2-32GB", "computeMajor": 7, "computeMinor": 0, "numSms": 80}

@@ -14,7 +14,7 @@ import pytest
 from _live import VARIANTS, record
 from _paths import TRACES, trace
 from attnprof.analysis import SCHEMA, TraceAnalysis, analyze, analyze_many
-from attnprof.analysis.result import KernelStat
+from attnprof.analysis.records.result import KernelStat
 from attnprof.errors import UserError
 
 ALL = sorted(TRACES.glob("*.json.gz"))
@@ -132,7 +132,7 @@ def test_gh200_xmma_ffma_gemm_runs_on_cuda_cores() -> None:
 
 
 def test_legacy_2021_trace_links_kernels_to_operators() -> None:
-    from attnprof.analysis.links import link
+    from attnprof.analysis.attribution.links import link
     from attnprof.trace import Kind, load_trace
 
     t = load_trace(trace(LEGACY))

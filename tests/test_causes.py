@@ -221,7 +221,7 @@ def test_a_fused_kernel_is_named_only_when_what_it_saves_accounts_for_the_gap(sm
 
 def _synthetic(label: str, ms: float, copy_us: float, *, unreliable: bool = False) -> Row:
     """A run row whose traced forward is 100 µs, `copy_us` of it in copies, timed at `ms`."""
-    from attnprof.analysis.result import Finding
+    from attnprof.analysis.records.result import Finding
     from attnprof.compare.records import OpStat
 
     ops = [
@@ -264,10 +264,10 @@ def test_compare_records_why_only_for_a_claim_it_may_explain() -> None:
     ],
 )
 def test_an_idle_cause_is_named_by_its_catalogue_place(code: str, named: bool) -> None:
-    """The idle causes that make a step slower (analysis/codes.py `cause`) are named when their
+    """The idle causes that make a step slower (analysis/findings/codes.py `cause`) are named when their
     time accounts for the gap; a wait on work the trace does not contain (neutral) and one-time
     set-up never are."""
-    from attnprof.analysis.result import Finding
+    from attnprof.analysis.records.result import Finding
 
     base = _synthetic("base", 1.0, 5)
     slow = _synthetic("slow", 2.0, 5)

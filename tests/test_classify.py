@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnprof.analysis.classify import CATEGORIES, RULES, classify, precision_of
+from attnprof.analysis.attribution.classify import CATEGORIES, RULES, classify, precision_of
 
 CASES = [
     # name, category, family substring, tensor_cores, precision

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from _paths import TRACES
-from attnprof.analysis.classify import classify
+from attnprof.analysis.attribution.classify import classify
 from attnprof.trace.load import load_trace
 from attnprof.trace.model import Kind
 

@@ -1,4 +1,4 @@
-"""Every finding code is in one catalogue (analysis/codes.py) and in the catalogs of all three
+"""Every finding code is in one catalogue (analysis/findings/codes.py) and in the catalogs of all three
 languages; no rule declares a severity of its own (every finding is made by codes.finding, at
 the catalogue's level or "info"); the cause lists are the catalogue's."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from attnprof.analysis import CODES
-from attnprof.analysis.codes import CATALOGUE, code_info, finding
-from attnprof.analysis.idle_findings import CAUSE_FINDINGS
+from attnprof.analysis.findings.codes import CATALOGUE, code_info, finding
+from attnprof.analysis.findings.idle_findings import CAUSE_FINDINGS
 from attnprof.catalogs import load_catalog
 from attnprof.compare.causes import BAD_CODES, GOOD_CODES
 from attnprof.report.i18n import Translator
@@ -142,7 +142,7 @@ def test_no_rule_writes_its_own_sentence() -> None:
     assert bad == [], bad
     assert len(variants) >= 9 and [k for k in sorted(variants) if k not in en] == [], variants
     keys = set()
-    for path in sorted((SRC / "analysis").glob("*.py")):
+    for path in sorted((SRC / "analysis").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Constant)

@@ -1,4 +1,4 @@
-"""Collectives aligned across ranks (attnprof.analysis.collectives), on synthetic rank folders
+"""Collectives aligned across ranks (attnprof.analysis.ranks.collectives), on synthetic rank folders
 built here: a planted straggler must be found with its evidence, and none named where ranks
 arrive in turn."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import _paths
-from attnprof.analysis.collectives import STRAGGLER_SHARE
-from attnprof.analysis.ranks import analyze_folder
+from attnprof.analysis.ranks.collectives import STRAGGLER_SHARE
+from attnprof.analysis.ranks.folder import analyze_folder
 
 ALLREDUCE = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 ALLGATHER = "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
@@ -307,7 +307,7 @@ def test_a_kernel_without_args_takes_them_from_its_record_param_comms(tmp_path: 
 
 def test_the_real_rocm_trace_records_process_groups_and_sizes() -> None:
     from _paths import trace
-    from attnprof.analysis.ranks import rank_collectives
+    from attnprof.analysis.ranks.folder import rank_collectives
     from attnprof.trace.load import load_trace
 
     t = load_trace(trace("AMD-AGI__TraceLens__tests__traces__mi300__resnet_act_checkpoint"))
@@ -338,14 +338,14 @@ def test_the_real_rocm_trace_records_process_groups_and_sizes() -> None:
     ],
 )
 def test_bus_factors_follow_nccl_tests(name: str, kind: str, factor: float | None) -> None:
-    from attnprof.analysis.bus_bandwidth import bus_factor, kind_of
+    from attnprof.analysis.ranks.bus_bandwidth import bus_factor, kind_of
 
     assert kind_of(name) == kind
     assert bus_factor(name, 8) == (None if factor is None else pytest.approx(factor))
 
 
 def test_message_bytes_need_sizes_and_a_known_element_type() -> None:
-    from attnprof.analysis.bus_bandwidth import message_bytes
+    from attnprof.analysis.ranks.bus_bandwidth import message_bytes
 
     assert message_bytes(10, 40, "Half") == 80  # the larger side, as nccl-tests counts it
     assert message_bytes(None, None, "Float") == "no_sizes"
@@ -494,8 +494,8 @@ def test_every_recorded_member_given_finds_the_straggler(tmp_path: Path) -> None
 
 def test_members_read_from_a_real_trace() -> None:
     # the shared ROCm ResNet trace records its 8-rank group's members on record_param_comms
-    from attnprof.analysis.collectives import _members
-    from attnprof.analysis.ranks import rank_collectives
+    from attnprof.analysis.ranks.collectives import _members
+    from attnprof.analysis.ranks.folder import rank_collectives
     from attnprof.trace.load import load_trace
 
     trace = load_trace(_paths.trace("AMD-AGI__TraceLens__tests__traces__mi300__resnet_act_checkpoint"))

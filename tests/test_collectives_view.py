@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from attnprof.analysis.ranks import FolderRun, analyze_folder
+from attnprof.analysis.ranks.folder import FolderRun, analyze_folder
 from attnprof.report.i18n import Translator
 
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"

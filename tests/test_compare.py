@@ -241,7 +241,7 @@ def test_units() -> None:
 def test_compiled_regions_are_not_compared_op_by_op() -> None:
     """flex's trace is one generated region: no kernel diff against an eager variant, no reason
     drawn from its ops or findings, and the comparison says so."""
-    from attnprof.analysis.result import Finding
+    from attnprof.analysis.records.result import Finding
     from attnprof.compare.causes import explain
     from attnprof.compare.compare import OpStat, Row, diffs_for
 

@@ -1,4 +1,4 @@
-"""Compiled code (attnprof.analysis.compiled): inductor kernel names and the ops they fuse, device
+"""Compiled code (attnprof.analysis.replay.compiled): inductor kernel names and the ops they fuse, device
 ops placed in their CompiledFxGraph range, the compiled share, and eager-chain findings that
 fused kernels must not raise. Synthetic traces built here, the shared Triton trace and the
 shared vLLM pair (whose compiled ranges come with its capture trace)."""
@@ -13,8 +13,8 @@ import pytest
 
 from _paths import TRACES, trace
 from attnprof.analysis import analyze
-from attnprof.analysis.compiled import fused_ops
-from attnprof.analysis.result import TraceAnalysis
+from attnprof.analysis.records.result import TraceAnalysis
+from attnprof.analysis.replay.compiled import fused_ops
 
 VLLM = TRACES / "graph_pairs" / "vllm_prefilldecode_piecewise"
 

@@ -259,7 +259,7 @@ def test_blog_cuda_math_gemm_checks_hold_on_ampere_and_hopper_names() -> None:
     each of them must count as a CUDA-core GEMM (tensor_cores = false)."""
     import gzip
 
-    from attnprof.analysis.classify import classify
+    from attnprof.analysis.attribution.classify import classify
 
     spec = load_expectations("blog-cuda")
     wanted = [

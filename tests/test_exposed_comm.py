@@ -9,8 +9,8 @@ from typing import Any
 
 from _paths import trace
 from attnprof.analysis import analyze
-from attnprof.analysis.ranks import analyze_folder
-from attnprof.analysis.result import TraceAnalysis
+from attnprof.analysis.ranks.folder import analyze_folder
+from attnprof.analysis.records.result import TraceAnalysis
 from test_analysis_truth import ev, kernel, launch, run
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"

@@ -11,7 +11,7 @@ import pytest
 
 from _paths import REPO, trace
 from attnprof.analysis import analyze
-from attnprof.analysis.result import TraceAnalysis
+from attnprof.analysis.records.result import TraceAnalysis
 
 TRACELENS = REPO.parent / "shared" / "checks" / "perf_model" / "tracelens_ops.jsonl"
 QWEN = "AMD-AGI__TraceLens__tests__traces__mi300__Qwen_Qwen1.5-0.5B-Chat"

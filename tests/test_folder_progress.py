@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attnprof.analysis.ranks import analyze_folder
+from attnprof.analysis.ranks.folder import analyze_folder
 from attnprof.report.folder_progress import MIN_TRACES, FolderProgressView
 
 KERNEL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from attnprof.analysis import idle
-from attnprof.analysis.idle_findings import IDLE_CODES
-from attnprof.analysis.runtime_calls import RUNTIME_KINDS, runtime_kind
+from attnprof.analysis.findings.idle_findings import IDLE_CODES
+from attnprof.analysis.timeline import idle
+from attnprof.analysis.timeline.runtime_calls import RUNTIME_KINDS, runtime_kind
 from attnprof.trace.load import load_trace
 from test_analysis_truth import ev, kernel, launch, run
 
@@ -227,7 +227,7 @@ def test_host_compute_outside_a_dataloader_is_not_data_loading(tmp_path: Path) -
 
 
 def test_every_idle_cause_key_is_in_the_json(tmp_path: Path) -> None:
-    from attnprof.analysis.idle import CAUSES
+    from attnprof.analysis.timeline.idle import CAUSES
 
     a = run(tmp_path, _python_step([]))
     assert list(a.regions[0].idle.host_during_idle_us_per_instance) == list(CAUSES)

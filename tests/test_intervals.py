@@ -1,10 +1,10 @@
-"""Interval sets (analysis/intervals.py): the binary-search paths agree with the general sweep."""
+"""Interval sets (analysis/timeline/intervals.py): the binary-search paths agree with the general sweep."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from attnprof.analysis import intervals as iv
+from attnprof.analysis.timeline import intervals as iv
 
 
 def _set(rng: np.random.Generator, n: int, whole: bool) -> iv.Intervals:

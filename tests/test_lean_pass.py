@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from attnprof.analysis import analyze
-from attnprof.analysis.classify import cpu_category
-from attnprof.analysis.result import RegionStat
+from attnprof.analysis.attribution.classify import cpu_category
+from attnprof.analysis.records.result import RegionStat
 from attnprof.cli import main
 from attnprof.compare.build import _self_segments
 from attnprof.compare.records import Row, TimelineOp

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from attnprof.analysis.materiality import MATERIAL_SHARE
+from attnprof.analysis.findings.materiality import MATERIAL_SHARE
 from test_analysis_truth import ev, kernel, launch, run
 
 TC_GEMM = "sm80_xmma_gemm_f16f16_f16f32_f32_nn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel"

@@ -274,12 +274,10 @@ def test_share_disagreement_warning(
     tmp_path: Path, inner: list[tuple[str, float, float]], agree: bool
 ) -> None:
     from attnprof.models.analyse import analyse
-    from attnprof.models.harness import _Prepared
     from attnprof.records import ModelResult, RunResult
 
     result = RunResult(variant="x", status="ok", model=ModelResult(implementation="x", origin="attnprof"))
-    p = _Prepared(result=result, trace_path=_trace(tmp_path / "t.json", inner))
-    analyse(p, "cpu")
+    analyse(result, _trace(tmp_path / "t.json", inner), "cpu")
     m = result.model
     assert m is not None and m.attention_share == pytest.approx(0.3)
     assert m.shares_agree is agree

@@ -9,8 +9,8 @@ import pytest
 
 from _paths import trace
 from attnprof.analysis import analyze
-from attnprof.analysis.occupancy import ARCH, device_limits, theoretical_occupancy
-from attnprof.analysis.result import LaunchApi
+from attnprof.analysis.attribution.occupancy import ARCH, device_limits, theoretical_occupancy
+from attnprof.analysis.records.result import LaunchApi
 
 SM80 = ARCH[(8, 0)]
 

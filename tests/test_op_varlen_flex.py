@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from attnprof.analysis.op_flex import computed_blocks
-from attnprof.analysis.op_model import OpCost, decode_inputs, model_op
+from attnprof.analysis.perf.op_flex import computed_blocks
+from attnprof.analysis.perf.op_model import OpCost, decode_inputs, model_op
 from attnprof.analysis.pipeline import analyze_trace
-from attnprof.analysis.result import TraceAnalysis
+from attnprof.analysis.records.result import TraceAnalysis
 from attnprof.formulas import attention_pairs
 from attnprof.trace.load import load_trace
 from test_perf_model import one_op_trace

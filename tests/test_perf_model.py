@@ -13,8 +13,8 @@ import pytest
 
 from _paths import REPO, TRACES, trace
 from attnprof.analysis import analyze
-from attnprof.analysis.op_model import OpCost, decode_inputs, model_op
-from attnprof.analysis.result import TraceAnalysis
+from attnprof.analysis.perf.op_model import OpCost, decode_inputs, model_op
+from attnprof.analysis.records.result import TraceAnalysis
 from attnprof.formulas import attention_pairs
 
 TRACELENS = REPO.parent / "shared" / "checks" / "perf_model" / "tracelens_ops.jsonl"
@@ -561,7 +561,8 @@ def test_legacy_cudnn_convolution_backward_by_hand() -> None:
 def test_chunk_boundaries_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     # the per-op model and the idle stage read ops in chunks (bounded temporaries on a large
     # trace); a chunk of 3 cuts this trace's ops, keys and launches at many places
-    from attnprof.analysis import idle, perf_model
+    from attnprof.analysis.perf import perf_model
+    from attnprof.analysis.timeline import idle
 
     path = trace("facebookresearch__HolisticTraceAnalysis__tests__data__amd_trace__mi250_minitoy")
     whole = analyze(path)

@@ -1,4 +1,4 @@
-"""Inference phases (attnprof.analysis.phases): serving steps named by their ranges (vLLM's
+"""Inference phases (attnprof.analysis.breakdown.phases): serving steps named by their ranges (vLLM's
 execute_... ranges, prefill / decode record_function names), attention kernel families where no
 range says, a mixed step left unsplit, and traces where no phase must be claimed."""
 
@@ -12,8 +12,8 @@ import pytest
 
 from _paths import TRACES, trace
 from attnprof.analysis import analyze
-from attnprof.analysis.phases import phase_of_kernel, phase_of_range
-from attnprof.analysis.result import StepBatch, TraceAnalysis
+from attnprof.analysis.breakdown.phases import phase_of_kernel, phase_of_range
+from attnprof.analysis.records.result import StepBatch, TraceAnalysis
 
 VLLM = TRACES / "graph_pairs" / "vllm_prefilldecode_piecewise"
 
@@ -151,7 +151,7 @@ def _sdpa(q_len: int, kv_len: int) -> dict[str, Any]:
 
 
 def test_decode_attention_is_judged_by_bandwidth(tmp_path: Path) -> None:
-    from attnprof.analysis.op_model import decode_inputs, model_op
+    from attnprof.analysis.perf.op_model import decode_inputs, model_op
 
     h100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9, "computeMinor": 0, "numSms": 132}
     events = step("execute_8_context_0()_generation_1(sq1sk4096sqsq1sqsk4096)", 0, [], 1)

@@ -1,5 +1,5 @@
 """Attention by provenance first, kernel names second (issue 18): each rule of
-attnprof.analysis.provenance.RULE_NAMES where it must fire and where it must not, on small
+attnprof.analysis.attribution.provenance.RULE_NAMES where it must fire and where it must not, on small
 synthetic traces, plus the op-name table against real op names of each framework."""
 
 from __future__ import annotations
@@ -13,10 +13,15 @@ import pytest
 
 from _paths import trace
 from attnprof.analysis import analyze
-from attnprof.analysis.classify import classify
-from attnprof.analysis.links import link
-from attnprof.analysis.provenance import ATTENTION_OPS, RULE_NAMES, attention_provenance, is_attention_op
-from attnprof.analysis.result import TraceAnalysis
+from attnprof.analysis.attribution.classify import classify
+from attnprof.analysis.attribution.links import link
+from attnprof.analysis.attribution.provenance import (
+    ATTENTION_OPS,
+    RULE_NAMES,
+    attention_provenance,
+    is_attention_op,
+)
+from attnprof.analysis.records.result import TraceAnalysis
 from attnprof.trace.load import parse_trace
 from attnprof.trace.model import Kind
 from test_analysis_truth import _chain, ev, kernel, launch, run

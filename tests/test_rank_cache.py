@@ -1,4 +1,4 @@
-"""Per-trace summaries of a folder analysis (attnprof.analysis.rank_cache): a second look at a
+"""Per-trace summaries of a folder analysis (attnprof.analysis.ranks.rank_cache): a second look at a
 folder reads the summaries, not the traces, until a file, an option or the code changes."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from _paths import trace
-from attnprof.analysis import rank_cache
-from attnprof.analysis.ranks import analyze_folder
+from attnprof.analysis.ranks import rank_cache
+from attnprof.analysis.ranks.folder import analyze_folder
 from attnprof.errors import UserError
 
 SAMPLED = "facebookresearch__HolisticTraceAnalysis__tests__data__trace_filter__sampled_rank-"
@@ -133,7 +133,7 @@ def test_a_folder_read_before_starts_no_ray(cache: Path, folder: Path) -> None:
 
 
 def test_ray_batches_are_about_two_per_cpu_and_keep_the_order() -> None:
-    from attnprof.analysis.ray_folder import TASKS_PER_CPU, batches
+    from attnprof.analysis.ranks.ray_folder import TASKS_PER_CPU, batches
 
     paths = [Path(f"rank-{i}.json") for i in range(64)]
     got = batches(paths, cpus=2)

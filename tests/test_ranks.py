@@ -18,7 +18,7 @@ import pytest
 
 from _paths import trace
 from attnprof.analysis import analyze
-from attnprof.analysis.ranks import analyze_folder, find_runs
+from attnprof.analysis.ranks.folder import analyze_folder, find_runs
 from attnprof.errors import UserError
 
 ATTNPROF = [sys.executable, "-c", "from attnprof.cli import main; main()"]

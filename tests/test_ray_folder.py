@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("ray", reason="the Ray executor needs the ray extra: pip install 'attnprof[ray]'")
 
 from _rank_folder import build
-from attnprof.analysis.ranks import analyze_folder
+from attnprof.analysis.ranks.folder import analyze_folder
 from attnprof.errors import UserError
 from attnprof.ray_start import is_loopback, ray_started
 

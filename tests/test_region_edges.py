@@ -1,4 +1,4 @@
-"""analysis/regions.py at its edges, on small synthetic traces with answers worked out by hand:
+"""analysis/attribution/regions.py at its edges, on small synthetic traces with answers worked out by hand:
 cpu_nesting (depth and self time of CPU ops, the CPU-op tables' and the CPU share's basis) with
 ops that end as another starts, ops of zero duration, two ops that start together, ops on two
 threads; the whole trace as a region when a capture trace's events were imported into it."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from attnprof.analysis.links import link
-from attnprof.analysis.regions import cpu_nesting, find_region
+from attnprof.analysis.attribution.links import link
+from attnprof.analysis.attribution.regions import cpu_nesting, find_region
 from attnprof.trace.load import parse_trace
 from attnprof.trace.model import Kind
 

@@ -1,4 +1,4 @@
-"""Graph replays attributed to the CPU ops that captured them (attnprof.analysis.replay): small
+"""Graph replays attributed to the CPU ops that captured them (attnprof.analysis.replay.replay): small
 synthetic capture / execution pairs (matched, a kernel launched with another grid, an unmatched
 replay, a capture that names no kernels), the shared vLLM pair, and the CLI's --capture and
 folder layout."""
@@ -16,9 +16,9 @@ import pytest
 
 from _paths import TRACES
 from attnprof.analysis import analyze
-from attnprof.analysis.links import link
-from attnprof.analysis.replay import attach, captured_graphs
-from attnprof.analysis.result import TraceAnalysis
+from attnprof.analysis.attribution.links import link
+from attnprof.analysis.records.result import TraceAnalysis
+from attnprof.analysis.replay.replay import attach, captured_graphs
 from attnprof.errors import UserError
 from attnprof.trace.load import load_trace
 from attnprof.trace.model import Kind
@@ -526,7 +526,7 @@ def test_a_pair_folder_with_two_captures_for_one_rank_is_refused_in_one_line(
 
 
 def test_capture_traces_of_several_ranks_go_with_the_execution_traces_rank(tmp_path: Path) -> None:
-    from attnprof.analysis.replay import find_pair
+    from attnprof.analysis.replay.replay import find_pair
 
     (tmp_path / "capture_traces").mkdir()
     for name in ("graph_capture_rank_0.1.pt.trace.json", "graph_capture_rank_1.1.pt.trace.json"):

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from _records import environment
-from attnprof.analysis.classify import cpu_category
-from attnprof.analysis.result import Finding
+from attnprof.analysis.attribution.classify import cpu_category
+from attnprof.analysis.records.result import Finding
 from attnprof.cli import main
 from attnprof.compare.compare import Comparison, OpStat, Row, against_baseline
 from attnprof.records import RunRecord

@@ -1,4 +1,4 @@
-"""Trace sanitation (attnprof.analysis.sanitize): overlapping ops on one stream, ops running past
+"""Trace sanitation (attnprof.analysis.timeline.sanitize): overlapping ops on one stream, ops running past
 the next op on their stream, impossible durations and clock skew, each in a small synthetic
 trace where it must be found and one where it must not, plus the shared real traces (clean)."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from _paths import TRACES, trace
 from attnprof.analysis import analyze
-from attnprof.analysis.result import TraceAnalysis
+from attnprof.analysis.records.result import TraceAnalysis
 
 
 def ev(name: str, cat: str, ts: float, dur: float, tid: int = 1, pid: int = 1, **args: Any) -> dict[str, Any]:

@@ -146,7 +146,7 @@ def test_one_bucket_label_in_every_view(cpu_store: Path) -> None:
 
 
 def test_ranks_table_is_built_once_for_terminal_and_page(tmp_path: Path) -> None:
-    from attnprof.analysis.ranks import analyze_folder
+    from attnprof.analysis.ranks.folder import analyze_folder
     from attnprof.report.ranks_report import ranks_table, render_ranks_html
     from attnprof.report.ranks_view import render_folder
 

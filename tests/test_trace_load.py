@@ -448,7 +448,7 @@ def _linked_pair(corr: int, ext: int, flow: int) -> bytes:
 
 
 def test_ids_are_int32_where_they_fit_and_int64_where_one_does_not() -> None:
-    from attnprof.analysis.links import link
+    from attnprof.analysis.attribution.links import link
 
     small = parse_trace(_linked_pair(7, 3, 9))
     assert {small.corr.dtype, small.ext.dtype, small.seq.dtype, small.flow_id.dtype} == {np.dtype(np.int32)}
@@ -464,8 +464,8 @@ def test_ids_are_int32_where_they_fit_and_int64_where_one_does_not() -> None:
 
 
 def test_frames_and_inputs_are_kept_only_when_asked_for() -> None:
-    from attnprof.analysis.links import link
-    from attnprof.analysis.regions import find_region
+    from attnprof.analysis.attribution.links import link
+    from attnprof.analysis.attribution.regions import find_region
     from attnprof.trace.model import Keep
 
     path = trace("AMD-AGI__TraceLens__tests__traces__mi300__resnet_act_checkpoint")  # with_stack, shapes

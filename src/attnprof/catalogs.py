@@ -1,6 +1,6 @@
 """The message catalogs, read: English, Indonesian, Thai (gettext .po files in report/i18n/), for
 every layer that words something. The reports translate through report/i18n.py's Translator;
-the layers below them (every finding: analysis/codes.py `finding`) take their English sentences
+the layers below them (every finding: analysis/findings/codes.py `finding`) take their English sentences
 from here, so a finding's sentence is written once, in the catalogs, never again in the code that
 finds it.
 

@@ -1,8 +1,8 @@
 """FLOP and byte formulas: the one home of every count attnprof makes (DOMAIN.md section 6).
 
 Pure arithmetic on shapes, importing nothing: the workload's model (attnprof.workload), a
-trace's per-op model (attnprof.analysis.perf_model) and the per-run roofline
-(attnprof.analysis.roofline) all call these, so a count is defined once.
+trace's per-op model (attnprof.analysis.perf.perf_model) and the per-run roofline
+(attnprof.analysis.perf.roofline) all call these, so a count is defined once.
 
 Conventions (docs/analysis.md "Per-op performance model"):
 - a multiply-add is two FLOPs; a GEMM [M, K] @ [K, N] is 2*M*N*K, plus M*N for a bias added;

@@ -238,7 +238,7 @@ class ModelResult(msgspec.Struct, kw_only=True):
 
     Shares are of the profiled step time, from the exported trace: `attention_share` from the
     per-layer ranges, `analyser_share` from the ops the analyser recognises as attention
-    (attnprof.analysis.model_share); `share_noise` is the larger spread of either share across
+    (attnprof.analysis.breakdown.model_share); `share_noise` is the larger spread of either share across
     the profiled steps; `share_gap` is the smallest difference between the two shares in any one
     profiled step, and `shares_agree` is false when that gap is larger than the noise. The gap is
     taken per step because a rule that misses part of attention misses it in every step, while a

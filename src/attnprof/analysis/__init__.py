@@ -6,10 +6,10 @@ Public API (stable; compare/report code relies on it):
             capture=None)                                          -> TraceAnalysis
                               capture: a graph capture trace (vLLM / SGLang) whose captured CPU
                               ops the trace's graph replays are attributed to
-                              (attnprof.analysis.replay)
+                              (attnprof.analysis.replay.replay)
     analyze(list_of_paths, ...) -> list[TraceAnalysis]        (parallel processes)
     analyze_many(paths, *, region=None, workload=None, top=20, workers=None) -> list[TraceAnalysis]
-    TraceAnalysis             a typed record (msgspec Structs, attnprof.analysis.result): .device,
+    TraceAnalysis             a typed record (msgspec Structs, attnprof.analysis.records.result): .device,
                               .trace, .totals, .share, .kernels, .categories, .memory_ops,
                               .launch_apis, .regions, .roofline, .findings (list[Finding]: code,
                               severity, message, evidence), .codes, .finding(code), and DataFrame
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from attnprof.analysis.result import SCHEMA, Finding, TraceAnalysis, decode_analysis
+from attnprof.analysis.records.result import SCHEMA, Finding, TraceAnalysis, decode_analysis
 
 if TYPE_CHECKING:
     from attnprof.run_context import RunContext
@@ -55,7 +55,7 @@ def __getattr__(name: str) -> Any:
     # CODES lives with the rules; importing them (numpy, the pipeline) waits until asked, so that
     # sibling modules (compare, expect) importing this package stay light
     if name == "CODES":
-        from attnprof.analysis.findings import CODES
+        from attnprof.analysis.findings.rules import CODES
 
         return CODES
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -86,13 +86,13 @@ def _one(
     def prepare() -> None:
         # the analysis modules (findings: the pipeline imports it when it runs), imported while
         # a forked process decodes part of a large trace
-        for name in ("attnprof.analysis.pipeline", "attnprof.analysis.findings"):
+        for name in ("attnprof.analysis.pipeline", "attnprof.analysis.findings.rules"):
             importlib.import_module(name)
 
     limit = MAX_MEMORY if max_memory is None else max_memory
     trace = load_trace(path, max_memory=limit, meanwhile=prepare)
     if capture is not None:  # graph replays attributed to the ops that captured them
-        from attnprof.analysis.replay import attach
+        from attnprof.analysis.replay.replay import attach
 
         trace = attach(trace, load_trace(capture, max_memory=limit), capture=Path(capture).name)
     from attnprof.analysis.pipeline import analyze_trace
@@ -155,10 +155,10 @@ def analyze(
     file too large for the memory available (max_memory: fraction of it a load may need; default
     attnprof.trace.load.MAX_MEMORY, 0 = no limit) and for a --region that matches nothing.
     threads: "own" (a region owns the device work its thread and the autograd threads launch) or
-    "all" (also every other thread of the process while it is open; see attnprof.analysis.regions).
+    "all" (also every other thread of the process while it is open; see attnprof.analysis.attribution.regions).
     context: the run the traces belong to (attnprof.run_context.RunContext), when the caller
     already decoded it; else it is read from <run>/run.json when a trace sits in <run>/traces/.
-    capture: the graph capture trace of one execution trace (attnprof.analysis.replay).
+    capture: the graph capture trace of one execution trace (attnprof.analysis.replay.replay).
     peak: (TFLOP/s, TB/s) that replace the device table's roofs in the per-op model (--peak).
     """
     if isinstance(path_or_paths, str | os.PathLike):

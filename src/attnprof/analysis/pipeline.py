@@ -8,31 +8,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnprof.analysis.classify import CAT_INDEX, CATEGORIES, classify, device_event_category
-from attnprof.analysis.compiled import compiled_code
-from attnprof.analysis.context import Context
-from attnprof.analysis.cpu_ops import cpu_evidence
-from attnprof.analysis.cpu_share import cpu_share
-from attnprof.analysis.device_share import device_share, linked_backward_ops
-from attnprof.analysis.devices import device_info, gap_warnings
-from attnprof.analysis.idle import host_activity
-from attnprof.analysis.kernel_tables import kernel_table, launch_table, memory_table
-from attnprof.analysis.links import launched_in, link
-from attnprof.analysis.overlap import comm_overlap, compute_union
-from attnprof.analysis.perf_model import perf_model
-from attnprof.analysis.phases import phases
-from attnprof.analysis.provenance import attention_provenance
-from attnprof.analysis.region_stats import idle_per_instance, region_comm, region_stats
-from attnprof.analysis.regions import Instance, Region, find_region
-from attnprof.analysis.replay import graph_replays
-from attnprof.analysis.result import (
+from attnprof.analysis.attribution.classify import CAT_INDEX, CATEGORIES, classify, device_event_category
+from attnprof.analysis.attribution.cpu_ops import cpu_evidence
+from attnprof.analysis.attribution.devices import device_info, gap_warnings
+from attnprof.analysis.attribution.links import launched_in, link
+from attnprof.analysis.attribution.provenance import attention_provenance
+from attnprof.analysis.attribution.regions import Instance, Region, find_region
+from attnprof.analysis.breakdown.cpu_share import cpu_share
+from attnprof.analysis.breakdown.device_share import device_share, linked_backward_ops
+from attnprof.analysis.breakdown.kernel_tables import kernel_table, launch_table, memory_table
+from attnprof.analysis.breakdown.phases import phases
+from attnprof.analysis.breakdown.region_stats import idle_per_instance, region_comm, region_stats
+from attnprof.analysis.findings.context import Context
+from attnprof.analysis.perf.perf_model import perf_model
+from attnprof.analysis.perf.roofline import roofline
+from attnprof.analysis.records.result import (
     CategoryStat,
     Totals,
     TraceAnalysis,
     TraceInfo,
 )
-from attnprof.analysis.roofline import roofline
-from attnprof.analysis.sanitize import sanitize
+from attnprof.analysis.replay.compiled import compiled_code
+from attnprof.analysis.replay.replay import graph_replays
+from attnprof.analysis.timeline.idle import host_activity
+from attnprof.analysis.timeline.overlap import comm_overlap, compute_union
+from attnprof.analysis.timeline.sanitize import sanitize
 from attnprof.trace.model import Kind, Trace, unique
 from attnprof.workload import Workload
 
@@ -53,8 +53,8 @@ def analyze_trace(
     threads: str = "own",
     peak: tuple[float, float] | None = None,
 ) -> TraceAnalysis:
-    from attnprof.analysis.cpu_ops import unfused_chains
-    from attnprof.analysis.findings import evaluate
+    from attnprof.analysis.attribution.cpu_ops import unfused_chains
+    from attnprof.analysis.findings.rules import evaluate
 
     links = link(trace)
     g = links.gpu_rows

@@ -1,10 +1,10 @@
 """`attnprof analyze TRACE|DIR...`: analyse profiler traces and print what they show.
 
 A folder (as torch.profiler's tensorboard_trace_handler writes one per run) is analysed trace by
-trace in parallel processes, and its ranks are put side by side (attnprof.analysis.ranks). A
+trace in parallel processes, and its ranks are put side by side (attnprof.analysis.ranks.folder). A
 folder holding an execution trace and its graph capture trace (vLLM's capture_traces/ layout),
 or a trace given with --capture, has its graph replays attributed to the captured CPU ops
-(attnprof.analysis.replay).
+(attnprof.analysis.replay.replay).
 
 Thin: parse options, call attnprof.analysis.analyze with keywords, render. No torch, and no
 pandas, on this path: the command must answer in well under half a second on a small trace.
@@ -24,7 +24,7 @@ from attnprof.errors import UserError
 from attnprof.trace.limits import MAX_MEMORY
 
 if TYPE_CHECKING:
-    from attnprof.analysis.ranks import FolderRun
+    from attnprof.analysis.ranks.folder import FolderRun
 
 __all__ = ["analyze_command"]
 
@@ -210,7 +210,7 @@ def analyze_command(
         )
     runs: dict[Path, list[FolderRun]] = {}
     if folders:
-        from attnprof.analysis.ranks import analyze_folder
+        from attnprof.analysis.ranks.folder import analyze_folder
         from attnprof.report.folder_progress import FolderProgressView
 
         for folder in folders:
@@ -292,7 +292,7 @@ def _capture_pairs(
 ) -> dict[Path, tuple[Path, Path]]:
     """argument -> (execution trace, capture trace): the one trace given with --capture, and each
     folder laid out as vLLM writes an execution trace and its capture trace."""
-    from attnprof.analysis.replay import find_pair
+    from attnprof.analysis.replay.replay import find_pair
 
     if capture is not None:
         if len(traces) != 1 or traces[0].is_dir():
@@ -312,6 +312,6 @@ def _capture_pairs(
 
 def _folder_json(folder: Path, runs: list[FolderRun]) -> dict[str, object]:
     # ranks (and its schema) only when a folder was given: one trace never imports it
-    from attnprof.analysis.ranks import SCHEMA
+    from attnprof.analysis.ranks.folder import SCHEMA
 
     return {"schema": SCHEMA, "folder": str(folder), "runs": [r.to_dict() for r in runs]}

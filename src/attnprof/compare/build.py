@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from attnprof.analysis.classify import cpu_category
-from attnprof.analysis.result import CpuOp, KernelStat, MemoryOp, RegionStat, TraceAnalysis
+from attnprof.analysis.attribution.classify import cpu_category
+from attnprof.analysis.records.result import CpuOp, KernelStat, MemoryOp, RegionStat, TraceAnalysis
 from attnprof.compare.records import TRACE_SUFFIXES, OpStat, Row, Source, TimelineOp
 from attnprof.errors import UserError
 from attnprof.records import (
@@ -65,7 +65,7 @@ def trace_label(path: str | Path) -> str:
     return name.removesuffix(".pt.trace")
 
 
-# -- analysis (the typed record, attnprof.analysis.result) -----------------------------------------
+# -- analysis (the typed record, attnprof.analysis.records.result) -----------------------------------------
 
 
 def analyze_every_kernel(path: Path, context: RunContext | None = None) -> TraceAnalysis:

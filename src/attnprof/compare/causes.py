@@ -3,7 +3,7 @@ clean time gap, and which of them are large enough to name. The summary renders 
 record (records.py `Why`, on Row.why) and decides nothing.
 
 A cause is evidence the two rows differ in, pointing the way the clean times do: a finding the
-faster one has and the slower lacks (what it does right: `effect` "good" in analysis/codes.py),
+faster one has and the slower lacks (what it does right: `effect` "good" in analysis/findings/codes.py),
 else one the slower has and the faster lacks (what it does wrong: "bad"), else fewer ops per
 forward. Each is sized from the traces' time shares (the lean pass's when the run kept it:
 Row.time_source) against the clean time gap and named only when it accounts for CAUSE_SHARE of
@@ -13,7 +13,7 @@ cannot be sized is not recorded at all.
 
 from __future__ import annotations
 
-from attnprof.analysis.codes import CAUSE_CODES
+from attnprof.analysis.findings.codes import CAUSE_CODES
 from attnprof.compare.rank import Speed
 from attnprof.compare.records import FEWER_OPS, Cause, Row, Why
 
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 # findings that make a variant slower, in the order a reader should hear them, and those that
-# make it faster: the catalogue's (analysis/codes.py `cause` order)
+# make it faster: the catalogue's (analysis/findings/codes.py `cause` order)
 BAD_CODES: tuple[str, ...] = CAUSE_CODES["bad"]
 GOOD_CODES: tuple[str, ...] = CAUSE_CODES["good"]
 

@@ -1,15 +1,15 @@
 """The run-level checks compare adds to a run's row (its findings beside the analyser's): % of
 peak above 100 stated with the clean figure, page faults and the cold allocator while timing,
 forward + backward below backward, and the correctness gate (`incorrect`). Their severities come
-from the catalogue of finding codes (analysis/codes.py), their English sentences from the
+from the catalogue of finding codes (analysis/findings/codes.py), their English sentences from the
 catalogs (report/i18n/en.po `finding.<CODE>`, filled from the evidence: `_worded`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from attnprof.analysis.codes import finding
-from attnprof.analysis.result import Finding
+from attnprof.analysis.findings.codes import finding
+from attnprof.analysis.records.result import Finding
 from attnprof.analysis.stats import ratio_interval
 from attnprof.compare.records import INCORRECT, Row
 from attnprof.records import (

@@ -6,7 +6,7 @@ Inputs are run directories (every variant in their run.json) and trace files, mi
 one Row that joins what the harness measured (clean timing, memory, accuracy) with what the
 trace analysis found (ops per forward, categories, families, occupancy, findings).
 
-The analysis is consumed through its typed record (attnprof.analysis.result.TraceAnalysis, the
+The analysis is consumed through its typed record (attnprof.analysis.records.result.TraceAnalysis, the
 `attnprof.analysis/1` JSON contract's own types, DESIGN.md) and never the analyser's internals, so
 either side can change its implementation freely. Every number in a Row states where it came from:
 
@@ -32,8 +32,8 @@ from typing import Literal
 
 import msgspec
 
-from attnprof.analysis.perf_records import OpPerf, PerfModel
-from attnprof.analysis.result import Finding
+from attnprof.analysis.records.perf_records import OpPerf, PerfModel
+from attnprof.analysis.records.result import Finding
 from attnprof.records import (
     ReasonCode,
     RunRecord,
@@ -152,7 +152,7 @@ class Cause(msgspec.Struct, frozen=True):
     """One cause that could explain a speed gap, and what it accounts for: `ms` is the part of
     the clean time gap it explains (compare/causes.py `cause_ms`), None when the trace holds no
     time for it (a CUDA graph, views on a GPU): such a cause is never named. `code` is a finding
-    code (analysis/codes.py) or FEWER_OPS."""
+    code (analysis/findings/codes.py) or FEWER_OPS."""
 
     code: str
     ms: float | None = None
@@ -272,7 +272,7 @@ class Row(msgspec.Struct, kw_only=True):
     # % of the run's peak, 0-100 like every field named pct (run.json's, the analysis's)
     pct_of_peak: float | None = None
     findings: list[Finding] = []  # the analyser's, then compare's own (INCORRECT_OUTPUT, ABOVE_PEAK, ...)
-    # the per-op performance model of the row's trace (analysis/perf_model.py)
+    # the per-op performance model of the row's trace (analysis/perf/perf_model.py)
     perf_ops: list[OpPerf] = []
     perf_model: PerfModel | None = None
     category_sequence: list[str] = []

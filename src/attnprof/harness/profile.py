@@ -13,7 +13,7 @@ stacks), whose trace gives the times that reports split into per-op and per-cate
 timelines and diffs, then a rich one (shapes and memory) for everything else. With a trace_path
 the lean trace is kept beside it as `<name>.lean.json.gz` (lean_trace_path: `traces/<tag>.json.gz`
 -> `traces/<tag>.lean.json.gz`); the tensorboard layout gets the rich trace only.
-Per-forward figures are counted in the exported trace by attnprof.analysis.regions, the one
+Per-forward figures are counted in the exported trace by attnprof.analysis.attribution.regions, the one
 definition of which ops and device ops belong to an instance of an annotation (an analysis of
 the same trace reports the same counts); the CPU peak memory comes from the profiler's own event
 tree (its allocation events, which the trace shows as [memory] events).
@@ -73,7 +73,7 @@ class ProfileOutcome:
 
 @dataclass
 class _PerInstance:
-    """One annotation's instances in an exported trace, as attnprof.analysis.regions finds them
+    """One annotation's instances in an exported trace, as attnprof.analysis.attribution.regions finds them
     (the same ops and device ops an analysis of the trace counts per instance)."""
 
     instances: int = 0
@@ -87,8 +87,8 @@ class _PerInstance:
 def _per_instance(trace_path: Path, names: tuple[str, ...]) -> dict[str, _PerInstance]:
     """For each annotation in `names` the trace holds: its instances, their CPU ops (every
     nesting depth, on the annotation's thread), their device ops and times."""
-    from attnprof.analysis.links import link
-    from attnprof.analysis.regions import find_region
+    from attnprof.analysis.attribution.links import link
+    from attnprof.analysis.attribution.regions import find_region
     from attnprof.trace.load import load_trace
     from attnprof.trace.model import Keep
 

@@ -4,12 +4,9 @@ implementation with its margin."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from attnprof.records import LayerAttention, ModelInfo, RunResult
-
-if TYPE_CHECKING:
-    from attnprof.models.harness import _Prepared
 
 __all__ = ["MIN_SHARE_NOISE", "analyse", "fastest"]
 
@@ -18,19 +15,19 @@ __all__ = ["MIN_SHARE_NOISE", "analyse", "fastest"]
 MIN_SHARE_NOISE = 0.02
 
 
-def analyse(p: _Prepared, device: str) -> None:
+def analyse(result: RunResult, trace_path: Path | None, device: str) -> None:
     """Shares, per-layer times and findings from the exported (rich) trace. Not the lean one,
     although it stretches ops less: the analyser's share counts unfused attention by its
     GEMM -> softmax -> GEMM chains, which it confirms by their shapes, and only the rich pass
     records shapes (without them a bf16 eager model's analyser share read 0 against 19%). Both
     shares come from one trace, so their agreement check compares like with like."""
     from attnprof.analysis import analyze
-    from attnprof.analysis.model_share import BWD_RANGE, FWD_RANGE, model_shares
+    from attnprof.analysis.breakdown.model_share import BWD_RANGE, FWD_RANGE, model_shares
     from attnprof.trace.load import load_trace
 
-    assert p.trace_path is not None and p.result.model is not None
-    mr = p.result.model
-    trace = load_trace(p.trace_path)
+    assert trace_path is not None and result.model is not None
+    mr = result.model
+    trace = load_trace(trace_path)
     shares = model_shares(trace)
     mr.time_source = "gpu" if shares.device_time else "cpu"
     if shares.steps:
@@ -42,7 +39,7 @@ def analyse(p: _Prepared, device: str) -> None:
         mr.shares_agree = mr.share_gap <= max(mr.share_noise, MIN_SHARE_NOISE)
         mr.step_us_profiled = sum(shares.step_us) / shares.steps
         if not mr.shares_agree:
-            p.result.warnings.append(
+            result.warnings.append(
                 f"attention share {mr.attention_share:.1%} from the per-layer ranges, {mr.analyser_share:.1%} "
                 f"from the analyser's classification: in every profiled step they differ by at least "
                 f"{mr.share_gap:.1%}, more than the noise ({max(mr.share_noise, MIN_SHARE_NOISE):.1%})"
@@ -60,10 +57,10 @@ def analyse(p: _Prepared, device: str) -> None:
             entry.bwd_us = mean
     mr.layers = [layers[k] for k in sorted(layers)]
     if not mr.layers and shares.steps:
-        p.result.warnings.append(
+        result.warnings.append(
             "no attn_fwd/layer.N range in the trace: this model does not call attention through transformers' AttentionInterface"
         )
-    analysis = analyze(p.trace_path, region=None, top=0)
+    analysis = analyze(trace_path, region=None, top=0)
     mr.findings = [f"{f.code}: {f.message}" for f in analysis.findings]
 
 

@@ -7,7 +7,7 @@ step inside ``model_step``, each attention call inside ``attn_fwd/layer.N``), co
 with eager attention's in fp32 on the same weights (the reference: a bf16 eager run carries
 bf16's own error), and measure peak memory. Then all implementations that ran are timed together,
 interleaved (harness/timing.py), and each trace is analysed for attention's share of the step
-(attnprof.analysis.model_share) and for findings. The record is a `attnprof.run/1` RunRecord
+(attnprof.analysis.breakdown.model_share) and for findings. The record is a `attnprof.run/1` RunRecord
 with `model` set, written as run.json beside traces/ and tables/, so `attnprof compare` and
 `attnprof report` read a model run as they read any run.
 """
@@ -202,7 +202,7 @@ def _run_model(model: str, opts: ModelOptions, *, out: Path | None, progress: Pr
     for p in prepared:
         if p.trace_path is not None:
             note(p.result.label, "analysing the trace")
-            analyse(p, workload.device)
+            analyse(p.result, p.trace_path, workload.device)
         note(p.result.label, "done")
     fastest(info, [p.result for p in prepared])
     record = RunRecord(
@@ -288,7 +288,7 @@ def _prepare(
                 r.trace, r.table, r.lean_trace = profiled.trace, profiled.table, profiled.lean_trace
                 p.trace_path = profiled.trace_path
                 if out is None:  # analyse now, before the temporary folder goes
-                    analyse(p, workload.device)
+                    analyse(p.result, p.trace_path, workload.device)
                     p.trace_path = None
             r.profile = prof.summary
         r.backend = _backend(r.variant, prof.op_names if prof else set())

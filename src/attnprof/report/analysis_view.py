@@ -25,7 +25,7 @@ from attnprof.report.i18n import Translator
 from attnprof.units import fmt_us
 
 if TYPE_CHECKING:
-    from attnprof.analysis.result import (
+    from attnprof.analysis.records.result import (
         AttentionShare,
         Device,
         GraphReplays,

@@ -1,4 +1,4 @@
-"""The cross-rank collectives of a folder (attnprof.analysis.collectives.CollectiveView) in words
+"""The cross-rank collectives of a folder (attnprof.analysis.ranks.collectives.CollectiveView) in words
 and tables, for the terminal (report/ranks_view.py), the HTML page and the Markdown file
 (report/ranks_report.py) alike: each builder is called once per view with that view's
 Translator.
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from attnprof.analysis.bus_bandwidth import WHY
+from attnprof.analysis.ranks.bus_bandwidth import WHY
 from attnprof.report.i18n import Translator
 from attnprof.report.table import Cell, Column, Table
 from attnprof.units import fmt_bytes, fmt_num, fmt_us, short_name
 
 if TYPE_CHECKING:
-    from attnprof.analysis.collectives import Collective, CollectiveView
+    from attnprof.analysis.ranks.collectives import Collective, CollectiveView
 
 __all__ = ["bandwidth_table", "collectives_lines", "collectives_table"]
 

@@ -5,7 +5,7 @@ counted done from the start), gone once every trace is in. On a pipe or a file: 
 stage (analysing N traces, where; analysed; the ranks put side by side), so that a log shows
 where the time went without a bar's control characters. A folder of fewer than MIN_TRACES
 traces shows nothing. Fed by
-attnprof.analysis.ranks.analyze_folder's `progress` (its FolderProgress protocol).
+attnprof.analysis.ranks.folder.analyze_folder's `progress` (its FolderProgress protocol).
 """
 
 from __future__ import annotations

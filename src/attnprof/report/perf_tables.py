@@ -1,7 +1,7 @@
 """The per-op performance model as a table and as sentences: terminal (`analyze --ops`), Markdown
 and HTML (`report TRACE`) draw the same rows.
 
-Rows are the outermost modelled ops (analysis/perf_model.py): an op inside another modelled op
+Rows are the outermost modelled ops (analysis/perf/perf_model.py): an op inside another modelled op
 (aten::addmm inside aten::linear) shares its kernels and would count them twice; the JSON lists
 it, marked nested. Every figure is the record's; nothing is computed here but formatting.
 """
@@ -15,7 +15,7 @@ from attnprof.report.table import Cell, Column, Table
 from attnprof.units import fmt_bytes, fmt_count, fmt_num, fmt_us
 
 if TYPE_CHECKING:
-    from attnprof.analysis.perf_records import OpPerf, PerfModel
+    from attnprof.analysis.records.perf_records import OpPerf, PerfModel
     from attnprof.report.data import ReportData
     from attnprof.report.i18n import Translator
 

@@ -13,7 +13,7 @@ from attnprof.report.table import to_rich
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from attnprof.analysis.result import TraceAnalysis
+    from attnprof.analysis.records.result import TraceAnalysis
 
 __all__ = ["render_ops"]
 

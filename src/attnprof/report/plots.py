@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import Formatter, FuncFormatter, NullFormatter
 
-from attnprof.analysis.perf_records import OpPerf, PerfModel
+from attnprof.analysis.records.perf_records import OpPerf, PerfModel
 from attnprof.compare.compare import Row
 from attnprof.report.data import ScalingPoint
 from attnprof.store import StoredResult

@@ -1,6 +1,6 @@
 """The HTML page and the Markdown file for a folder of per-rank traces: the cross-rank view.
 
-Renders attnprof.analysis.ranks.FolderRun records as they are (the same figures as the terminal
+Renders attnprof.analysis.ranks.folder.FolderRun records as they are (the same figures as the terminal
 view and the JSON), in the report's style and languages; the collectives' words and tables come
 from report/collectives_report.py. The page is self-contained: nothing is fetched; no script.
 """
@@ -16,7 +16,7 @@ from attnprof.report.table import Cell, Column, Table, md_code, md_text, to_mark
 from attnprof.units import fmt_us
 
 if TYPE_CHECKING:
-    from attnprof.analysis.ranks import FolderRun
+    from attnprof.analysis.ranks.folder import FolderRun
 
 __all__ = ["ranks_table", "render_ranks_html", "render_ranks_markdown"]
 

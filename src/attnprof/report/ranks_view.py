@@ -1,6 +1,6 @@
 """Terminal rendering of a folder of per-rank traces: the ranks side by side, in <= 100 columns.
 
-Renders attnprof.analysis.ranks.FolderRun as it is; computes nothing but percentages of the
+Renders attnprof.analysis.ranks.folder.FolderRun as it is; computes nothing but percentages of the
 figures it prints.
 """
 
@@ -20,7 +20,7 @@ from attnprof.report.table import EMPHASIS, to_rich
 from attnprof.units import fmt_us
 
 if TYPE_CHECKING:
-    from attnprof.analysis.ranks import FolderRun
+    from attnprof.analysis.ranks.folder import FolderRun
 
 __all__ = ["render_folder"]
 

@@ -389,7 +389,7 @@ class Builder:
         """int32 where every id of the trace (correlation, External id, sequence number, flow id;
         -1 missing) fits in it, else int64. One width for all four: they are compared with each
         other (a device op's correlation with its launch's, a flow's id stands in for a missing
-        correlation), and a copy of one column is filled from another (analysis/links.py)."""
+        correlation), and a copy of one column is filled from another (analysis/attribution/links.py)."""
         lo, hi = self._span(_ID_COLUMNS)
         return np.int32 if lo >= -1 and hi <= np.iinfo(np.int32).max else np.int64
 

@@ -4,7 +4,7 @@ c10d's record_param_comms records a collective's process group, sequence number 
 PyTorch), kind, sizes and element type as its args, and Kineto copies them onto the collective's
 kernel. They are kept for those two kinds of rows only, and only where one of the identifying
 args is there; each field only with the type PyTorch writes (the keys are common words, and
-another event may carry "dtype" meaning anything). attnprof.analysis.collectives aligns and
+another event may carry "dtype" meaning anything). attnprof.analysis.ranks.collectives aligns and
 sizes the collectives from them.
 """
 

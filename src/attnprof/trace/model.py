@@ -156,7 +156,7 @@ def row_columns(m: Mapping[int, V]) -> tuple[I64, npt.NDArray[np.signedinteger[A
     """(rows ascending, per row its value's index into the distinct values, the distinct values)
     of a row -> value map: a RowMap's own arrays as they are (its index int32: no int64 copy of
     the size of the recorded ops), or those of a dict (a capture trace's rows attached by
-    attnprof.analysis.replay), so that a caller reads all rows without a lookup each."""
+    attnprof.analysis.replay.replay), so that a caller reads all rows without a lookup each."""
     if isinstance(m, RowMap):
         return m.rows.astype(np.int64, copy=False), m.idx, m.distinct
     rows = np.array(sorted(m), np.int64)
@@ -218,7 +218,7 @@ class Trace:
     # its kernel (ROCm's hip*LaunchKernel args "kernel"); -1 for a size not recorded
     launch_kernels: dict[int, tuple[str, int, int]] = field(default_factory=dict)
     # kernel or record_param_comms cpu-op row -> its collective's recorded args (process group,
-    # sequence number, sizes), for the rows that carry any (attnprof.analysis.collectives)
+    # sequence number, sizes), for the rows that carry any (attnprof.analysis.ranks.collectives)
     comms: dict[int, CommArgs] = field(default_factory=dict)
     # cuda_sync row -> (wait_on_stream, wait_on_cuda_event_record_corr_id): the stream whose
     # event a stream wait or event sync waited on, and the correlation of the cudaEventRecord
@@ -230,15 +230,15 @@ class Trace:
     graph_node: Ids = field(default_factory=lambda: np.zeros(0, np.int64))
     # per event row, a CPU op known by other means to have launched this device op (a graph
     # replay's kernel -> the op that launched it while the graph was captured,
-    # attnprof.analysis.replay); -1 where none. Empty (the usual case) when nothing supplies one.
-    # attnprof.analysis.links.link reads it before the launch's own op.
+    # attnprof.analysis.replay.replay); -1 where none. Empty (the usual case) when nothing supplies one.
+    # attnprof.analysis.attribution.links.link reads it before the launch's own op.
     op_link: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
     # rows from this index on were imported from another trace (a capture trace's CPU ops and
     # their ranges, on lanes of their own, on that trace's clock): they explain device ops but are
     # not this trace's own events (no region, count or time window includes them); -1: none
     imported_from: int = -1
     # cpu-op row -> its raw (Input Dims, Input type, Concrete Inputs) JSON, for every op recorded
-    # with record_shapes (analysis/perf_model.py decodes each distinct one once)
+    # with record_shapes (analysis/perf/perf_model.py decodes each distinct one once)
     inputs: Mapping[int, tuple[bytes, bytes, bytes]] = field(default_factory=dict)
     device_properties: list[dict[str, Any]] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,1 @@
+"""attnprof.analysis.attribution: what each device event is and which CPU op, region and phase launched it: provenance first (correlation, External id, flows, frames), kernel names as the named fallback."""

@@ -1,0 +1,147 @@
+"""Where a trace's device time went, attention first (fused, unfused chains and their
+backward, by provenance), then GEMMs, convolutions, communication, memory and the rest."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnprof.analysis.attribution.classify import CAT_INDEX, Classification
+from attnprof.analysis.attribution.links import Links
+from attnprof.analysis.attribution.provenance import NAME_RULE, Provenance
+from attnprof.analysis.attribution.provenance import RULE_NAMES as PROVENANCE_RULES
+from attnprof.analysis.attribution.regions import backward_links
+from attnprof.analysis.records.result import (
+    AttentionShare,
+    CommShare,
+    Share,
+    TimeShare,
+)
+from attnprof.analysis.timeline.overlap import CommOverlap
+from attnprof.trace.model import Trace, unique
+from attnprof.units import short_name
+
+__all__ = ["device_share", "linked_backward_ops"]
+
+
+_MEMORY = ("memcpy", "memset", "copy")
+
+
+def linked_backward_ops(trace: Trace, cpu_rows: np.ndarray, ops: np.ndarray) -> np.ndarray:
+    """The backward ops of the given forward ops (or of ops inside them), by autograd links."""
+    if ops.size == 0:
+        return np.zeros(0, np.int64)
+    links_map, _ = backward_links(trace, cpu_rows)
+    if not links_map:
+        return np.zeros(0, np.int64)
+    fwd = np.array(sorted(links_map), np.int64)
+    out: list[int] = []
+    for r in ops.tolist():
+        inside = fwd[
+            (trace.lane[fwd] == trace.lane[r])
+            & (trace.ts[fwd] >= trace.ts[r])
+            & (trace.ts[fwd] + trace.dur[fwd] <= trace.ts[r] + trace.dur[r] + 1e-3)
+        ]
+        for f in inside.tolist():
+            out.extend(links_map[f])
+    return unique(np.array(out, np.int64)) if out else np.zeros(0, np.int64)
+
+
+def device_share(
+    trace: Trace,
+    links: Links,
+    gpu_cat: np.ndarray,
+    inv: np.ndarray,
+    classes: list[Classification],
+    unfused_gpu: np.ndarray,
+    unfused_bwd_gpu: np.ndarray,
+    ov: CommOverlap,
+    prov: Provenance,
+    unique_names: list[str],
+) -> Share:
+    """Where the device time went, attention first: fused + unfused attention (forward /
+    backward), GEMMs, convolutions, communication, memory (memcpy, memset, copy kernels), other.
+    Sums of device-op durations; waits (category "sync") are not device work."""
+    g = links.gpu_rows
+    dur = trace.dur[g]
+    work = gpu_cat != CAT_INDEX["sync"]
+    total = float(dur[work].sum())
+    is_att = gpu_cat == CAT_INDEX["attention"]
+    unf = np.zeros(g.size, bool)
+    unf[unfused_gpu] = True
+    unf &= ~is_att & work
+    unf_b = np.zeros(g.size, bool)
+    unf_b[unfused_bwd_gpu] = True
+    unf_b &= ~is_att & work & ~unf
+    direction = (
+        np.array([c.direction or "" for c in classes], dtype=object)[inv] if inv.size else np.zeros(0, object)
+    )
+    att_fwd = float(dur[is_att & (direction == "fwd")].sum())
+    att_bwd = float(dur[is_att & ((direction == "bwd") | (direction == "bwd-aux"))].sum())
+    fused = float(dur[is_att].sum())
+    # unfused: the kernels of the chains' forward ops, and of their backward ops (autograd links)
+    unfused_fwd = float(dur[unf].sum())
+    unfused_bwd = float(dur[unf_b].sum())
+    unfused = unfused_fwd + unfused_bwd
+    unf = unf | unf_b
+    # attention by provenance only: an attention op launched or encloses them, their name and
+    # shapes do not say so (a serving stack's own kernel, the copies inside an SDPA call)
+    by_prov = prov.attention & work & ~is_att & ~unf
+    provenance = float(dur[by_prov].sum())
+    att_fwd += float(dur[by_prov & ~prov.backward].sum())
+    att_bwd += float(dur[by_prov & prov.backward].sum())
+    is_att_any = (is_att | unf | by_prov) & work
+    rule_time = np.bincount(
+        prov.rule[is_att_any & (prov.rule >= 0)], weights=dur[is_att_any & (prov.rule >= 0)]
+    )
+    name_only = is_att_any & (prov.rule == NAME_RULE)
+    name_only_names = np.bincount(inv[name_only], weights=dur[name_only], minlength=len(unique_names))
+
+    def pct(x: float) -> float | None:
+        return round(100.0 * x / total, 2) if total > 0 else None
+
+    rest = work & ~is_att & ~unf & ~by_prov
+    parts = {
+        "gemm": float(dur[rest & (gpu_cat == CAT_INDEX["gemm"])].sum()),
+        "conv": float(dur[rest & (gpu_cat == CAT_INDEX["conv"])].sum()),
+        "communication": float(dur[rest & (gpu_cat == CAT_INDEX["communication"])].sum()),
+        "memory": float(dur[rest & np.isin(gpu_cat, [CAT_INDEX[c] for c in _MEMORY])].sum()),
+    }
+    parts["other"] = max(total - fused - unfused - provenance - sum(parts.values()), 0.0)
+    of = {k: TimeShare(time_us=round(v, 3), pct=pct(v)) for k, v in parts.items()}
+    comm = CommShare(
+        time_us=of["communication"].time_us,
+        pct=of["communication"].pct,
+        exposed_us=round(ov.exposed_us, 3) if ov.hidden_pct is not None else None,
+        hidden_pct=ov.hidden_pct,
+    )
+    return Share(
+        device_time_us=round(total, 3),
+        attention=AttentionShare(
+            time_us=round(fused + unfused + provenance, 3),
+            pct=pct(fused + unfused + provenance),
+            fused_us=round(fused, 3),
+            unfused_us=round(unfused, 3),
+            fwd_us=round(att_fwd + unfused_fwd, 3),
+            bwd_us=round(att_bwd + unfused_bwd, 3),
+            unfused_bwd_us=round(unfused_bwd, 3),
+            provenance_us=round(provenance, 3),
+            rules={
+                PROVENANCE_RULES[r]: round(float(t), 3) for r, t in enumerate(rule_time.tolist()) if t > 0
+            },
+            name_only_us=round(float(dur[name_only].sum()), 3),
+            name_only_kernels=[
+                short_name(unique_names[i])
+                for i in np.argsort(-name_only_names, kind="stable")[:10].tolist()
+                if name_only_names[i] > 0
+            ],
+        ),
+        gemm=of["gemm"],
+        conv=of["conv"],
+        communication=comm,
+        memory=of["memory"],
+        other=of["other"],
+        basis="sum of device-op durations (streams that overlap are counted each); attention is "
+        "by provenance first (the launching op, an enclosing op or range is attention), by kernel "
+        "name second; unfused attention is the kernels of GEMM -> softmax -> GEMM chains confirmed "
+        "by their shapes, on every thread, and of their backward ops (fwdbwd flows or sequence numbers)",
+    )
