@@ -79,3 +79,27 @@ def test_causal_attention_differs_from_tracelens_by_the_diagonal_only() -> None:
     assert ours.flops_convention == "causal pairs S(S+1)/2"
     # S(S+1)/2 against TraceLens's S²/2: exactly (S+1)/S, 0.18% at S = 559
     assert ours.flops == pytest.approx(row["gflops"] * 1e9 * (s + 1) / s, rel=1e-9)
+
+
+def test_a_gemm_of_an_unknown_dtype_has_flops_from_its_dims_and_bytes_not_measured(tmp_path: Path) -> None:
+    """TraceLens models `aten::mm [[768, 15360], [15360, 3072]]` from its dims whatever the type
+    string; attnprof did not (FLOPs None). FLOPs need only dims; bytes need element sizes."""
+    dims = [[768, 15360], [15360, 3072]]
+    odd = "c10::Float8_e8m0fnu"  # a recorded type attnprof has no element size for
+    path = _write(
+        tmp_path,
+        [
+            ("aten::mm", dims, [odd, odd], ["", ""]),
+            ("aten::mm", [[64, 32], [32, 16]], ["float", "float"], ["", ""]),
+        ],
+    )
+    a = analyze(path)
+    assert isinstance(a, TraceAnalysis)
+    by_m = {o.input_dims[0][0]: o for o in a.ops}
+    odd_op, known_op = by_m[768], by_m[64]
+    assert odd_op.flops == 2.0 * 768 * 15360 * 3072
+    assert odd_op.bytes is None and odd_op.intensity is None and odd_op.bound is None
+    assert odd_op.dtype == odd
+    # must not: a known dtype keeps its bytes, (64*32 + 32*16 + 64*16) * 4
+    assert known_op.flops == 2.0 * 64 * 16 * 32
+    assert known_op.bytes == (64 * 32 + 32 * 16 + 64 * 16) * 4.0

@@ -105,7 +105,9 @@ def ops_table(
                 Cell(fmt_num(o.intensity), o.intensity, "FLOP/B"),
                 Cell(o.dtype),
                 _gflop_cell(o, t),
-                Cell(fmt_bytes(o.bytes), o.bytes, "B"),
+                Cell(fmt_bytes(o.bytes), o.bytes, "B")
+                if o.bytes is not None
+                else Cell(t("perf.flops_not_measured")),
                 *([Cell(o.formula)] if formula else []),
             ],
             cls="above-peak" if above else "",

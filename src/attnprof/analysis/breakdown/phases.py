@@ -221,8 +221,9 @@ def _rated(
         name = trace.names[int(trace.name[r])]
         args = decode_inputs(sig) if sig is not None and known(name) else None
         c = model_op(name, args) if args is not None else None
-        # FLOPs not measured (op_varlen.py): the phase's rates leave the op out, time included
-        costs[r] = c if c is not None and c.flops is not None else None
+        # FLOPs or bytes not measured (op_varlen.py; a dtype of unknown size): the phase's rates
+        # leave the op out, so both rates read the same ops
+        costs[r] = c if c is not None and c.flops is not None and c.bytes is not None else None
     modelled = np.array([costs[int(r)] is not None for r in links.cpu_op[idx].tolist()], bool)
     if not modelled.any():
         return ph
@@ -230,7 +231,7 @@ def _rated(
     rows = {int(r) for r in links.cpu_op[m_idx].tolist()}
     t = float(dur[m_idx].sum())
     flops = sum(c.flops for r in rows if (c := costs[r]) is not None and c.flops is not None)
-    nbytes = sum(c.bytes for r in rows if (c := costs[r]) is not None)
+    nbytes = sum(c.bytes for r in rows if (c := costs[r]) is not None and c.bytes is not None)
     ph.modelled_us, ph.model_flops, ph.model_bytes = round(t, 3), float(flops), float(nbytes)
     if t > 0:
         ph.achieved_tflops = round(flops / t / 1e6, 3)
@@ -239,7 +240,7 @@ def _rated(
     if a_idx.size:
         a_rows = {int(r) for r in links.cpu_op[a_idx].tolist()}
         a_t = float(dur[a_idx].sum())
-        a_bytes = sum(c.bytes for r in a_rows if (c := costs[r]) is not None)
+        a_bytes = sum(c.bytes for r in a_rows if (c := costs[r]) is not None and c.bytes is not None)
         ph.attention_modelled_us = round(a_t, 3)
         if a_t > 0:
             tbps = a_bytes / a_t / 1e6

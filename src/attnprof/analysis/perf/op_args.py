@@ -49,7 +49,9 @@ class OpCost:
     # None: not measured (the op's FLOPs hang on tensor values the trace does not record, as a
     # varlen op's cu_seqlens); its bytes may still be known
     flops: float | None
-    bytes: float
+    # None: not measured (a tensor's dims are recorded but its "Input type" is one attnprof
+    # does not know the element size of: the FLOPs still follow from the dims)
+    bytes: float | None
     formula: str  # which model, in words ("gemm", "attention fwd, causal top-left", ...)
     dtype: str  # the dtype whose peak bounds the op (its first floating input's)
     matrix: bool  # tensor-core / matrix work (GEMM, attention, conv) vs vector work
@@ -95,6 +97,22 @@ class Args:
             return None
         name, size = _DTYPES[t]
         return d, name, size
+
+    def shape(self, i: int) -> list[int] | None:
+        """The recorded dims of input i, whatever its type says (FLOPs need only these)."""
+        if i >= len(self.dims):
+            return None
+        d = self.dims[i]
+        if not isinstance(d, list) or not all(isinstance(x, int) for x in d):
+            return None
+        return d
+
+    def type_name(self, i: int) -> str:
+        """Input i's recorded type string as attnprof names it; "unknown" when not recorded."""
+        t = self.types[i] if i < len(self.types) else None
+        if isinstance(t, str) and t in _DTYPES:
+            return _DTYPES[t][0]
+        return t if isinstance(t, str) and t else "unknown"
 
     def scalar(self, i: int) -> str | None:
         if i >= len(self.concrete):

@@ -61,20 +61,25 @@ _CODE_SIZE = {
 
 # -- GEMMs ------------------------------------------------------------------------------------
 def _gemm(name: str, a: Args) -> OpCost | None:
-    bias = None
+    ib: int | None = None
     if name in ("aten::addmm", "aten::baddbmm"):
-        bias, x, w = a.tensor(0), a.tensor(1), a.tensor(2)
+        ib, ix, iw = 0, 1, 2
     elif name == "aten::linear":
-        x, w, bias = a.tensor(0), a.tensor(1), a.tensor(2)
+        ix, iw, ib = 0, 1, 2
     else:  # mm, bmm, matmul, _scaled_mm, _grouped_mm: (a, b, ...)
-        x, w = a.tensor(0), a.tensor(1)
+        ix, iw = 0, 1
         if name == "aten::_scaled_mm":
-            bias = a.tensor(4)
+            ib = 4
         elif name == "aten::_grouped_mm":
-            bias = a.tensor(3)
-    if x is None or w is None:
+            ib = 3
+    # the FLOPs need only the dims; the bytes need each tensor's element size too, and are
+    # not measured (None) where a recorded type is one attnprof does not know
+    xs, ws = a.shape(ix), a.shape(iw)
+    if xs is None or ws is None:
         return None
-    xs, ws = x[0], w[0]
+    x, w = a.tensor(ix), a.tensor(iw)
+    bias = a.tensor(ib) if ib is not None else None
+    bias_dims = a.shape(ib) if ib is not None else None
     if name == "aten::linear":  # x [..., K] @ weight [N, K]^T
         if len(ws) not in (1, 2) or not xs or xs[-1] != ws[-1]:
             return None
@@ -102,13 +107,21 @@ def _gemm(name: str, a: Args) -> OpCost | None:
             return None
         m, k, n, batch = x2[-2], x2[-1], w2[-1], numel(bshape)
         out = [*bshape, m, n]
-    has_bias = bias is not None and numel(bias[0]) > 0
-    out_size = x[2]
-    if name == "aten::_scaled_mm":  # out_dtype (a ScalarType code) when recorded, else fp8 in
-        out_size = _CODE_SIZE.get(a.scalar(6) or "", x[2])
+    # a bias of known type counts by its numel (a 0-d one too); one of unknown type only when
+    # dims are recorded for it: an absent optional input records [] with no type
+    if bias is not None:
+        has_bias = numel(bias[0]) > 0
+    else:
+        has_bias = bool(bias_dims) and numel(bias_dims or []) > 0
     flops = gemm_flops(m, n, k, batch=batch, bias=has_bias)
-    size = nbytes(x, w, bias if has_bias else None) + numel(out) * out_size
-    return OpCost(flops, size, "gemm 2*M*N*K" + (" + bias" if has_bias else ""), x[1], True, "gemm")
+    size: float | None = None
+    if x is not None and w is not None and (bias is not None or not has_bias):
+        out_size = x[2]
+        if name == "aten::_scaled_mm":  # out_dtype (a ScalarType code) when recorded, else fp8 in
+            out_size = _CODE_SIZE.get(a.scalar(6) or "", x[2])
+        size = nbytes(x, w, bias if has_bias else None) + numel(out) * out_size
+    dtype = x[1] if x is not None else a.type_name(ix)
+    return OpCost(flops, size, "gemm 2*M*N*K" + (" + bias" if has_bias else ""), dtype, True, "gemm")
 
 
 # -- attention --------------------------------------------------------------------------------

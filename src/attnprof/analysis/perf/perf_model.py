@@ -69,8 +69,8 @@ def _bound(cost: OpCost, tf: float | None, bw: float | None) -> str | None:
         return None
     if cost.decode or cost.flops == 0:
         return "memory"
-    if tf is None or cost.flops is None:
-        return None  # a roof unknown, or FLOPs not measured: no side of the ridge to put it on
+    if tf is None or cost.flops is None or cost.bytes is None:
+        return None  # a roof unknown, or FLOPs or bytes not measured: no side of the ridge
     ridge = tf * 1e12 / (bw * 1e12)  # FLOPs per byte where the two roofs meet
     return "compute" if cost.flops / cost.bytes >= ridge else "memory" if cost.bytes > 0 else "compute"
 
@@ -143,7 +143,7 @@ def perf_model(
         # the median of the per-call rates (as TraceLens reports them; for an even count the
         # mean of the two middle rates, not the rate of the mean of the two middle times)
         tflops = _median(cost.flops / secs[timed]) / 1e12 if timed.any() and cost.flops is not None else None
-        tbps = _median(cost.bytes / secs[timed]) / 1e12 if timed.any() else None
+        tbps = _median(cost.bytes / secs[timed]) / 1e12 if timed.any() and cost.bytes is not None else None
         tf, bw, _src = roofs_for(device, cost, peak=peak, cpu_peak=cpu_peak)
         bound = _bound(cost, tf, bw)
         pct = None
@@ -165,10 +165,10 @@ def perf_model(
                 flops=float(cost.flops) if cost.flops is not None else None,
                 flops_basis=cost.basis,
                 flops_convention=flops_convention(cost),
-                bytes=float(cost.bytes),
+                bytes=float(cost.bytes) if cost.bytes is not None else None,
                 tflops=_r(tflops),
                 tbps=_r(tbps),
-                intensity=_r(cost.flops / cost.bytes) if cost.bytes > 0 and cost.flops is not None else None,
+                intensity=_r(cost.flops / cost.bytes) if cost.bytes and cost.flops is not None else None,
                 bound=bound,
                 pct_of_bound=round(pct, 2) if pct is not None else None,
                 formula=cost.formula,

@@ -22,7 +22,7 @@ class OpPerf(msgspec.Struct, kw_only=True):
     device_time_us: float | None  # summed over calls: the GPU ops each call launched
     cpu_time_us: float | None  # summed over calls, on a CPU-only trace (the op's own duration)
     flops: float | None  # per call; None: not measured (flops_basis says why)
-    bytes: float  # per call
+    bytes: float | None  # per call; None: not measured (an input's element size unknown)
     tflops: float | None  # achieved, median over calls
     tbps: float | None
     intensity: float | None  # FLOPs per byte; None for an op that moves no bytes
