@@ -27,8 +27,15 @@ load with --hta-path), plus `attnprof analyze` of a small shared trace against a
 The machine is shared: the load average is printed before and after; ratios measured in the same
 run are what count.
 
+--baseline REF times this checkout against another commit's analysis of the same file, in the
+same run, alternating: whole processes (`python -m attnprof analyze --json FILE`, PYTHONPATH at
+each src) and, in fresh processes, each stage (stage_child.py: load, link, classify,
+attribution, regions, idle, replay, perf model, findings, render), with the ratio per stage, so
+that a regression shows where it is.
+
 usage: python benchmarks/bench_analyze.py [--copies 10] [--repeat 3] [--trace PREFIX] [--keep]
                                          [--file TRACE] [--whole-process] [--hta-path DIR]
+                                         [--baseline REF]
 """
 
 from __future__ import annotations
@@ -320,6 +327,12 @@ def main() -> None:
         help="PYTHONPATH where HTA (PyPI holistictraceanalysis) is installed: also time HTA's "
         "parse_traces on the same file, for comparison only",
     )
+    ap.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="a commit (hash, tag, branch) to time against this checkout on the same file, per "
+        "stage and whole process, alternating",
+    )
     args = ap.parse_args()
     src = next(iter(sorted(TRACES.glob(f"{args.trace}*.json.gz"))), None)
     if src is None:
@@ -347,7 +360,9 @@ def main() -> None:
     counts = f"{info['events']:,} events, {info['kernels']:,} kernels, " if info["events"] else ""
     print(f"trace: {what} -> {counts}{mb:.1f} MB plain JSON; {os.cpu_count()} CPUs; {_load()}")
     try:
-        if args.whole_process:
+        if args.baseline:
+            _against_baseline(path, args)
+        elif args.whole_process:
             _whole_process(path, mb, args)
         else:
             _in_process(path, mb, info["bytes"], args)
@@ -447,6 +462,69 @@ def _whole_process(path: Path, mb: float, args: argparse.Namespace) -> None:
         f"small trace ({small.name[:40]}...): attnprof analyze {min(r['wall'] for r in sm):.3f} s wall, best "
         f"of 5 (target < 0.15 s); an empty python process {min(r['wall'] for r in floor):.3f} s"
     )
+
+
+def _export(ref: str, into: Path) -> Path:
+    """REF's src/ unpacked into `into` (git archive: the checkout's worktree is left alone), with
+    its bytecode compiled, as an installed package's is."""
+    import compileall
+
+    repo = Path(__file__).resolve().parents[1]
+    sha = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--verify", f"{ref}^{{commit}}"], capture_output=True, text=True
+    )
+    if sha.returncode != 0:
+        raise SystemExit(f"--baseline {ref}: not a commit of {repo} (give a hash, tag or branch)")
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", sha.stdout.strip(), "src"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    compileall.compile_dir(str(into / "src"), quiet=1)
+    return into / "src"
+
+
+def _against_baseline(path: Path, args: argparse.Namespace) -> None:
+    import compileall
+
+    here = Path(__file__).resolve().parents[1] / "src"
+    compileall.compile_dir(str(here), quiet=1)
+    stage_child = str(Path(__file__).with_name("stage_child.py"))
+    with tempfile.TemporaryDirectory(prefix="bench_baseline_") as tmp:
+        ref_src = _export(args.baseline, Path(tmp))
+        sides = {"this checkout": str(here), f"baseline {args.baseline}": str(ref_src)}
+        stages: dict[str, list[dict[str, Any]]] = {k: [] for k in sides}
+        procs: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
+        cmd = [sys.executable, "-m", "attnprof", "analyze", "--json", str(path)]
+        for _ in range(args.repeat):  # alternating, so that the machine's noise hits both alike
+            for side, pp in sides.items():
+                procs[side].append(whole(cmd, pp))
+                out = subprocess.run(
+                    [sys.executable, stage_child, str(path)], capture_output=True, text=True, env=_env(pp)
+                )
+                if out.returncode != 0:
+                    raise SystemExit(f"{side}: stage run failed:\n{out.stderr[-2000:]}")
+                stages[side].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    mine, base = sides
+    w_m, w_b = _med(procs[mine], "wall"), _med(procs[base], "wall")
+    c_m, c_b = _med(procs[mine], "cpu"), _med(procs[base], "cpu")
+    print(f"whole process, `attnprof analyze --json` ({args.repeat} runs each, medians):")
+    print(f"  {mine}: {w_m:.3f} s wall {c_m:.3f} s CPU; {base}: {w_b:.3f} s wall {c_b:.3f} s CPU")
+    print(f"  ratio this / baseline: {w_m / w_b:.2f}x wall, {c_m / c_b:.2f}x CPU")
+    print("per stage, in process (imports excluded), medians:")
+    print(f"  {'stage':<12} {'this s':>8} {'baseline s':>10} {'ratio':>7}")
+    names = list(stages[mine][0]["stages"])
+    for name in [*names, "total"]:
+
+        def med(side: str, name: str = name) -> float:
+            rows = stages[side]
+            return float(
+                statistics.median(r["total"] if name == "total" else r["stages"].get(name, 0.0) for r in rows)
+            )
+
+        m, b = med(mine), med(base)
+        ratio = f"{m / b:6.2f}x" if b > 0.0005 else "   -   "
+        print(f"  {name:<12} {m:8.3f} {b:10.3f} {ratio}")
+    print("  (a stage at 0 on one side: the functions it is timed by are named differently there)")
 
 
 if __name__ == "__main__":

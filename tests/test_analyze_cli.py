@@ -183,6 +183,9 @@ def test_one_trace_imports_only_what_analyze_needs(as_json: bool) -> None:
         "attnprof.report.html",
         "attnprof.compare",
         "attnprof.harness",
+        "attnprof.sweep",
+        "attnprof.variants",
+        "attnprof.report.plots",
     )
     assert not {m for m in modules if m.startswith(not_needed)}
     assert ("rich" in tops) is not as_json

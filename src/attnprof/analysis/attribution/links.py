@@ -223,25 +223,29 @@ def _containing(trace: Trace, op_rows: np.ndarray, launch_rows: np.ndarray) -> n
     """Innermost cpu_op on the launch's lane whose [ts, ts + dur] contains the launch's ts."""
     out = np.full(launch_rows.size, -1, np.int64)
     op_lane = trace.lane[op_rows]
-    for lane in unique(trace.lane[launch_rows]):
+    launch_lane = trace.lane[launch_rows]
+    for lane in unique(launch_lane):  # a loop per thread, never per launch
         ops = op_rows[op_lane == lane]
         if ops.size == 0:
             continue
-        order = np.argsort(trace.ts[ops], kind="stable")
-        ops = ops[order]
+        ops = ops[np.argsort(trace.ts[ops], kind="stable")]
         starts = trace.ts[ops]
         ends = starts + trace.dur[ops]
-        which = np.flatnonzero(trace.lane[launch_rows] == lane)
-        for j in which.tolist():
-            t = trace.ts[launch_rows[j]]
-            i = int(np.searchsorted(starts, t, side="right")) - 1
-            # walk back to the nearest op that still contains t: the innermost one
-            steps = 0
-            while i >= 0 and ends[i] < t and steps < 64:
-                i -= 1
-                steps += 1
-            if i >= 0 and starts[i] <= t <= ends[i]:
-                out[j] = ops[i]
+        which = np.flatnonzero(launch_lane == lane)
+        t = trace.ts[launch_rows[which]]
+        i = np.searchsorted(starts, t, side="right") - 1
+        # walk back, all launches at once, from the last op started before t to the nearest one
+        # that still contains it (the innermost); 64 steps at most, as deep as a stack goes
+        walking = np.flatnonzero(i >= 0)
+        for _ in range(64):
+            walking = walking[ends[i[walking]] < t[walking]]
+            if walking.size == 0:
+                break
+            i[walking] -= 1
+            walking = walking[i[walking] >= 0]
+        ok = i >= 0
+        ok[ok] = (starts[i[ok]] <= t[ok]) & (t[ok] <= ends[i[ok]])
+        out[which[ok]] = ops[i[ok]]
     return out
 
 
@@ -255,8 +259,14 @@ def launched_in(trace: Trace, links: Links, ops: np.ndarray) -> np.ndarray:
     keep = np.zeros(idx.size, bool)
     for lane in unique(trace.lane[ops]).tolist():
         o = ops[trace.lane[ops] == lane]
+        o = o[np.argsort(trace.ts[o], kind="stable")]
+        starts = trace.ts[o]
+        # a launch at t lies inside some op iff the furthest end of the ops started by t reaches t
+        reach = np.maximum.accumulate(starts + trace.dur[o])
         sel = np.flatnonzero(trace.lane[l_rows] == lane)
         t = trace.ts[l_rows[sel]]
-        for r in o.tolist():
-            keep[sel[(t >= trace.ts[r]) & (t <= trace.ts[r] + trace.dur[r])]] = True
+        j = np.searchsorted(starts, t, side="right") - 1
+        inside = j >= 0
+        inside[inside] = reach[j[inside]] >= t[inside]
+        keep[sel[inside]] = True
     return idx[keep].astype(np.int64)

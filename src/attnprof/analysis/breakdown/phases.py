@@ -216,14 +216,20 @@ def _rated(
     ph = Phase(**fields)  # type: ignore[arg-type]
     idx = np.flatnonzero(sel & (links.cpu_op >= 0))
     costs: dict[int, OpCost | None] = {}
+    # one decode and one formula per distinct (name, inputs), not per launching op
+    by_key: dict[tuple[int, object], OpCost | None] = {}
     for r in np.unique(links.cpu_op[idx]).tolist():
         sig = trace.inputs.get(r)
-        name = trace.names[int(trace.name[r])]
-        args = decode_inputs(sig) if sig is not None and known(name) else None
-        c = model_op(name, args) if args is not None else None
-        # FLOPs or bytes not measured (op_varlen.py; a dtype of unknown size): the phase's rates
-        # leave the op out, so both rates read the same ops
-        costs[r] = c if c is not None and c.flops is not None and c.bytes is not None else None
+        name_id = int(trace.name[r])
+        key = (name_id, sig)
+        if key not in by_key:
+            name = trace.names[name_id]
+            args = decode_inputs(sig) if sig is not None and known(name) else None
+            c = model_op(name, args) if args is not None else None
+            # FLOPs or bytes not measured (op_varlen.py; a dtype of unknown size): the phase's
+            # rates leave the op out, so both rates read the same ops
+            by_key[key] = c if c is not None and c.flops is not None and c.bytes is not None else None
+        costs[r] = by_key[key]
     modelled = np.array([costs[int(r)] is not None for r in links.cpu_op[idx].tolist()], bool)
     if not modelled.any():
         return ph

@@ -109,10 +109,7 @@ def _gemm(name: str, a: Args) -> OpCost | None:
         out = [*bshape, m, n]
     # a bias of known type counts by its numel (a 0-d one too); one of unknown type only when
     # dims are recorded for it: an absent optional input records [] with no type
-    if bias is not None:
-        has_bias = numel(bias[0]) > 0
-    else:
-        has_bias = bool(bias_dims) and numel(bias_dims or []) > 0
+    has_bias = numel(bias[0]) > 0 if bias is not None else bool(bias_dims) and numel(bias_dims or []) > 0
     flops = gemm_flops(m, n, k, batch=batch, bias=has_bias)
     size: float | None = None
     if x is not None and w is not None and (bias is not None or not has_bias):

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from attnprof.analysis.perf.op_args import flops_convention
+from attnprof.analysis.perf.op_args import Args, flops_convention
 from attnprof.analysis.perf.op_flex import computed_blocks
 from attnprof.analysis.perf.op_model import OpCost, decode_inputs, known, model_op
 from attnprof.analysis.records.perf_records import OpPerf, OpTime, PerfModel, Unmodelled
@@ -97,10 +97,11 @@ def perf_model(
     # one decode and one formula per distinct (name, inputs)
     uniq, inv = _op_keys(trace, rows, sig_of, nd)
     cost_u: list[OpCost | None] = []
-    for k in uniq.tolist():
+    args_u: dict[int, Args | None] = {}  # the decoded inputs per key, for the rows below
+    for u, k in enumerate(uniq.tolist()):
         name_id, s = divmod(k, nd)
         name = trace.names[name_id]
-        args = decode_inputs(distinct[s]) if known(name) else None
+        args = args_u[u] = decode_inputs(distinct[s]) if known(name) else None
         c = model_op(name, args) if args is not None else None
         if c is not None and block_sparsity is not None:
             c = computed_blocks(c, block_sparsity)
@@ -134,8 +135,7 @@ def perf_model(
     flops_by_dtype: dict[str, float] = defaultdict(float)
     model_flops = modelled_us = upper_flops = unmeasured_us = 0.0
     for u, idx in _groups(m_key):
-        name_id, s = divmod(int(uniq[u]), nd)
-        sig = distinct[s]
+        name_id = int(uniq[u]) // nd
         cost = costs[u]
         t = t_us[idx]
         secs = np.maximum(t, 1e-9) * 1e-6
@@ -151,7 +151,7 @@ def perf_model(
             pct = 100.0 * tflops / tf
         elif bound == "memory" and bw and tbps is not None:
             pct = 100.0 * tbps / bw
-        args = decode_inputs(sig)
+        args = args_u[u]
         time_sum = float(t.sum())
         is_nested = bool(nested[idx].all())
         ops.append(
