@@ -188,6 +188,14 @@ def test_one_trace_imports_only_what_analyze_needs(as_json: bool) -> None:
         "attnprof.report.plots",
     )
     assert not {m for m in modules if m.startswith(not_needed)}
+    # numpy.ma (np.unique without return_*, np.median) and importlib.resources' readers with
+    # zipfile (the catalog read through resources): a tenth of a small trace's analysis each
+    assert not {
+        m
+        for m in modules
+        if m == "numpy.ma" or m.startswith(("numpy.ma.", "importlib.readers", "importlib.resources"))
+    }
+    assert "zipfile" not in tops
     assert ("rich" in tops) is not as_json
     assert "numpy" in tops  # the analysis itself: columns (a check that the probe sees imports at all)
 

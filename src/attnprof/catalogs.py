@@ -14,7 +14,7 @@ import re
 import string
 from collections.abc import Mapping
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from attnprof.errors import UserError
@@ -73,6 +73,14 @@ def parse_po(text: str) -> dict[str, str]:
 def load_catalog(lang: str) -> dict[str, str]:
     if lang not in LANGUAGES:
         raise UserError(f"--lang {lang!r} is not available: use one of {', '.join(LANGUAGES)}")
+    # the catalog beside this module where the package is a folder (the usual install): reading it
+    # through importlib.resources imports its readers and zipfile, a tenth of a small trace's
+    # analysis; a zipped package still reads it through resources
+    here = Path(__file__).parent / "report" / "i18n" / f"{lang}.po"
+    if here.is_file():
+        return parse_po(here.read_text(encoding="utf-8"))
+    from importlib import resources
+
     text = resources.files("attnprof").joinpath("report", "i18n", f"{lang}.po").read_text(encoding="utf-8")
     return parse_po(text)
 

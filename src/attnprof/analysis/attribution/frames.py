@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from attnprof.analysis.attribution.links import innermost
-from attnprof.trace.model import Kind, Trace
+from attnprof.trace.model import Kind, Trace, unique
 
 __all__ = ["frames_of"]
 
@@ -37,7 +37,7 @@ def frames_of(trace: Trace, anchors: npt.NDArray[np.int64]) -> tuple[list[str | 
     if not py.size or not n:
         return [None] * n, [None] * n
     names = trace.names
-    ids = np.unique(trace.name[py])
+    ids = unique(trace.name[py])
     module_id = {int(i) for i in ids.tolist() if _MODULE.search(names[int(i)])}
     user_id = {int(i) for i in ids.tolist() if not _NOT_USER.search(names[int(i)])}
     ok = anchors >= 0

@@ -26,7 +26,7 @@ from attnprof.analysis.attribution.classify import cpu_category
 from attnprof.analysis.attribution.provenance import PROJECTION_OPS, is_attention_op, says_attention
 from attnprof.analysis.attribution.regions import backward_ops, cpu_nesting, inside
 from attnprof.analysis.records.result import AttentionShare, CommShare, Share, TimeShare
-from attnprof.trace.model import Kind, Trace
+from attnprof.trace.model import Kind, Trace, unique
 
 __all__ = ["CPU_BASIS", "cpu_share"]
 
@@ -63,7 +63,7 @@ def cpu_share(trace: Trace, chain_ops: npt.NDArray[np.int64]) -> Share | None:
     is_att &= ~proj | np.isin(cpu, chain_ops)
 
     group_of_name: dict[int, str] = {}
-    for i in np.unique(trace.name[cpu]).tolist():
+    for i in unique(trace.name[cpu]).tolist():
         n = names[int(i)]
         group_of_name[int(i)] = (
             "communication" if _COMM.search(n) else _GROUP_OF.get(cpu_category(n), "other")

@@ -37,7 +37,7 @@ from attnprof.analysis.attribution.links import Links, PointIndex
 from attnprof.analysis.perf.op_model import OpCost, decode_inputs, known, model_op
 from attnprof.analysis.perf.perf_model import roofs_for
 from attnprof.analysis.records.result import Device, Phase, PhaseOp, Phases, StepBatch
-from attnprof.trace.model import Kind, Trace
+from attnprof.trace.model import Kind, Trace, unique
 
 __all__ = ["PHASES", "phase_of_kernel", "phase_of_range", "phases"]
 
@@ -102,7 +102,7 @@ def phases(
     dur = trace.dur[g]
     # record_function ranges only: a CPU op named like a decode kernel's launcher is not a step
     rows = trace.own(trace.rows(Kind.ANNOTATION))
-    said = {int(i): phase_of_range(trace.names[int(i)]) for i in np.unique(trace.name[rows]).tolist()}
+    said = {int(i): phase_of_range(trace.names[int(i)]) for i in unique(trace.name[rows]).tolist()}
     steps = rows[np.array([said[int(n)] is not None for n in trace.name[rows].tolist()], bool)]
     phase = np.full(g.size, -1, np.int8)
     step_of = np.full(g.size, -1, np.int64)
@@ -126,7 +126,7 @@ def phases(
         by_k = np.array([PHASES.index(f) if f else -1 for f in fam], np.int8)
         k_phase = by_k[name_idx] if name_idx.size else np.zeros(0, np.int8)
         k_phase = np.where(attention & (trace.kind[g] == Kind.KERNEL), k_phase, -1).astype(np.int8)
-        found = {int(x) for x in np.unique(k_phase[k_phase >= 0]).tolist()}
+        found = {int(x) for x in unique(k_phase[k_phase >= 0]).tolist()}
         if len(found) < 2:  # one phase alone (or none) is not a mix: nothing to split
             return Phases()
         phase, source = k_phase, "attention kernel families (other ops: unknown)"
@@ -218,7 +218,7 @@ def _rated(
     costs: dict[int, OpCost | None] = {}
     # one decode and one formula per distinct (name, inputs), not per launching op
     by_key: dict[tuple[int, object], OpCost | None] = {}
-    for r in np.unique(links.cpu_op[idx]).tolist():
+    for r in unique(links.cpu_op[idx]).tolist():
         sig = trace.inputs.get(r)
         name_id = int(trace.name[r])
         key = (name_id, sig)

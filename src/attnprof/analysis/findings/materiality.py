@@ -16,6 +16,7 @@ from attnprof.analysis.attribution.classify import CATEGORIES
 from attnprof.analysis.attribution.links import launched_in
 from attnprof.analysis.findings.context import Context
 from attnprof.analysis.timeline.intervals import measure, union
+from attnprof.trace.model import unique
 
 __all__ = ["MATERIAL_SHARE", "Cost", "cost_of_gpu_ops", "cost_of_ops"]
 
@@ -79,7 +80,7 @@ def _basis(ctx: Context, trace_wide: bool) -> tuple[float, str]:
 
 def cost_of_gpu_ops(ctx: Context, idx: np.ndarray, trace_wide: bool = False) -> Cost:
     """Device ops (indices into Links.gpu_rows): the sum of their durations (waits excluded)."""
-    idx = np.unique(idx)
+    idx = unique(idx)
     idx = idx[ctx.gpu_cat[idx] != _SYNC] if idx.size else idx
     us = float(ctx.trace.dur[ctx.links.gpu_rows[idx]].sum()) if idx.size else 0.0
     return Cost(us, *_basis(ctx, trace_wide))

@@ -351,9 +351,7 @@ def _op_keys(trace: Trace, rows: np.ndarray, sig_of: np.ndarray, nd: int) -> tup
         return k
 
     chunks = range(0, rows.size, _CHUNK)
-    uniq = (
-        np.unique(np.concatenate([np.unique(key(c)) for c in chunks])) if rows.size else np.zeros(0, np.int64)
-    )
+    uniq = unique(np.concatenate([unique(key(c)) for c in chunks])) if rows.size else np.zeros(0, np.int64)
     inv = np.empty(rows.size, np.int32)
     for c in chunks:
         inv[c : c + _CHUNK] = np.searchsorted(uniq, key(c))

@@ -35,6 +35,7 @@ from attnprof.analysis.attribution.rank_names import rank_in_name
 from attnprof.analysis.ranks.collectives import CollectiveView, RankCollectives, cross_rank_collectives
 from attnprof.analysis.records.result import TraceAnalysis
 from attnprof.errors import UserError
+from attnprof.trace.model import unique
 
 if TYPE_CHECKING:
     from attnprof.trace.model import Trace
@@ -267,7 +268,7 @@ def rank_collectives(trace: Trace, rank: str) -> RankCollectives:
     from attnprof.trace.model import Kind
 
     kern = np.flatnonzero(trace.kind == Kind.KERNEL)
-    ids = np.unique(trace.name[kern])
+    ids = unique(trace.name[kern])
     comm_ids = [int(i) for i in ids.tolist() if classify(trace.names[int(i)]).category == "communication"]
     rows = kern[np.isin(trace.name[kern], comm_ids)] if comm_ids else kern[:0]
     return collective_ops(trace, rank, rows.tolist())

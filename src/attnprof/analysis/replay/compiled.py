@@ -34,7 +34,7 @@ import numpy.typing as npt
 from attnprof.analysis.attribution.frames import frames_of
 from attnprof.analysis.attribution.links import Links, PointIndex
 from attnprof.analysis.records.result import Compiled, CompiledGraph, CompiledKernel
-from attnprof.trace.model import Kind, Trace
+from attnprof.trace.model import Kind, Trace, unique
 from attnprof.units import short_name
 
 __all__ = ["ATEN_NAMES", "INDUCTOR_KERNEL", "compiled_code", "fused_ops"]
@@ -165,7 +165,7 @@ def compiled_code(
         return round(100.0 * x / device_us, 2) if device_us > 0 else None
 
     graphs: list[CompiledGraph] = []
-    for r in np.unique(graph[in_range]).tolist():
+    for r in unique(graph[in_range]).tolist():
         sel = in_range & (graph == r)
         t = float(dur[sel].sum())
         graphs.append(
@@ -217,7 +217,7 @@ def compiled_code(
         time_us=round(total, 3),
         pct=pct(total),
         name_only_us=round(name_only, 3),
-        ranges=int(np.unique(graph[in_range]).size),
+        ranges=int(unique(graph[in_range]).size),
         graphs=sorted(merged.values(), key=lambda x: -x.time_us),
         kernels=kernels,
     )

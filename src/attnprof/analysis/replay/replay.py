@@ -54,7 +54,7 @@ from attnprof.analysis.attribution.links import GRAPH_LAUNCHES, Links, launch_op
 from attnprof.analysis.attribution.rank_names import rank_in_name
 from attnprof.analysis.records.result import GraphReplays, ReplayedKernel
 from attnprof.errors import UserError
-from attnprof.trace.model import Kind, Trace
+from attnprof.trace.model import Kind, Trace, unique
 from attnprof.units import fmt_us, short_name
 
 __all__ = ["CAPTURE_NAME", "Captured", "attach", "captured_graphs", "find_pair", "graph_replays"]
@@ -88,7 +88,7 @@ def captured_graphs(cap: Trace) -> list[Captured]:
     rt = cap.rows(Kind.RUNTIME, Kind.DRIVER)
     rt = rt[np.lexsort((cap.ts[rt], cap.lane[rt]))]
     names = cap.names
-    uniq = {int(i) for i in np.unique(cap.name[rt]).tolist()}
+    uniq = {int(i) for i in unique(cap.name[rt]).tolist()}
     begin = {i for i in uniq if _BEGIN.search(names[i])}
     end = {i for i in uniq if _END.search(names[i])}
     launch = {i for i in uniq if is_launch(names[i]) and names[i] not in GRAPH_LAUNCHES}
@@ -167,7 +167,7 @@ def _graph_key(trace: Trace, rows: I64) -> tuple[int, I64] | None:
     if not ok.all():
         return None  # a copy or set: no ids recorded for it
     gid, node = trace.graph_id[pos], trace.graph_node[pos]
-    if (gid < 0).any() or (node < 0).any() or np.unique(gid).size != 1 or np.unique(node).size != node.size:
+    if (gid < 0).any() or (node < 0).any() or unique(gid).size != 1 or unique(node).size != node.size:
         return None
     return int(gid[0]), node.astype(np.int64)
 
@@ -355,7 +355,7 @@ def _graphs_replayed(trace: Trace, links: Links, replayed: npt.NDArray[np.bool_]
     )
     gid = trace.graph_id[pos[ok]]
     gid = gid[gid >= 0]
-    return int(np.unique(gid).size) if gid.size else None
+    return int(unique(gid).size) if gid.size else None
 
 
 def graph_replays(

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from attnprof.analysis.attribution.links import Links
 from attnprof.analysis.records.result import Overrun, Sanitation
-from attnprof.trace.model import Trace
+from attnprof.trace.model import Trace, unique
 from attnprof.units import fmt_us, short_name
 
 __all__ = ["OVERLAP_TOLERANCE_US", "Sanitized", "sanitize"]
@@ -103,7 +103,7 @@ def sanitize(trace: Trace, links: Links, busy_mask: npt.NDArray[np.bool_]) -> Sa
         overlap_tolerance_us=OVERLAP_TOLERANCE_US,
         overlaps=int(ov.size),
         overlap_us=round(overlap_us, 3),
-        overlap_lanes=int(np.unique(lane[ov]).size),
+        overlap_lanes=int(unique(lane[ov]).size),
         overruns=int(over.size),
         overrun_clipped_us=round(float(excess.sum()), 3),
         overrun_examples=examples,
