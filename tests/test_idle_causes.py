@@ -61,10 +61,36 @@ def test_async_copy_to_pageable_memory_is_a_blocking_copy(tmp_path: Path) -> Non
     assert a.regions[0].idle.host_during_idle_us_per_instance["blocking_copy"] > 900
 
 
+def _d2h_after(kind: str) -> list[dict[str, Any]]:
+    """A kernel, then a cudaMemcpyAsync of 1.3 ms that returns before its copy runs (async)."""
+    return _step(
+        [launch(0, 1), ev("cudaMemcpyAsync", "cuda_runtime", 20, 1300, correlation=2)],
+        [kernel(GEMM, 10, 200, 1), _memcpy(f"Memcpy DtoH (Device -> {kind})", 1400, 60, 2)],
+    )
+
+
 def test_async_copy_to_pinned_memory_is_not_a_blocking_copy(tmp_path: Path) -> None:
-    a = run(tmp_path, _d2h("Pinned"))
+    a = run(tmp_path, _d2h_after("Pinned"))
     assert "GPU_IDLE_BLOCKING_COPY" not in a.codes
     assert "GPU_IDLE_SLOW_LAUNCH" in a.codes  # a 1.3 ms launch call: what the trace shows
+
+
+@pytest.mark.parametrize("name", ["Memcpy DtoH", "Memcpy DtoH (Device -> Pinned)"])
+def test_an_async_copy_that_returned_after_its_copy_blocked_by_its_timing(tmp_path: Path, name: str) -> None:
+    # the copy's name does not say pageable (older CUPTI names no memory kind at all), but the
+    # 1.3 ms call returned only once its copy had ended: it waited for it, as cudaMemcpy does
+    a = run(
+        tmp_path,
+        _step(
+            [launch(0, 1), ev("cudaMemcpyAsync", "cuda_runtime", 20, 1300, correlation=2)],
+            [kernel(GEMM, 10, 200, 1), _memcpy(name, 1250, 60, 2)],
+        ),
+    )
+    f = a.finding("GPU_IDLE_BLOCKING_COPY")
+    assert f is not None and f.evidence["copies_by_timing"] == 1
+    assert "returned only once the copies they launched had ended" in f.message
+    assert "pageable" not in f.message.replace("does not record the host memory kind", "")
+    assert "GPU_IDLE_SLOW_LAUNCH" not in a.codes
 
 
 def test_hip_memcpy_with_stream_is_a_blocking_copy(tmp_path: Path) -> None:

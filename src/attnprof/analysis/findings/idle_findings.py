@@ -156,10 +156,14 @@ def _idle_cause(ctx: Context, cause: str, idle_iv: Intervals) -> tuple[str, dict
         "host_names": list(names),
         "names_clause": "clause.idle.names" if names else "clause.idle.none_named",
     }
-    if cause == "blocking_copy" and any("Async" in n or "WithStream" in n for n in names):
-        facts["pageable_clause"] = "clause.idle.pageable"
-    elif cause == "blocking_copy":
+    if cause == "blocking_copy":
+        # how the async ones were known to block: a copy named pageable, or the call's own timing
+        facts["copies_by_timing"] = ctx.host.copies_by_timing
         facts["pageable_clause"] = ""
+        if any("Async" in n or "WithStream" in n for n in names):
+            facts["pageable_clause"] = (
+                "clause.idle.waited_for_copy" if ctx.host.copies_by_timing else "clause.idle.pageable"
+            )
     if cause == "data_loading":
         facts["known_by"], facts["data_loading_by"], facts["data_loading_by_us"] = _loading_rule(ctx, idle_iv)
     if cause in ("unrecorded_wait", "sync"):

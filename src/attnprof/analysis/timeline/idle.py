@@ -123,6 +123,9 @@ class HostActivity:
     # data loading as each rule found it: Python frames in torch/utils/data, and ranges named so
     loading_frames: Intervals = field(default_factory=lambda: (np.zeros(0), np.zeros(0)))
     loading_names: Intervals = field(default_factory=lambda: (np.zeros(0), np.zeros(0)))
+    # async copy calls found blocking by their own timing (returned once their copy had ended),
+    # not by a copy name that says pageable memory
+    copies_by_timing: int = 0
 
 
 @dataclass
@@ -288,18 +291,29 @@ def host_activity(
     del rt_name
     rt_kind[slow[puts]] = _RT["slow_launch"]
     rt_kind[slow[~puts]] = _RT["init"]
-    # an async copy to or from pageable host memory blocks the host like cudaMemcpy: the trace
-    # says so in the name of the copy it launched ("Memcpy DtoH (Device -> Pageable)")
+    # an async copy call that blocked the host like cudaMemcpy: by the name of the copy it
+    # launched ("Memcpy DtoH (Device -> Pageable)": pageable memory), or by its own timing, where
+    # the name does not say the memory kind: a call of UNRECORDED_WAIT_US or more that returned
+    # only once the copy it launched had ended waited for that copy (an async call to pinned
+    # memory returns before its copy runs)
     cpy = np.flatnonzero((trace.kind[links.gpu_rows] == Kind.MEMCPY) & (links.launch >= 0))
+    copies_by_timing = 0
     if cpy.size:
         cpy_names = trace.name[links.gpu_rows[cpy]]
         pageable = [int(i) for i in unique(cpy_names).tolist() if _PAGEABLE.search(names[int(i)])]
-        blocking = links.launch[cpy[np.isin(cpy_names, pageable)]]
-        # the launches' places among the runtime calls (rt ascends): no n-sized membership test
-        at = np.minimum(np.searchsorted(rt, blocking), max(rt.size - 1, 0))
-        at = at[rt[at] == blocking] if rt.size else at[:0]
-        at = at[(rt_kind[at] == _RT["launching"]) | (rt_kind[at] == _RT["slow_launch"])]
-        rt_kind[at] = _RT["blocking_copy"]
+        named_pageable = np.isin(cpy_names, pageable)
+        call = links.launch[cpy]
+        call_end = trace.ts[call] + trace.dur[call]
+        returned_after = (trace.dur[call] >= UNRECORDED_WAIT_US) & (call_end >= ends_all[cpy])
+        for rule, sel in (("name", named_pageable), ("timing", returned_after & ~named_pageable)):
+            blocking = call[sel]
+            # the launches' places among the runtime calls (rt ascends): no n-sized membership test
+            at = np.minimum(np.searchsorted(rt, blocking), max(rt.size - 1, 0))
+            at = at[rt[at] == blocking] if rt.size else at[:0]
+            at = at[(rt_kind[at] == _RT["launching"]) | (rt_kind[at] == _RT["slow_launch"])]
+            rt_kind[at] = _RT["blocking_copy"]
+            if rule == "timing":
+                copies_by_timing = int(at.size)
     sync_at = np.flatnonzero(rt_kind == _RT["sync"])
     sync_rows = rt[sync_at]
     waits = _unrecorded_waits(trace, sync_rows, busy)
@@ -392,6 +406,7 @@ def host_activity(
         by_stream,
         _rows_iv(trace, by_frame),
         _rows_iv(trace, by_name),
+        copies_by_timing,
     )
 
 
