@@ -14,7 +14,7 @@ from attnprof.compare.compare import Comparison, compare
 from attnprof.compare.diff import diff_rows
 from attnprof.errors import UserError
 from attnprof.records import PeakProvenance, decode_run
-from attnprof.units import fmt_bytes, fmt_count, fmt_ms, fmt_ratio, short_name
+from attnprof.units import fmt_bytes, fmt_count, fmt_interval, fmt_ms, fmt_ratio, short_name
 
 A100_UNFUSED = "harryjmoss__particle_transformer"
 H100_FLASH = "AMD-AGI__TraceLens__tests__traces__h100"
@@ -279,3 +279,16 @@ def test_cpu_diff_shows_an_op_whose_share_moved_at_equal_count() -> None:
     assert changes == {"aten::copy_": "changed", "aten::bmm": "changed"} and d.changed == 2
     same = diff_rows(row("a", 10, 90), row("c", 30, 270))  # 3x inflated, the same shares
     assert {k.change for f in same.families for k in f.kernels} == {"same"}
+
+
+def test_an_interval_prints_enough_digits_to_show_its_width() -> None:
+    # fmt_ratio alone wrote 1.69-1.72 as [1.7-1.7]: an interval that reads as no width at all
+    assert fmt_interval(1.7, 1.69, 1.72) == "1.69–1.72"
+    assert fmt_interval(1.7, 1.701, 1.704) == "1.701–1.704"
+    # must not: ends that already read apart, or that are equal, keep fmt_ratio's digits
+    assert fmt_interval(1.2, 1.19, 1.31) == "1.19–1.31"
+    assert fmt_interval(3.0, 2.5, 3.5) == "2.5–3.5"
+    assert fmt_interval(1.7, 1.7, 1.7) == "1.7–1.7"
+    # a slower row's interval, inverted: 1/0.58 .. 1/0.59 read apart too
+    low, high = fmt_interval(0.585, 0.58, 0.59).split("–")
+    assert low != high

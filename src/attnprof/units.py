@@ -78,6 +78,7 @@ def fmt_num(x: float | None, spec: str = ".3g") -> str:
 __all__ = [
     "ASCII_SPELLINGS",
     "ascii_spelling",
+    "fmt_bounds",
     "fmt_bytes",
     "fmt_count",
     "fmt_delta_us",
@@ -144,6 +145,19 @@ def fmt_ratio(x: float | None) -> str:
     return _n(f"{x:.1f}" if x >= 1.5 else f"{x:.2f}")
 
 
+def fmt_bounds(low: float, high: float) -> tuple[str, str]:
+    """An interval's two ends as fmt_ratio writes ratios, with as many more decimals as it takes
+    (up to 4) for ends that differ to read differently: [1.7-1.7] hides an interval's width."""
+    a, b = fmt_ratio(low), fmt_ratio(high)
+    if a != b or low == high or max(low, high) >= 100:
+        return a, b
+    for digits in range(2, 5):
+        a, b = _n(f"{low:.{digits}f}"), _n(f"{high:.{digits}f}")
+        if a != b:
+            break
+    return a, b
+
+
 def fmt_interval(speedup: float, low: float | None, high: float | None) -> str:
     """The speedup's interval in the direction a speed cell states it: "1.19–1.31" (times as fast),
     inverted for a slower one; empty without an interval."""
@@ -151,7 +165,8 @@ def fmt_interval(speedup: float, low: float | None, high: float | None) -> str:
         return ""
     if speedup < 1:
         low, high = 1 / high, 1 / low
-    return f"{fmt_ratio(low)}–{fmt_ratio(high)}"
+    a, b = fmt_bounds(low, high)
+    return f"{a}–{b}"
 
 
 def fmt_pct(frac: float | None) -> str:

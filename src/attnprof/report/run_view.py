@@ -220,7 +220,12 @@ def render_run(record: RunRecord, out: Path, *, no_color: bool = False) -> None:
         f"{record.workload.dtype} on {env.device_name} ({env.device}, {threads} threads), torch {env.torch_version}; "
         f"~ marks noisy timings (IQR > 10% of median)[/]"
     )
-    legend = "tie: no variant faster beyond noise (95% interval)"
+    # a legend, not a verdict: each cell is its own claim (compare/rank.py's rule); "tie: ..." as
+    # the line's first words read as the run's verdict beside a table showing 1.11x
+    legend = (
+        "each variant's time over the fastest's; 'tie': the ratio's 95% interval holds 1x and no "
+        "variant is faster beyond noise"
+    )
     if any(c.endswith(" ?") for c in versus_cells.values()):
         legend += f"; ?: too few samples to tell (a 95% interval needs {MIN_INTERVAL_SAMPLES} a side)"
     console.print(f"[dim]vs fastest ({'forward + backward' if backward else 'forward'}): {legend}[/]")

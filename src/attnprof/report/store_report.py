@@ -23,7 +23,7 @@ from attnprof.report.reasons import translate_reason
 from attnprof.report.summary import load_reason
 from attnprof.report.table import Cell, Column, Table, fit, md_text, to_markdown
 from attnprof.store import StoredResult
-from attnprof.units import fmt_err, fmt_ms, fmt_ratio, number_locale
+from attnprof.units import fmt_bounds, fmt_err, fmt_ms, fmt_ratio, number_locale
 from attnprof.workload import WorkloadId, kind_words
 
 __all__ = [
@@ -140,8 +140,8 @@ def pin_cell(rec: Recommendation, t: Translator) -> Cell:
     if rec.same_kernel:
         return Cell(t("rec.same_backend"), rec.pin_gain, "x")
     ci = (
-        f" ({fmt_ratio(rec.pin_gain_low)}–{fmt_ratio(rec.pin_gain_high)})"
-        if rec.pin_gain_low is not None
+        " ({}–{})".format(*fmt_bounds(rec.pin_gain_low, rec.pin_gain_high))
+        if rec.pin_gain_low is not None and rec.pin_gain_high is not None
         else ""
     )
     key = "rec.pin" if rec.verdict == "pin" else "rec.keep"
@@ -290,8 +290,8 @@ def _store_summary(data: StoreReportData, t: Translator) -> list[str]:
                     bucket=bucket,
                     best=rec.best_sdpa,
                     ratio=fmt_ratio(rec.pin_gain),
-                    low=fmt_ratio(rec.pin_gain_low),
-                    high=fmt_ratio(rec.pin_gain_high),
+                    low=fmt_bounds(rec.pin_gain_low, rec.pin_gain_high or rec.pin_gain_low)[0],
+                    high=fmt_bounds(rec.pin_gain_low, rec.pin_gain_high or rec.pin_gain_low)[1],
                     default=rec.default_variant,
                     choice=rec.default_backend or rec.pytorch_choice or "?",
                 )

@@ -18,6 +18,7 @@ from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
 from attnprof.report.reasons import translate_reason
 from attnprof.units import (
+    fmt_bounds,
     fmt_bytes,
     fmt_count,
     fmt_err,
@@ -56,7 +57,8 @@ def _ci(sp: Speed, t: Translator) -> str:
     """The 95% interval in the direction the sentence states the ratio (slower over faster)."""
     assert sp.low is not None and sp.high is not None
     low, high = (sp.low, sp.high) if sp.ratio >= 1 else (1 / sp.high, 1 / sp.low)
-    return t("summary.ci", low=fmt_ratio(low), high=fmt_ratio(high))
+    a, b = fmt_bounds(low, high)
+    return t("summary.ci", low=a, high=b)
 
 
 def _speed_line(row: Row, base: Row, t: Translator) -> str:
