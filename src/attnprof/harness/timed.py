@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from attnprof.harness.options import RunOptions
+from attnprof.harness.timing import Plain, Scoped, Timed
 from attnprof.records import RunResult, TimingSummary, is_incorrect
 
 if TYPE_CHECKING:
@@ -26,18 +27,20 @@ class Prepared:
     backward: Callable[[Any], Any] | None = None
     call_s: float = 0.0  # the first warm-up call (forward, and backward with it), in seconds
 
-    def calls(self) -> dict[str, Callable[[], Any] | tuple[Callable[[], Any], Callable[[Any], Any]]]:
+    def calls(self) -> dict[str, Timed]:
         """Timing series: the forward; with backward also the backward alone (its forward
         runs untimed before each sample) and forward + backward as one call."""
-        fwd = self.built.call
-        if self.backward is None:
-            return {self.label: fwd}
+        b = self.built
+        fwd = b.bare if b.scope is not None and b.bare is not None else b.call
         bwd = self.backward
-        return {
-            self.label: fwd,
-            f"{self.label}{_BWD}": (fwd, bwd),
-            f"{self.label}{_TOTAL}": lambda: bwd(fwd()),
-        }
+        series: dict[str, Plain] = {self.label: fwd}
+        if bwd is not None:
+            series[f"{self.label}{_BWD}"] = (fwd, bwd)
+            series[f"{self.label}{_TOTAL}"] = lambda: bwd(fwd())
+        if b.scope is not None and b.bare is not None:  # entered once per sample, off the clock
+            scope = b.scope
+            return {k: Scoped(v, scope) for k, v in series.items()}
+        return dict(series)
 
 
 _BWD, _TOTAL = "\x00bwd", "\x00total"

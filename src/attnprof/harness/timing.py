@@ -14,13 +14,15 @@ import resource
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 from attnprof.harness.allocator import WARM_PREFIX, cold_allocator, release_free_memory, warm_allocator
 from attnprof.harness.load import LoadMeter
 from attnprof.records import ColdTiming, TimingSummary
 
-__all__ = ["NOISE_THRESHOLD", "summarize", "time_call", "time_interleaved"]
+__all__ = ["NOISE_THRESHOLD", "Scoped", "summarize", "time_call", "time_interleaved"]
 
 NOISE_THRESHOLD = 0.10
 
@@ -81,7 +83,22 @@ def _ignore_arg(call: Callable[[], Any]) -> Callable[[Any], Any]:
     return lambda _arg: call()
 
 
-Timed = Callable[[], Any] | tuple[Callable[[], Any], Callable[[Any], Any]]
+# a call, or a (setup, call) pair: the setup's result is the call's argument, off the clock
+Plain = Callable[[], Any] | tuple[Callable[[], Any], Callable[[Any], Any]]
+
+
+@dataclass(frozen=True)
+class Scoped:
+    """A timed call that must run inside a context (an SDPA backend pinned with sdpa_kernel): the
+    context is entered around each sample, outside the clock, as a user pins a backend around a
+    model's step and not around each attention call (entering sdpa_kernel costs ~8 us of Python
+    a call on CPU: 10% of a small shape's call, between two variants running the same kernel)."""
+
+    timed: Plain
+    scope: Callable[[], AbstractContextManager[Any]]
+
+
+Timed = Plain | Scoped
 
 
 def time_interleaved(
@@ -111,27 +128,31 @@ def time_interleaved(
     cuda = device.startswith("cuda")
     setups: dict[str, Callable[[], Any] | None] = {}
     plain: dict[str, Callable[[Any], Any]] = {}
+    scopes: dict[str, Callable[[], AbstractContextManager[Any]]] = {}
     for label, c in calls.items():
+        if isinstance(c, Scoped):
+            scopes[label], c = c.scope, c.timed
         if isinstance(c, tuple):
             setups[label], plain[label] = c
         else:
             setups[label], plain[label] = None, _ignore_arg(c)
     inner: dict[str, int] = {}
     for label in labels:  # warm-up, and the batch size that makes a CPU sample last >= 1 ms
-        t_end = time.perf_counter() + warmup_s
-        n, t0 = 0, time.perf_counter()
-        while True:
-            setup = setups[label]
-            plain[label](setup() if setup else None)
-            n += 1
-            # two calls give the batch size; one call of a second or more already tells it (k = 1)
-            if time.perf_counter() >= t_end and (n >= 2 or time.perf_counter() - t0 > 1.0):
-                break
+        with scopes.get(label, nullcontext)():
+            t_end = time.perf_counter() + warmup_s
+            n, t0 = 0, time.perf_counter()
+            while True:
+                setup = setups[label]
+                plain[label](setup() if setup else None)
+                n += 1
+                # two calls give the batch size; one call of a second or more already tells it (k = 1)
+                if time.perf_counter() >= t_end and (n >= 2 or time.perf_counter() - t0 > 1.0):
+                    break
         if cuda:
             torch.cuda.synchronize(device)
         per_call = (time.perf_counter() - t0) / n
         inner[label] = 1 if cuda or per_call <= 0 else max(1, int(1e-3 / per_call))
-    rounds = _Rounds(labels, plain, setups, inner, device=device)
+    rounds = _Rounds(labels, plain, setups, inner, device=device, scopes=scopes)
     meter = LoadMeter().start()
     rounds.take(budget_s=budget_s, min_samples=min_samples, max_samples=max_samples)
     method = "cuda events, L2 flushed between calls" if cuda else "perf_counter"
@@ -149,7 +170,7 @@ def time_interleaved(
     )
     if cold_state is not None:
         try:
-            cold = _Rounds(labels, plain, setups, inner, device=device)
+            cold = _Rounds(labels, plain, setups, inner, device=device, scopes=scopes)
             cold.take(
                 budget_s=budget_s * cold_share,
                 min_samples=COLD_MIN_SAMPLES,
@@ -186,8 +207,10 @@ class _Rounds:
         inner: dict[str, int],
         *,
         device: str,
+        scopes: dict[str, Callable[[], AbstractContextManager[Any]]] | None = None,
     ) -> None:
         self.labels, self.plain, self.setups, self.inner, self.device = labels, plain, setups, inner, device
+        self.scopes = scopes or {}
         self.samples: dict[str, list[float]] = {label: [] for label in labels}
         self.faults: dict[str, int] = dict.fromkeys(labels, 0)
         self.ncalls: dict[str, int] = dict.fromkeys(labels, 0)
@@ -218,35 +241,48 @@ class _Rounds:
             order = labels[rnd % len(labels) :] + labels[: rnd % len(labels)]
             rnd += 1
             for label in order:
-                call, setup, k = self.plain[label], self.setups[label], self.inner[label]
-                if cuda:
-                    assert flush is not None
-                    arg = setup() if setup else None
-                    flush.zero_()
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    # on the run's device's stream, not the current device's (cuda:0 unless set)
-                    start.record(stream)
-                    call(arg)
-                    end.record(stream)
-                    end.synchronize()
-                    samples[label].append(start.elapsed_time(end))
-                    continue
-                if before_sample is not None:
-                    before_sample()
-                # page faults of these k calls (and their setup, if any), read outside the timed span
-                f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                if setup is None:
-                    t0 = time.perf_counter()
-                    for _ in range(k):
-                        call(None)
-                    samples[label].append((time.perf_counter() - t0) * 1e3 / k)
-                else:
-                    spent = 0.0
-                    for _ in range(k):
-                        arg = setup()
-                        t0 = time.perf_counter()
-                        call(arg)
-                        spent += time.perf_counter() - t0
-                    samples[label].append(spent * 1e3 / k)
-                self.faults[label] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
-                self.ncalls[label] += k
+                with self.scopes.get(label, nullcontext)():  # outside the clock
+                    self._sample(label, flush, stream, before_sample)
+
+    def _sample(
+        self,
+        label: str,
+        flush: Any,
+        stream: Any,
+        before_sample: Callable[[], None] | None,
+    ) -> None:
+        """One sample of `label`: its k calls on CPU, one call between CUDA events on GPU."""
+        import torch
+
+        samples = self.samples
+        call, setup, k = self.plain[label], self.setups[label], self.inner[label]
+        if flush is not None:
+            arg = setup() if setup else None
+            flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            # on the run's device's stream, not the current device's (cuda:0 unless set)
+            start.record(stream)
+            call(arg)
+            end.record(stream)
+            end.synchronize()
+            samples[label].append(start.elapsed_time(end))
+            return
+        if before_sample is not None:
+            before_sample()
+        # page faults of these k calls (and their setup, if any), read outside the timed span
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        if setup is None:
+            t0 = time.perf_counter()
+            for _ in range(k):
+                call(None)
+            samples[label].append((time.perf_counter() - t0) * 1e3 / k)
+        else:
+            spent = 0.0
+            for _ in range(k):
+                arg = setup()
+                t0 = time.perf_counter()
+                call(arg)
+                spent += time.perf_counter() - t0
+            samples[label].append(spent * 1e3 / k)
+        self.faults[label] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+        self.ncalls[label] += k

@@ -351,11 +351,17 @@ def _builder(backend: str):  # type: ignore[no-untyped-def]
         else:
             pinned = getattr(SDPBackend, _ENUM[backend])
 
+            def bare() -> torch.Tensor:
+                return F.scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=gqa
+                )
+
+            def scope() -> Any:
+                return sdpa_kernel([pinned])
+
             def call() -> torch.Tensor:
-                with sdpa_kernel([pinned]):
-                    return F.scaled_dot_product_attention(
-                        q, k, v, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=gqa
-                    )
+                with scope():
+                    return bare()
 
         # a fused kernel given a dense attn_mask computes every block; given is_causal (or a
         # CausalBias it can take without a mask) it skips the blocks above the diagonal
@@ -370,6 +376,10 @@ def _builder(backend: str):  # type: ignore[no-untyped-def]
             )
         return Built(
             call=call,
+            # timed inside the pin, entered once per sample: entering sdpa_kernel is ~8 us of
+            # Python a call on CPU, which the auto variant running the same kernel does not pay
+            scope=scope if backend != "auto" else None,
+            bare=bare if backend != "auto" else None,
             mask_path=desc,
             flops_executed=workload.flops_dense() if dense else None,
             notes=tuple(f"{b}: {why}" for b, why in backend_rules(workload).items()),
