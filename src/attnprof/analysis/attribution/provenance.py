@@ -23,6 +23,13 @@ Each device op gets the first rule of RULES that holds (RULE_NAMES; -1 when none
 7. "dataflow": its op belongs to a GEMM -> softmax -> GEMM chain confirmed by shapes
    (attnprof.analysis.attribution.cpu_ops.unfused_chains), or to that chain's backward ops.
 
+Attention work only: a device op that rules 1-5 would place under an attention op but that is
+memory work (attnprof.analysis.attribution.attention_side: fills, memsets, memcpys, casts,
+copies, KV-cache writes) is not attention; Provenance.side keeps the rule that placed it there
+and Provenance.side_kind its kind, for the share's separate "attention-side memory" part. The
+kernel-name and dataflow rules are not moved: an attention kernel's name and a confirmed chain
+say attention of themselves.
+
 Rules 3 and 4 (a name that merely says attention: a module, a range, a frame) claim only the
 device ops that the kernel-name rules leave without a category of their own (other, triton): a
 serving stack's unknown kernel inside vllm/attention/..., not the RoPE, norms, residual adds and
@@ -131,6 +138,14 @@ B = npt.NDArray[np.bool_]
 class Provenance:
     rule: I8  # per GPU op (index into Links.gpu_rows): index into RULE_NAMES, -1 = not attention
     backward: B  # per GPU op: launched from inside a backward op (its attention time is bwd)
+    # per GPU op: the rule (RULE_NAMES) that placed this memory work under an attention op, -1
+    # where none did (then it is not attention-side memory); and its attention_side.SIDE_KINDS
+    side: I8
+    side_kind: I8
+
+    @property
+    def attention_side(self) -> B:
+        return np.asarray(self.side >= 0)
 
     @property
     def attention(self) -> B:
@@ -157,6 +172,7 @@ def attention_provenance(
     never: B,
     gemm: B | None = None,
     unplaced: B | None = None,
+    memory: I8 | None = None,
 ) -> Provenance:
     """The rule that makes each device op attention. by_name: per GPU op, whether its kernel name
     is an attention kernel's; chain_gpu: the GPU ops of confirmed unfused chains; never: the GPU
@@ -164,11 +180,12 @@ def attention_provenance(
     module's weights inside its range, and that is communication); gemm: the GEMM kernels
     (their launching op tells a projection from an attention product); unplaced: the device
     ops the kernel-name rules leave in no category of their own (other, triton), the only ones
-    a name that merely says attention may claim (rules 3 and 4)."""
+    a name that merely says attention may claim (rules 3 and 4); memory: per GPU op, its
+    attention_side.SIDE_KINDS index, -1 for compute (the ops rules 1-5 may not make attention)."""
     n = links.gpu_rows.size
     rule = np.full(n, -1, np.int8)
     if n == 0:
-        return Provenance(rule, np.zeros(0, bool))
+        return Provenance(rule, np.zeros(0, bool), rule.copy(), rule.copy())
     att_name = _names_where(trace, is_attention_op)
     says_name = _names_where(trace, says_attention) & ~att_name
     proj_name = _names_where(trace, lambda s: s in PROJECTION_OPS)
@@ -240,12 +257,23 @@ def attention_provenance(
             hit |= (k_pid == p) & (t >= s) & (t <= e)
         rule[free[hit]] = RULE_NAMES.index("gpu range")
 
-    rule[(rule < 0) & by_name] = NAME_RULE
     chain = np.zeros(n, bool)
     chain[chain_gpu] = True
+    # memory work an attention op runs is not attention (the fills, casts and KV-cache writes of
+    # vllm::unified_attention_with_output); a name or a confirmed chain that says attention
+    # keeps it
+    side = np.full(n, -1, np.int8)
+    side_kind = np.full(n, -1, np.int8)
+    if memory is not None:
+        moved = (memory >= 0) & (rule >= 0) & ~by_name & ~chain
+        side[moved] = rule[moved]
+        side_kind[moved] = memory[moved]
+        rule[moved] = -1
+
+    rule[(rule < 0) & by_name] = NAME_RULE
     rule[(rule < 0) & chain] = DATAFLOW_RULE
 
     backward = np.zeros(n, bool)
     if anchored.any():
         backward[anchored] = inside(trace, backward_ops(trace, cpu), a_rows)
-    return Provenance(rule, backward)
+    return Provenance(rule, backward, side, side_kind)

@@ -8,6 +8,7 @@ import msgspec
 
 __all__ = [
     "AttentionShare",
+    "AttentionSideShare",
     "CategoryStat",
     "CommShare",
     "Device",
@@ -59,6 +60,17 @@ class AttentionShare(msgspec.Struct, kw_only=True):
     name_only_kernels: list[str] = []
 
 
+class AttentionSideShare(TimeShare, kw_only=True):
+    """Memory work an attention op runs (fills, memsets, memcpys, casts, copies, KV-cache
+    writes: attnprof.analysis.attribution.attention_side): placed under attention by
+    provenance, but not attention; its own part of the share, beside attention."""
+
+    # device time per kind (attention_side.SIDE_KINDS) and per rule that placed it under an
+    # attention op (attnprof.analysis.attribution.provenance.RULE_NAMES)
+    kinds: dict[str, float] = {}
+    rules: dict[str, float] = {}
+
+
 class Share(msgspec.Struct, kw_only=True):
     """Where the device time went, attention first (attnprof.analysis.breakdown.device_share)."""
 
@@ -75,6 +87,9 @@ class Share(msgspec.Struct, kw_only=True):
     cpu_self_time_us: float | None = None
     norm: TimeShare | None = None
     elementwise: TimeShare | None = None
+    # the attention-side memory work, not counted in attention, memory or other (the parts still
+    # sum to the device time); None for a trace shared by CPU self time
+    attention_side: AttentionSideShare | None = None
 
 
 class Device(msgspec.Struct, kw_only=True):
@@ -200,6 +215,9 @@ class KernelStat(msgspec.Struct, kw_only=True):
     # launches of this kernel that are attention, per rule that made them so
     # (attnprof.analysis.attribution.provenance.RULE_NAMES); None when none is
     attention_rules: dict[str, int] | None = None
+    # launches of this kernel that are attention-side memory (an attention op runs them, they
+    # are memory work), per rule that placed them under it; None when none is
+    attention_side_rules: dict[str, int] | None = None
 
 
 class MemoryOp(msgspec.Struct, kw_only=True):
