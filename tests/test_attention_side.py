@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from _paths import TRACES
+from attnprof.analysis import analyze
 from attnprof.analysis.attribution.attention_side import KERNEL_KINDS, OP_KINDS
 from attnprof.analysis.attribution.classify import first_match
 from attnprof.analysis.records.result import TraceAnalysis
@@ -149,6 +151,50 @@ def test_a_fill_outside_attention_is_neither(tmp_path: Path) -> None:
     assert _kernel(a, FILL).attention_side_rules is None
 
 
+def test_a_kv_cache_write_beside_the_attention_op_is_attention_side_memory(tmp_path: Path) -> None:
+    """vLLM writes the KV cache from vllm::unified_kv_cache_update, beside (not inside) the
+    attention op; without any op the kernel's own name says it. A plain copy stays memory."""
+    copy = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(...)>(...)"
+    events = [
+        ev("vllm::unified_kv_cache_update", "cpu_op", 100, 50),
+        ev("_C_cache_ops::reshape_and_cache_flash", "cpu_op", 105, 40),
+        launch(110, 1),
+        kernel(CACHE, 200, 10, 1),
+        kernel(CACHE, 300, 7, -1),  # a graph replay's kernel: no launch, no op
+        ev("aten::copy_", "cpu_op", 400, 30),
+        launch(405, 2),
+        kernel(copy, 500, 20, 2),
+    ]
+    a = run(tmp_path, events)
+    side = a.share.attention_side
+    assert side is not None
+    assert side.time_us == 17 and side.kinds == {"cache write": 17} and side.rules == {"kv-cache write": 17}
+    assert a.share.attention.time_us == 0 and a.share.memory.time_us == 20
+    assert _kernel(a, CACHE).attention_side_rules == {"kv-cache write": 2}
+    assert _kernel(a, copy).attention_side_rules is None
+
+
+def test_the_issue_vllm_capture_trace_holds_no_attention_but_fills_and_cache_writes() -> None:
+    """The real vLLM capture trace (MI300X) of the issue: its "attention 38.4%" was 24 fills
+    inside vllm::unified_attention_with_output; its 24 reshape_and_cache_flash were "copy"."""
+    found = sorted(
+        (TRACES / "graph_pairs" / "vllm_prefilldecode_piecewise" / "capture_traces").glob("*.json.gz")
+    )
+    assert len(found) == 1
+    a = analyze(found[0], top=0)
+    assert isinstance(a, TraceAnalysis)
+    sh = a.share
+    assert sh.attention.time_us == 0 and sh.attention.rules == {}
+    side = sh.attention_side
+    assert side is not None and side.pct == pytest.approx(88.1, abs=0.5)
+    assert set(side.kinds) == {"fill", "cache write"}
+    assert side.rules == {"enclosing op": side.kinds["fill"], "kv-cache write": side.kinds["cache write"]}
+    fill = next(k for k in a.kernels if "FillFunctor" in k.name)
+    cache = next(k for k in a.kernels if "reshape_and_cache_flash" in k.name)
+    assert fill.attention_side_rules == {"enclosing op": 24} and fill.attention_rules is None
+    assert cache.attention_side_rules == {"kv-cache write": 24}
+
+
 @pytest.mark.parametrize(
     ("name", "kind"),
     [
@@ -175,6 +221,7 @@ def test_kernel_kinds(name: str, kind: str | None) -> None:
     [
         ("_C_cache_ops::reshape_and_cache_flash", "cache write"),
         ("_C_cache_ops::concat_and_cache_mla", "cache write"),
+        ("vllm::unified_kv_cache_update", "cache write"),
         ("aten::zero_", "fill"),
         ("aten::fill_", "fill"),
         ("aten::_to_copy", "cast"),

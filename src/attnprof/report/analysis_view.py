@@ -181,9 +181,9 @@ def _attention_rules_lines(sh: Share, t: Translator) -> list[str]:
 
 
 def _attention_side_line(sh: Share, t: Translator) -> str | None:
-    """ "attention-side memory: fills, cache writes 38.4% (...)": the memory work attention ops
-    run, which provenance does not count as attention (issue 28), by kind and by the rule that
-    placed it under an attention op. None when there is none."""
+    """ "attention-side memory: fills, cache writes 38.4% (...)": the memory work for attention
+    (what attention ops run, KV-cache writes), which provenance does not count as attention
+    (issue 28), by kind and by the rule that made it so. None when there is none."""
     total = sh.device_time_us or 0.0
     side = sh.attention_side
     if total <= 0 or side is None or side.time_us <= 0:

@@ -13,7 +13,8 @@ first kind in SIDE_KINDS order):
 2. its kernel name (KERNEL_KINDS): vLLM's reshape_and_cache* / concat_and_cache*, FlashInfer's
    AppendPagedKVCache (cache writes), FillFunctor / fill_ (fills), ROCm's rocclr fill / copy
    buffer kernels (hipMemset / hipMemcpy as kernels);
-3. an op that launched or encloses it on its thread (OP_KINDS): the cache-write ops, aten's
+3. an op that launched or encloses it on its thread (OP_KINDS): the cache-write ops
+   (vllm::unified_kv_cache_update, _C_cache_ops::reshape_and_cache_flash, ...), aten's
    fill_ / zero_ / zeros / full ..., aten::_to_copy / to / type_as (casts), aten::copy_ / clone /
    contiguous / index_copy_ / cat (copies): a cast runs aten::copy_ inside aten::_to_copy, so
    the enclosing op, not only the launching one, tells it;
@@ -54,7 +55,7 @@ KERNEL_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 # CPU op names, first match wins
 OP_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("cache write", re.compile(r"(?i)(reshape|concat)_and_cache|append_paged_kv_cache")),
+    ("cache write", re.compile(r"(?i)(reshape|concat)_and_cache|append_paged_kv_cache|kv_cache_update")),
     (
         "fill",
         re.compile(

@@ -21,14 +21,18 @@ Each device op gets the first rule of RULES that holds (RULE_NAMES; -1 when none
 6. "kernel name": its name is an attention kernel's (attnprof.analysis.attribution.classify) and no rule
    above holds: the fallback, listed as such (graph replays without a capture, lost launches);
 7. "dataflow": its op belongs to a GEMM -> softmax -> GEMM chain confirmed by shapes
-   (attnprof.analysis.attribution.cpu_ops.unfused_chains), or to that chain's backward ops.
+   (attnprof.analysis.attribution.cpu_ops.unfused_chains), or to that chain's backward ops;
+8. "kv-cache write": attention-side memory only, never attention (below).
 
 Attention work only: a device op that rules 1-5 would place under an attention op but that is
 memory work (attnprof.analysis.attribution.attention_side: fills, memsets, memcpys, casts,
 copies, KV-cache writes) is not attention; Provenance.side keeps the rule that placed it there
 and Provenance.side_kind its kind, for the share's separate "attention-side memory" part. The
 kernel-name and dataflow rules are not moved: an attention kernel's name and a confirmed chain
-say attention of themselves.
+say attention of themselves. A KV-cache write is attention-side memory wherever it runs (rule
+"kv-cache write": a KV cache serves attention only): vLLM launches reshape_and_cache_flash from
+vllm::unified_kv_cache_update, beside the attention op, not inside it; its kind comes from its
+op's name or, without one, its kernel's.
 
 Rules 3 and 4 (a name that merely says attention: a module, a range, a frame) claim only the
 device ops that the kernel-name rules leave without a category of their own (other, triton): a
@@ -54,6 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from attnprof.analysis.attribution.attention_side import SIDE_KINDS
 from attnprof.analysis.attribution.classify import first_match
 from attnprof.analysis.attribution.links import Links
 from attnprof.analysis.attribution.regions import backward_ops, inside
@@ -79,9 +84,12 @@ RULE_NAMES = (
     "gpu range",
     "kernel name",
     "dataflow",
+    # attention-side memory only (Provenance.side), never attention: a KV-cache write
+    "kv-cache write",
 )
 NAME_RULE = RULE_NAMES.index("kernel name")
 DATAFLOW_RULE = RULE_NAMES.index("dataflow")
+KV_CACHE_RULE = RULE_NAMES.index("kv-cache write")
 
 # attention ops by framework, as (label, pattern) data, first match wins; each label has a test
 # with a real op name (tests/test_provenance.py)
@@ -269,6 +277,9 @@ def attention_provenance(
         side[moved] = rule[moved]
         side_kind[moved] = memory[moved]
         rule[moved] = -1
+        cache = (memory == SIDE_KINDS.index("cache write")) & (side < 0) & (rule < 0) & ~by_name & ~chain
+        side[cache] = KV_CACHE_RULE
+        side_kind[cache] = memory[cache]
 
     rule[(rule < 0) & by_name] = NAME_RULE
     rule[(rule < 0) & chain] = DATAFLOW_RULE

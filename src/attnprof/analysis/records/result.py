@@ -22,9 +22,9 @@ Top-level keys:
                   communication), basis, cpu_self_time_us, norm, elementwise (the last three for
                   a trace without device time: then every part is CPU self time, and basis says
                   so; null otherwise), attention_side {time_us, pct, kinds {kind: us}, rules
-                  {rule: us}} (memory work an attention op runs: fills, memsets, memcpys, casts,
-                  copies, KV-cache writes; not in attention, memory or other; null for a trace
-                  without device time)}; pct null without device time
+                  {rule: us}} (memory work for attention: fills, memsets, memcpys, casts, copies
+                  an attention op runs, KV-cache writes; not in attention, memory or other; null
+                  for a trace without device time)}; pct null without device time
     device       {kind: "gpu"|"cpu"|"unknown", accelerator: "cuda"|"rocm"|"xpu"|"mtia"|"other"|
                   null, name, compute_capability ("9.0", as deviceProperties says; on ROCm the gfx
                   version) or null, num_sms, total_memory_bytes, count, id, arch_limits_source

@@ -61,12 +61,13 @@ class AttentionShare(msgspec.Struct, kw_only=True):
 
 
 class AttentionSideShare(TimeShare, kw_only=True):
-    """Memory work an attention op runs (fills, memsets, memcpys, casts, copies, KV-cache
-    writes: attnprof.analysis.attribution.attention_side): placed under attention by
-    provenance, but not attention; its own part of the share, beside attention."""
+    """Memory work for attention (fills, memsets, memcpys, casts, copies an attention op runs,
+    and KV-cache writes wherever they run: attnprof.analysis.attribution.attention_side): not
+    attention; its own part of the share, beside attention."""
 
-    # device time per kind (attention_side.SIDE_KINDS) and per rule that placed it under an
-    # attention op (attnprof.analysis.attribution.provenance.RULE_NAMES)
+    # device time per kind (attention_side.SIDE_KINDS) and per rule that made it attention-side
+    # (attnprof.analysis.attribution.provenance.RULE_NAMES: an attention op placed it, or
+    # "kv-cache write")
     kinds: dict[str, float] = {}
     rules: dict[str, float] = {}
 
@@ -215,8 +216,8 @@ class KernelStat(msgspec.Struct, kw_only=True):
     # launches of this kernel that are attention, per rule that made them so
     # (attnprof.analysis.attribution.provenance.RULE_NAMES); None when none is
     attention_rules: dict[str, int] | None = None
-    # launches of this kernel that are attention-side memory (an attention op runs them, they
-    # are memory work), per rule that placed them under it; None when none is
+    # launches of this kernel that are attention-side memory (memory work an attention op runs,
+    # or a KV-cache write), per rule that made them so; None when none is
     attention_side_rules: dict[str, int] | None = None
 
 
