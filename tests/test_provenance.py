@@ -69,10 +69,20 @@ def test_a_kernel_launched_by_a_plain_op_is_not_attention(tmp_path: Path) -> Non
     assert _kernel_rules(a, ANON) is None
 
 
-def test_enclosing_sdpa_op_makes_its_copies_attention(tmp_path: Path) -> None:
-    a = run(tmp_path, _launched("aten::copy_", ELEMENTWISE, outer="aten::scaled_dot_product_attention"))
+def test_enclosing_sdpa_op_makes_its_math_attention(tmp_path: Path) -> None:
+    a = run(tmp_path, _launched("aten::mul", ELEMENTWISE, outer="aten::scaled_dot_product_attention"))
     assert a.share.attention.rules == {"enclosing op": 40}
     assert _kernel_rules(a, ELEMENTWISE) == {"enclosing op": 1}
+
+
+def test_enclosing_sdpa_op_makes_its_copies_attention_side_memory(tmp_path: Path) -> None:
+    """Issue 28: a copy inside SDPA is memory work the attention op runs, not attention."""
+    a = run(tmp_path, _launched("aten::copy_", ELEMENTWISE, outer="aten::scaled_dot_product_attention"))
+    assert a.share.attention.rules == {} and a.share.attention.time_us == 0
+    assert a.share.attention_side is not None
+    assert a.share.attention_side.rules == {"enclosing op": 40}
+    assert a.share.attention_side.kinds == {"copy": 40}
+    assert _kernel_rules(a, ELEMENTWISE) is None
 
 
 def test_a_range_that_says_attention_holds_its_unknown_kernels_only(tmp_path: Path) -> None:
@@ -171,7 +181,7 @@ def test_unfused_chain_kernels_are_attention_by_dataflow(tmp_path: Path) -> None
 
 def test_backward_attention_op_time_is_backward(tmp_path: Path) -> None:
     a = run(
-        tmp_path, _launched("aten::copy_", ELEMENTWISE, outer="ScaledDotProductEfficientAttentionBackward0")
+        tmp_path, _launched("aten::mul", ELEMENTWISE, outer="ScaledDotProductEfficientAttentionBackward0")
     )
     att = a.share.attention
     assert att.bwd_us == 40 and att.fwd_us == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnprof.analysis.attribution.attention_side import memory_kinds
 from attnprof.analysis.attribution.classify import CAT_INDEX, CATEGORIES, classify, device_event_category
 from attnprof.analysis.attribution.cpu_ops import cpu_evidence
 from attnprof.analysis.attribution.devices import device_info, gap_warnings
@@ -144,6 +145,7 @@ def analyze_trace(
         np.isin(gpu_cat, [CAT_INDEX["communication"], CAT_INDEX["sync"]]),
         gpu_cat == CAT_INDEX["gemm"],
         np.isin(gpu_cat, [CAT_INDEX["other"], CAT_INDEX["triton"]]),
+        memory_kinds(trace, links, gpu_cat),
     )
     share = device_share(
         trace, links, gpu_cat, inv, classes, chain_fwd, chain_bwd, comm_ov, prov, unique_names

@@ -118,6 +118,9 @@ def _share_line(sh: Share, t: Translator) -> str | None:
             bwd=p(att.bwd_us),
         )
     ]
+    side = sh.attention_side
+    if side is not None and side.time_us > 0:  # its own part: the parts sum to the device time
+        parts.append(f"{t('av.part.attention_side')} {p(side.time_us)}")
     comm = sh.communication
     for part, label in (
         (sh.gemm, "gemm"),
@@ -175,6 +178,29 @@ def _attention_rules_lines(sh: Share, t: Translator) -> list[str]:
             )
         )
     return out
+
+
+def _attention_side_line(sh: Share, t: Translator) -> str | None:
+    """ "attention-side memory: fills, cache writes 38.4% (...)": the memory work for attention
+    (what attention ops run, KV-cache writes), which provenance does not count as attention
+    (issue 28), by kind and by the rule that made it so. None when there is none."""
+    total = sh.device_time_us or 0.0
+    side = sh.attention_side
+    if total <= 0 or side is None or side.time_us <= 0:
+        return None
+
+    def pct(us: float) -> str:
+        return f"{100.0 * us / total:.1f}%"
+
+    kinds = sorted(side.kinds.items(), key=lambda kv: -kv[1])
+    names = [t(f"av.side_kind.{k.replace(' ', '_')}") for k, _ in kinds]
+    return t(
+        "av.attention_side",
+        kinds=", ".join(names),
+        pct=pct(side.time_us),
+        each=", ".join(f"{n} {pct(us)}" for n, (_, us) in zip(names, kinds, strict=True)),
+        rules=", ".join(f"{rule} {pct(us)}" for rule, us in side.rules.items()),
+    )
 
 
 def _fixed_table(title: str, cols: tuple[tuple[str, int, JustifyMethod], ...], t: Translator) -> Table:
@@ -286,6 +312,9 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None, t: Transla
         console.print(Text(share, style="bold"), overflow="fold")
         for rules_line in _attention_rules_lines(d.share, t):
             console.print(Text(rules_line), overflow="fold")
+        side_line = _attention_side_line(d.share, t)
+        if side_line:
+            console.print(Text(side_line), overflow="fold")
     console.print(t("av.device", line=_device_line(d.device, t)))
     rank = t("av.rank", rank=tr.rank) if tr.rank is not None else ""
     console.print(

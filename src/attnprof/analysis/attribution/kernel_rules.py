@@ -15,7 +15,8 @@ per rule in tests/test_classify.py):
    whose bare flash_fwd_kernel is a substring of PyTorch's; the split-KV combine kernel before
    the split-KV kernel; CK's FmhaBatchPrefillWithPagedKVCacheKernel before FlashInfer's
    BatchPrefillWithPagedKVCacheKernel; reduce / merge kernels before their family): cuDNN,
-   TensorRT-LLM (fmha, xqa, mmha), FA4 (CuTe DSL), CK and aiter (ROCm), vLLM / ROCm paged
+   TensorRT-LLM (fmha, xqa, mmha), FA4 (CuTe DSL), CK and aiter (ROCm; then any fmha_fwd /
+   fmha_bwd / FmhaFwd / FmhaBwd name by its family, whatever its namespace), vLLM / ROCm paged
    attention (paged_attention_v1/v2, paged_attention_ll4mi_*), FlashInfer prefill / decode / MLA,
    SageAttention, vLLM's Triton unified attention, Triton / flex / inductor attention. A name
    is the fallback: a kernel launched by an attention op is attention by provenance
@@ -108,13 +109,18 @@ RULES: tuple[Rule, ...] = (
         "attention",
         "attention backward pre/post-processing",
         r"(?i)FlashAttnBwd(Pre|Post)process|ConvertdQ|flash_bwd_(dot_do_o|convert_dq|convert_dkv|clear_dkvaccum)"
-        r"|_attn_bwd_preprocess|FmhaBwd(OGradDotO|ConvertQGrad)|bwd_preprocess",
+        r"|_attn_bwd_preprocess|FmhaBwd(OGradDotO|ConvertQGrad)|bwd_preprocess"
+        # aiter's assembly backward helpers: O.dO (odo) before the main kernel, the dQ
+        # conversion after it
+        r"|fmha_bwd_hd\d+_(odo|dq_convert|dq_shuffle)",
         False,
         "void flash::prepare_varlen_num_blocks<FlashAttnBwdPreprocess<cute::tuple<>>>(...)",
         "void cutlass::device_kernel<flash::FlashAttnBwdPostprocessConvertdQ<cute::tuple<>, 128>>(...)",
         "void flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<64>>(Flash_bwd_params)",
         "void pytorch_flash::flash_bwd_convert_dq_kernel<Flash_bwd_kernel_traits<64>>(Flash_bwd_params)",
         "_attn_bwd_preprocess",
+        "aiter::fmha_bwd_hd128_odo_bf16",
+        "_ZN5aiter30fmha_bwd_hd128_dq_convert_bf16E",
     ),
     # 3. fused attention
     _r(
@@ -200,9 +206,24 @@ RULES: tuple[Rule, ...] = (
     _r(
         "attention",
         "aiter attention (ROCm)",
-        r"(?i)\baiter\w*(fmha|mha_|_pa_|pa_fwd|paged|attn)|_ZN5aiter\d+(fmha|mha|pa)_",
+        # the demangled names (aiter::fmha_fwd_...) as well as the mangled ones
+        r"(?i)\baiter(::)?\w*(fmha|mha_|_pa_|pa_fwd|paged|attn)|_ZN5aiter\d+(fmha|mha|pa)_",
         None,
         "_ZN5aiter29fmha_fwd_hd128_bf16_causal_rtneE",
+        "aiter::fmha_fwd_hd128_bf16_rtz",
+        "aiter::fmha_bwd_hd128_bf16_causal_a32_psskddv",
+    ),
+    # the fmha family by its own name, whatever the namespace says: aiter's and CK's generated
+    # forward / backward kernels recorded without (or with another) namespace
+    # (fmha_fwd_hd128_bf16_causal_group, fmha_bwd_d128_bf16_batch_...); TensorRT-LLM's fmha_v2
+    # and xformers' fmha_cutlass are taken above
+    _r(
+        "attention",
+        "fmha fwd / bwd (ROCm, by family name)",
+        r"(?<![A-Za-z])fmha_(fwd|bwd)|Fmha(Fwd|Bwd)",
+        None,
+        "fmha_fwd_hd128_bf16_causal_group",
+        "fmha_bwd_hd128_bf16_causal_br_a32_psskddv_group",
     ),
     _r(
         "attention",

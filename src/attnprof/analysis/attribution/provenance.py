@@ -21,7 +21,18 @@ Each device op gets the first rule of RULES that holds (RULE_NAMES; -1 when none
 6. "kernel name": its name is an attention kernel's (attnprof.analysis.attribution.classify) and no rule
    above holds: the fallback, listed as such (graph replays without a capture, lost launches);
 7. "dataflow": its op belongs to a GEMM -> softmax -> GEMM chain confirmed by shapes
-   (attnprof.analysis.attribution.cpu_ops.unfused_chains), or to that chain's backward ops.
+   (attnprof.analysis.attribution.cpu_ops.unfused_chains), or to that chain's backward ops;
+8. "kv-cache write": attention-side memory only, never attention (below).
+
+Attention work only: a device op that rules 1-5 would place under an attention op but that is
+memory work (attnprof.analysis.attribution.attention_side: fills, memsets, memcpys, casts,
+copies, KV-cache writes) is not attention; Provenance.side keeps the rule that placed it there
+and Provenance.side_kind its kind, for the share's separate "attention-side memory" part. The
+kernel-name and dataflow rules are not moved: an attention kernel's name and a confirmed chain
+say attention of themselves. A KV-cache write is attention-side memory wherever it runs (rule
+"kv-cache write": a KV cache serves attention only): vLLM launches reshape_and_cache_flash from
+vllm::unified_kv_cache_update, beside the attention op, not inside it; its kind comes from its
+op's name or, without one, its kernel's.
 
 Rules 3 and 4 (a name that merely says attention: a module, a range, a frame) claim only the
 device ops that the kernel-name rules leave without a category of their own (other, triton): a
@@ -47,6 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from attnprof.analysis.attribution.attention_side import SIDE_KINDS
 from attnprof.analysis.attribution.classify import first_match
 from attnprof.analysis.attribution.links import Links
 from attnprof.analysis.attribution.regions import backward_ops, inside
@@ -72,9 +84,12 @@ RULE_NAMES = (
     "gpu range",
     "kernel name",
     "dataflow",
+    # attention-side memory only (Provenance.side), never attention: a KV-cache write
+    "kv-cache write",
 )
 NAME_RULE = RULE_NAMES.index("kernel name")
 DATAFLOW_RULE = RULE_NAMES.index("dataflow")
+KV_CACHE_RULE = RULE_NAMES.index("kv-cache write")
 
 # attention ops by framework, as (label, pattern) data, first match wins; each label has a test
 # with a real op name (tests/test_provenance.py)
@@ -131,6 +146,14 @@ B = npt.NDArray[np.bool_]
 class Provenance:
     rule: I8  # per GPU op (index into Links.gpu_rows): index into RULE_NAMES, -1 = not attention
     backward: B  # per GPU op: launched from inside a backward op (its attention time is bwd)
+    # per GPU op: the rule (RULE_NAMES) that placed this memory work under an attention op, -1
+    # where none did (then it is not attention-side memory); and its attention_side.SIDE_KINDS
+    side: I8
+    side_kind: I8
+
+    @property
+    def attention_side(self) -> B:
+        return np.asarray(self.side >= 0)
 
     @property
     def attention(self) -> B:
@@ -157,6 +180,7 @@ def attention_provenance(
     never: B,
     gemm: B | None = None,
     unplaced: B | None = None,
+    memory: I8 | None = None,
 ) -> Provenance:
     """The rule that makes each device op attention. by_name: per GPU op, whether its kernel name
     is an attention kernel's; chain_gpu: the GPU ops of confirmed unfused chains; never: the GPU
@@ -164,11 +188,12 @@ def attention_provenance(
     module's weights inside its range, and that is communication); gemm: the GEMM kernels
     (their launching op tells a projection from an attention product); unplaced: the device
     ops the kernel-name rules leave in no category of their own (other, triton), the only ones
-    a name that merely says attention may claim (rules 3 and 4)."""
+    a name that merely says attention may claim (rules 3 and 4); memory: per GPU op, its
+    attention_side.SIDE_KINDS index, -1 for compute (the ops rules 1-5 may not make attention)."""
     n = links.gpu_rows.size
     rule = np.full(n, -1, np.int8)
     if n == 0:
-        return Provenance(rule, np.zeros(0, bool))
+        return Provenance(rule, np.zeros(0, bool), rule.copy(), rule.copy())
     att_name = _names_where(trace, is_attention_op)
     says_name = _names_where(trace, says_attention) & ~att_name
     proj_name = _names_where(trace, lambda s: s in PROJECTION_OPS)
@@ -240,12 +265,26 @@ def attention_provenance(
             hit |= (k_pid == p) & (t >= s) & (t <= e)
         rule[free[hit]] = RULE_NAMES.index("gpu range")
 
-    rule[(rule < 0) & by_name] = NAME_RULE
     chain = np.zeros(n, bool)
     chain[chain_gpu] = True
+    # memory work an attention op runs is not attention (the fills, casts and KV-cache writes of
+    # vllm::unified_attention_with_output); a name or a confirmed chain that says attention
+    # keeps it
+    side = np.full(n, -1, np.int8)
+    side_kind = np.full(n, -1, np.int8)
+    if memory is not None:
+        moved = (memory >= 0) & (rule >= 0) & ~by_name & ~chain
+        side[moved] = rule[moved]
+        side_kind[moved] = memory[moved]
+        rule[moved] = -1
+        cache = (memory == SIDE_KINDS.index("cache write")) & (side < 0) & (rule < 0) & ~by_name & ~chain
+        side[cache] = KV_CACHE_RULE
+        side_kind[cache] = memory[cache]
+
+    rule[(rule < 0) & by_name] = NAME_RULE
     rule[(rule < 0) & chain] = DATAFLOW_RULE
 
     backward = np.zeros(n, bool)
     if anchored.any():
         backward[anchored] = inside(trace, backward_ops(trace, cpu), a_rows)
-    return Provenance(rule, backward)
+    return Provenance(rule, backward, side, side_kind)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnprof.analysis.attribution.attention_side import SIDE_KINDS
 from attnprof.analysis.attribution.classify import CAT_INDEX, Classification
 from attnprof.analysis.attribution.links import Links
 from attnprof.analysis.attribution.provenance import NAME_RULE, Provenance
@@ -12,6 +13,7 @@ from attnprof.analysis.attribution.provenance import RULE_NAMES as PROVENANCE_RU
 from attnprof.analysis.attribution.regions import backward_links
 from attnprof.analysis.records.result import (
     AttentionShare,
+    AttentionSideShare,
     CommShare,
     Share,
     TimeShare,
@@ -99,14 +101,29 @@ def device_share(
     def pct(x: float) -> float | None:
         return round(100.0 * x / total, 2) if total > 0 else None
 
-    rest = work & ~is_att & ~unf & ~by_prov
+    # attention-side memory: what an attention op runs that is memory work, its own part
+    side = prov.attention_side & work & ~is_att & ~unf
+    side_us = float(dur[side].sum())
+
+    def by(codes: np.ndarray, names: tuple[str, ...]) -> dict[str, float]:
+        t = np.bincount(codes[side], weights=dur[side], minlength=len(names))
+        return {names[i]: round(float(v), 3) for i, v in enumerate(t.tolist()) if v > 0}
+
+    attention_side = AttentionSideShare(
+        time_us=round(side_us, 3),
+        pct=pct(side_us),
+        kinds=by(prov.side_kind.astype(np.int64), SIDE_KINDS),
+        rules=by(prov.side.astype(np.int64), PROVENANCE_RULES),
+    )
+
+    rest = work & ~is_att & ~unf & ~by_prov & ~side
     parts = {
         "gemm": float(dur[rest & (gpu_cat == CAT_INDEX["gemm"])].sum()),
         "conv": float(dur[rest & (gpu_cat == CAT_INDEX["conv"])].sum()),
         "communication": float(dur[rest & (gpu_cat == CAT_INDEX["communication"])].sum()),
         "memory": float(dur[rest & np.isin(gpu_cat, [CAT_INDEX[c] for c in _MEMORY])].sum()),
     }
-    parts["other"] = max(total - fused - unfused - provenance - sum(parts.values()), 0.0)
+    parts["other"] = max(total - fused - unfused - provenance - side_us - sum(parts.values()), 0.0)
     of = {k: TimeShare(time_us=round(v, 3), pct=pct(v)) for k, v in parts.items()}
     comm = CommShare(
         time_us=of["communication"].time_us,
@@ -140,8 +157,10 @@ def device_share(
         communication=comm,
         memory=of["memory"],
         other=of["other"],
+        attention_side=attention_side,
         basis="sum of device-op durations (streams that overlap are counted each); attention is "
         "by provenance first (the launching op, an enclosing op or range is attention), by kernel "
-        "name second; unfused attention is the kernels of GEMM -> softmax -> GEMM chains confirmed "
+        "name second, its memory work (fills, memsets, memcpys, casts, copies, KV-cache writes) "
+        "is attention_side, not attention; unfused attention is the kernels of GEMM -> softmax -> GEMM chains confirmed "
         "by their shapes, on every thread, and of their backward ops (fwdbwd flows or sequence numbers)",
     )

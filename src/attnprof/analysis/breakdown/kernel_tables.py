@@ -62,6 +62,9 @@ def kernel_table(
     n_rules = len(PROVENANCE_RULES) + 1  # the last column: not attention
     k_rule = np.where(prov.rule[is_k] >= 0, prov.rule[is_k], n_rules - 1).astype(np.int64)
     rule_pairs = np.bincount(k_inv * n_rules + k_rule, minlength=n_names * n_rules).reshape(n_names, n_rules)
+    # the same per rule that placed a launch under an attention op as memory work (attention-side)
+    k_side = np.where(prov.side[is_k] >= 0, prov.side[is_k], n_rules - 1).astype(np.int64)
+    side_pairs = np.bincount(k_inv * n_rules + k_side, minlength=n_names * n_rules).reshape(n_names, n_rules)
     order = np.argsort(-times, kind="stable")
     rows = []
     for i in order.tolist():
@@ -89,6 +92,10 @@ def kernel_table(
                 occupancy=occ,
                 attention_rules={
                     PROVENANCE_RULES[r]: int(c) for r, c in enumerate(rule_pairs[i, :-1].tolist()) if c
+                }
+                or None,
+                attention_side_rules={
+                    PROVENANCE_RULES[r]: int(c) for r, c in enumerate(side_pairs[i, :-1].tolist()) if c
                 }
                 or None,
             )

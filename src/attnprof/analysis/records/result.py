@@ -21,7 +21,10 @@ Top-level keys:
                   the communication time no compute hides, and the share it hides, null without
                   communication), basis, cpu_self_time_us, norm, elementwise (the last three for
                   a trace without device time: then every part is CPU self time, and basis says
-                  so; null otherwise)}; pct null without device time
+                  so; null otherwise), attention_side {time_us, pct, kinds {kind: us}, rules
+                  {rule: us}} (memory work for attention: fills, memsets, memcpys, casts, copies
+                  an attention op runs, KV-cache writes; not in attention, memory or other; null
+                  for a trace without device time)}; pct null without device time
     device       {kind: "gpu"|"cpu"|"unknown", accelerator: "cuda"|"rocm"|"xpu"|"mtia"|"other"|
                   null, name, compute_capability ("9.0", as deviceProperties says; on ROCm the gfx
                   version) or null, num_sms, total_memory_bytes, count, id, arch_limits_source
@@ -45,7 +48,8 @@ Top-level keys:
                   occupancy {achieved_pct (null when not measured), measured,
                   not_measured_reason, launches_not_measured, theoretical_pct, blocks_per_sm,
                   warps_per_sm, limiter, registers, threads_per_block, shared_mem_bytes} | null,
-                  attention_rules {rule: launches} | null}]
+                  attention_rules {rule: launches} | null, attention_side_rules {rule: launches}
+                  | null}]
                  the top N by time (N = --top; 0 = all)
     memory_ops   [{name, category, count, time_us}]
     launch_apis  [{api, gpu_ops, kernels}]
@@ -116,6 +120,7 @@ from attnprof.analysis.records.region_records import (
 )
 from attnprof.analysis.records.trace_records import (
     AttentionShare,
+    AttentionSideShare,
     CategoryStat,
     CommShare,
     Device,
@@ -150,6 +155,7 @@ __all__ = [
     "SCHEMA",
     "SEVERITIES",
     "AttentionShare",
+    "AttentionSideShare",
     "Attribution",
     "Backward",
     "CategoryStat",
@@ -277,7 +283,7 @@ class TraceAnalysis(msgspec.Struct, kw_only=True):
             row = {
                 key: v
                 for key, v in msgspec.structs.asdict(k).items()
-                if key not in ("occupancy", "launch_apis", "attention_rules")
+                if key not in ("occupancy", "launch_apis", "attention_rules", "attention_side_rules")
             }
             occ = k.occupancy
             row["achieved_occupancy_pct"] = occ.achieved_pct if occ else None

@@ -8,6 +8,7 @@ import msgspec
 
 __all__ = [
     "AttentionShare",
+    "AttentionSideShare",
     "CategoryStat",
     "CommShare",
     "Device",
@@ -59,6 +60,18 @@ class AttentionShare(msgspec.Struct, kw_only=True):
     name_only_kernels: list[str] = []
 
 
+class AttentionSideShare(TimeShare, kw_only=True):
+    """Memory work for attention (fills, memsets, memcpys, casts, copies an attention op runs,
+    and KV-cache writes wherever they run: attnprof.analysis.attribution.attention_side): not
+    attention; its own part of the share, beside attention."""
+
+    # device time per kind (attention_side.SIDE_KINDS) and per rule that made it attention-side
+    # (attnprof.analysis.attribution.provenance.RULE_NAMES: an attention op placed it, or
+    # "kv-cache write")
+    kinds: dict[str, float] = {}
+    rules: dict[str, float] = {}
+
+
 class Share(msgspec.Struct, kw_only=True):
     """Where the device time went, attention first (attnprof.analysis.breakdown.device_share)."""
 
@@ -75,6 +88,9 @@ class Share(msgspec.Struct, kw_only=True):
     cpu_self_time_us: float | None = None
     norm: TimeShare | None = None
     elementwise: TimeShare | None = None
+    # the attention-side memory work, not counted in attention, memory or other (the parts still
+    # sum to the device time); None for a trace shared by CPU self time
+    attention_side: AttentionSideShare | None = None
 
 
 class Device(msgspec.Struct, kw_only=True):
@@ -200,6 +216,9 @@ class KernelStat(msgspec.Struct, kw_only=True):
     # launches of this kernel that are attention, per rule that made them so
     # (attnprof.analysis.attribution.provenance.RULE_NAMES); None when none is
     attention_rules: dict[str, int] | None = None
+    # launches of this kernel that are attention-side memory (memory work an attention op runs,
+    # or a KV-cache write), per rule that made them so; None when none is
+    attention_side_rules: dict[str, int] | None = None
 
 
 class MemoryOp(msgspec.Struct, kw_only=True):
