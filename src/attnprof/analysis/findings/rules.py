@@ -8,7 +8,8 @@ Every code is documented in docs/findings.md (meaning, evidence, what to do). Co
 compare and report code match on them. Rules read only the Context the pipeline built, and each
 returns zero or more Findings; evaluate() runs them in the order of RULES.
 
-Codes: TRACE_REPAIRED, NO_GPU_ACTIVITY, FUSED_ATTENTION, UNFUSED_ATTENTION, CUDA_CORE_GEMM,
+Codes: TRACE_REPAIRED, NO_GPU_ACTIVITY, the trace file's own (attnprof.analysis.findings.trace_findings:
+DEVICE_EVENTS_NOT_ANALYSED), FUSED_ATTENTION, UNFUSED_ATTENTION, CUDA_CORE_GEMM,
 FP32_UPCAST, MASK_REBUILT_EACH_CALL, SAFE_SOFTMAX, TRANSPOSES_BEFORE_KERNEL, OUT_OF_PLACE_COPY,
 LOW_OCCUPANCY_BY_DESIGN, OCCUPANCY_NOT_MEASURED, the idle causes (attnprof.analysis.findings.idle_findings:
 GPU_IDLE_SYNC, GPU_IDLE_BLOCKING_COPY, GPU_IDLE_ALLOCATOR, GPU_IDLE_INIT, GPU_IDLE_SLOW_LAUNCH,
@@ -35,6 +36,7 @@ from attnprof.analysis.findings.idle_findings import gpu_idle
 from attnprof.analysis.findings.materiality import cost_of_gpu_ops, cost_of_ops
 from attnprof.analysis.findings.perf_findings import PERF_RULES
 from attnprof.analysis.findings.precision_findings import cuda_core_gemm, fp32_upcast
+from attnprof.analysis.findings.trace_findings import TRACE_RULES
 from attnprof.analysis.records.result import Finding, KernelStat, Occupancy
 from attnprof.trace.model import Kind, unique
 from attnprof.units import short_name
@@ -418,6 +420,7 @@ def above_peak(ctx: Context) -> list[Finding]:
 RULES: tuple[Callable[[Context], list[Finding]], ...] = (
     trace_repaired,
     no_gpu_activity,
+    *TRACE_RULES,
     fused_attention,
     unfused_attention,
     cuda_core_gemm,

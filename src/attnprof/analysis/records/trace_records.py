@@ -7,6 +7,7 @@ from __future__ import annotations
 import msgspec
 
 __all__ = [
+    "NO_CATEGORY",
     "AttentionShare",
     "CategoryStat",
     "CommShare",
@@ -77,6 +78,10 @@ class Share(msgspec.Struct, kw_only=True):
     elementwise: TimeShare | None = None
 
 
+# the key Device.not_read gives device events written without a category (PyTorch 1.x's export)
+NO_CATEGORY = "(no category)"
+
+
 class Device(msgspec.Struct, kw_only=True):
     kind: str  # "gpu", "cpu" or "unknown"
     accelerator: str | None  # "cuda", "rocm", "xpu", "mtia", "other"; None without device activity
@@ -88,6 +93,9 @@ class Device(msgspec.Struct, kw_only=True):
     id: int | None
     arch_limits_source: str | None
     tensor_core_dtypes: list[str] | None
+    # device work the trace holds and no analysis reads, by category ("(no category)" for events
+    # without one; trace/unread.py): the device line says so instead of "CPU only"
+    not_read: dict[str, int] | None = None
 
 
 class Gaps(msgspec.Struct, kw_only=True, omit_defaults=True):
