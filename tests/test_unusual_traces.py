@@ -146,3 +146,28 @@ def test_no_device_events_not_analysed_on_a_normal_gpu_trace_or_a_cpu_trace() ->
         assert a.device.not_read is None
         assert all(u.device_side == 0 for u in load_trace(trace(prefix)).unread)
     assert _device_line(_analyze(trace(CPU_TRACE)).device, EN) == "CPU only (no device events)"
+
+
+# -- 3. a GPU trace in which nothing was recorded ------------------------------------------------
+
+
+def test_a_listed_gpu_with_nothing_recorded_warns_and_a_normal_or_cpu_trace_does_not(tmp_path: Path) -> None:
+    span = {
+        "ph": "X",
+        "cat": "Trace",
+        "name": "PyTorch Profiler (0)",
+        "pid": "Spans",
+        "tid": 1,
+        "ts": 0,
+        "dur": 9,
+    }
+    for extra in ({"deviceProperties": [H100]}, {"distributedInfo": {"backend": "nccl", "rank": 0}}):
+        a = _analyze(_write(tmp_path, {"traceEvents": [span, _gpu_label(0)], **extra}))
+        f = a.finding("NO_GPU_ACTIVITY")
+        assert f is not None and f.evidence["message_key"] == "finding.NO_GPU_ACTIVITY.empty"
+        assert "recorded nothing on it" in f.message and "ProfilerActivity.CUDA" in f.message
+    # gloo is a CPU backend, and no deviceProperties: nothing listed, nothing said
+    cpu = {"traceEvents": [span], "distributedInfo": {"backend": "gloo", "rank": 0}}
+    assert "NO_GPU_ACTIVITY" not in _analyze(_write(tmp_path, cpu)).codes
+    for prefix in (GPU_TRACE, CPU_TRACE):
+        assert "NO_GPU_ACTIVITY" not in _analyze(trace(prefix)).codes

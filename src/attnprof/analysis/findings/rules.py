@@ -38,7 +38,7 @@ from attnprof.analysis.findings.perf_findings import PERF_RULES
 from attnprof.analysis.findings.precision_findings import cuda_core_gemm, fp32_upcast
 from attnprof.analysis.findings.trace_findings import TRACE_RULES
 from attnprof.analysis.records.result import Finding, KernelStat, Occupancy
-from attnprof.trace.model import Kind, unique
+from attnprof.trace.model import Kind, Trace, unique
 from attnprof.units import short_name
 
 __all__ = ["CODES", "RULES", "evaluate"]
@@ -65,10 +65,20 @@ def no_gpu_activity(ctx: Context) -> list[Finding]:
     launches = t.rows(Kind.RUNTIME, Kind.DRIVER)
     names = {t.names[int(i)] for i in unique(t.name[launches])}
     kernel_launches = sorted(n for n in names if "Launch" in n)
+    if not (ctx.links.gpu_rows.size or launches.size or (t.kind == Kind.CPU_OP).any()) and _gpu_listed(t):
+        # a GPU listed, and nothing at all recorded: the profiler ran but not over the work
+        return [finding("NO_GPU_ACTIVITY", {"launch_events": 0, "launch_apis": []}, variant="empty")]
     if ctx.links.gpu_rows.size or not kernel_launches:
         return []
     n = int(np.isin(t.name[launches], [t.names.index(k) for k in kernel_launches]).sum())
     return [finding("NO_GPU_ACTIVITY", {"launch_events": n, "launch_apis": kernel_launches})]
+
+
+def _gpu_listed(t: Trace) -> bool:
+    """deviceProperties lists a device, or distributedInfo names a GPU backend (gloo is a CPU's)."""
+    dist = t.metadata.get("distributedInfo")
+    backend = dist.get("backend") if isinstance(dist, dict) else None
+    return bool(t.device_properties) or backend in ("nccl", "rccl", "xccl", "hccl")
 
 
 def fused_attention(ctx: Context) -> list[Finding]:
