@@ -19,6 +19,7 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
+from attnprof.analysis.records.trace_records import NO_CATEGORY
 from attnprof.report.console import make_console, print_table
 from attnprof.report.finding_text import finding_message
 from attnprof.report.i18n import Translator
@@ -62,7 +63,22 @@ def _category(c: str, t: Translator) -> str:
     return c if t.lang == "en" else t.maybe(f"category.{c}", c)
 
 
+def _not_read(d: Device, t: Translator) -> str:
+    """ "cuda_profiler_range 77": the device events the analysis did not read, by category."""
+    names = {NO_CATEGORY: t("av.no_category")}
+    return ", ".join(f"{names.get(c, c)} {n:,}" for c, n in (d.not_read or {}).items())
+
+
 def _device_line(d: Device, t: Translator) -> str:
+    """The device the trace ran on; device work the analysis did not read is said, so that a
+    trace of such work alone (a CUPTI range profiler's) is never called CPU only."""
+    if d.not_read and d.kind != "gpu":
+        return t("av.device_not_read", events=_not_read(d, t))
+    line = _device_named(d, t)
+    return line + t("av.not_read_part", events=_not_read(d, t)) if d.not_read else line
+
+
+def _device_named(d: Device, t: Translator) -> str:
     if d.kind == "cpu":
         return t("av.cpu_only")
     acc = d.accelerator

@@ -18,7 +18,8 @@ from attnprof.trace.comms import Comms
 from attnprof.trace.decode import Doc, Event
 from attnprof.trace.inputs import Inputs, among, dims_product, pick
 from attnprof.trace.limits import MAX_DUR_US, MAX_NAME
-from attnprof.trace.model import KEEP_ALL, Keep, Kind, RowMap, Trace
+from attnprof.trace.model import KEEP_ALL, Keep, Kind, RowMap, Trace, unique
+from attnprof.trace.unread import Pid, UnreadCounter
 
 __all__ = ["Builder", "cap"]
 
@@ -52,6 +53,8 @@ _X_KINDS: dict[str, Kind] = {
     # on): the idle analysis reads them to tell a wait on unrecorded work
     "cuda_sync": Kind.SYNC,
 }
+# kept kinds whose events run on the device: their pids are device pids (Builder._device_pids)
+_DEVICE_SIDE = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.DEVICE, Kind.GPU_ANNOTATION)
 # launch flows (CPU launch -> GPU op), and fwdbwd flows (forward op -> its backward op), told
 # apart by Trace.flow_fwdbwd
 _FLOW_CATS = {"ac2g", "async", "async_cpu_to_gpu", "fwdbwd"}
@@ -204,6 +207,7 @@ class Builder:
         # what the loader keeps of recorded op inputs and launch calls' kernels
         self.inputs = Inputs(keep.inputs)
         self.comms = Comms()  # collectives' recorded args (trace/comms.py)
+        self.unread = UnreadCounter()  # the dropped events, by category and pid (trace/unread.py)
         self.n_rows = 0
         self.n_seen = 0
         self.bad_durs = 0
@@ -259,6 +263,8 @@ class Builder:
             for (cat, ph), j in pairs.items():
                 if self.pair_kind[j] == -1 and counts[j]:
                     self.dropped[f"{cat or '-'}/{ph or '-'}"] += int(counts[j])
+            drop = np.flatnonzero(ev_kind == -1)
+            self.unread.add(pick(events, drop), pair_ids[drop], list(pairs))
 
         kept = pick(events, keep)
         n = len(kept)
@@ -356,6 +362,7 @@ class Builder:
                     arr = arr + self.n_rows
                 self.cols.setdefault(key, []).append(arr)
         self.dropped.update(other.dropped)
+        self.unread.extend(other.unread)
         self.unknown |= other.unknown
         if other.bad_durs and not self.bad_durs:
             self.bad_dur_example = other.bad_dur_example
@@ -436,7 +443,7 @@ class Builder:
                 f"{self.bad_dur_example:g} us; longer than a day counts as impossible): they are "
                 "counted with 0 us"
             )
-        return Trace(
+        trace = Trace(
             source=source,
             names=names,
             lanes=[(cap(str(p)), cap(str(t))) for p, t in self.lanes],
@@ -477,3 +484,12 @@ class Builder:
             dropped=_capped(self.dropped),
             warnings=warnings,
         )
+        trace.unread = self.unread.finish(self._device_pids(trace))
+        return trace
+
+    def _device_pids(self, trace: Trace) -> set[Pid]:
+        """The pids holding kept device ops (kernels, copies, sets, other accelerators' device
+        events, GPU annotations): where a dropped event is device work (trace/unread.py)."""
+        on_device = np.isin(trace.kind, [*_DEVICE_SIDE])
+        lanes = list(self.lanes)
+        return {lanes[i][0] for i in unique(trace.lane[on_device]).tolist()}

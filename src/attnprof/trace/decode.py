@@ -73,6 +73,10 @@ class Args(msgspec.Struct, gc=False, frozen=True):
     graph_id: Any = msgspec.field(default=None, name="graph id")
     graph_node: Any = msgspec.field(default=None, name="graph node id")
     wait_record: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
+    # a process_labels metadata event's label ("GPU 0": Kineto labels every device pid so): tells
+    # the device pids, on which events of a category the loader does not read are device work
+    # (trace/unread.py); Any: checked where read
+    labels: Any = None
 
 
 _NO_ARGS = Args()
@@ -326,8 +330,9 @@ def _clean_event(e: Any) -> dict[str, Any] | None:
         for k in ("grid", "block"):
             if isinstance(args.get(k), list | str):
                 a[k] = args[k]
-        if isinstance(args.get("kernel"), str):
-            a["kernel"] = args["kernel"]
+        for k in ("kernel", "labels"):
+            if isinstance(args.get(k), str):
+                a[k] = args[k]
         for k in ("Input type", "Concrete Inputs", "Input Dims"):  # kept raw (see Args)
             if isinstance(args.get(k), list):
                 a[k] = msgspec.Raw(msgspec.json.encode(args[k]))

@@ -49,6 +49,7 @@ __all__ = [
     "Kind",
     "RowMap",
     "Trace",
+    "Unread",
     "row_columns",
     "unique",
 ]
@@ -114,6 +115,20 @@ class CommArgs:
     in_nelems: int | None = None  # "In msg nelems"
     out_nelems: int | None = None  # "Out msg nelems"
     dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class Unread:
+    """The events of one category the loader does not read (trace/unread.py): how many, and how
+    many of them are device work no analysis sees."""
+
+    category: str  # as written; "" for events without a category
+    count: int
+    on_device_pid: int  # on a pid the trace shows is a device's (its device ops, a "GPU n" label)
+    device_arg: int  # carrying args "device"
+    # complete events ("X": work with a duration) on a device pid or with a device arg: device
+    # work the analysis does not read (a CUPTI range profiler's cuda_profiler_range events)
+    device_side: int
 
 
 class RowMap(Mapping[int, V], Generic[V]):
@@ -243,6 +258,8 @@ class Trace:
     device_properties: list[dict[str, Any]] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     dropped: dict[str, int] = field(default_factory=dict)
+    # every category the loader did not read (metadata aside), device-side work first
+    unread: list[Unread] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     raw_bytes: int = 0

@@ -31,6 +31,7 @@ from attnprof.analysis.attribution.classify import Classification
 from attnprof.analysis.attribution.links import LAUNCH_CALL, Links
 from attnprof.analysis.attribution.occupancy import DeviceLimits, device_limits
 from attnprof.analysis.records.result import Device, Gaps
+from attnprof.analysis.records.trace_records import NO_CATEGORY
 from attnprof.trace.model import Kind, Trace, unique
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "is_launch",
     "low_precision_claim",
     "low_precision_units",
+    "not_read",
 ]
 
 # calls that put work on the device: kernel launches, graph launches, async copies and sets
@@ -123,8 +125,16 @@ def device_info(trace: Trace, links: Links) -> tuple[Device, DeviceLimits | None
         id=dev_id if entry is not None else None,
         arch_limits_source=limits.source if limits is not None else None,
         tensor_core_dtypes=tensor_core_dtypes(acc, cc),
+        not_read=not_read(trace) or None,
     )
     return device, limits
+
+
+def not_read(trace: Trace) -> dict[str, int]:
+    """Device-side events of categories the loader does not read, by category (trace/unread.py):
+    the device line and DEVICE_EVENTS_NOT_ANALYSED name them, so that a trace whose device work
+    is all of such categories (a CUPTI range profiler's) is not called CPU-only."""
+    return {u.category or NO_CATEGORY: u.device_side for u in trace.unread if u.device_side}
 
 
 # fp8 / fp4 matrix units of AMD Instinct GPUs by the gfx version deviceProperties reports as
@@ -215,6 +225,8 @@ def gap_warnings(trace: Trace, links: Links) -> tuple[list[str], Gaps]:
                 "no device op in the trace (the profiler's device buffer overflowed, or the trace was "
                 "cut): device totals and regions miss that work"
             )
+    elif links.gpu_rows.size == 0 and not_read(trace):
+        pass  # device work of categories not read: DEVICE_EVENTS_NOT_ANALYSED says so, not "CPU-only"
     elif links.gpu_rows.size == 0 and trace.device_properties:
         # deviceProperties lists a GPU, yet nothing ran on it: not a CPU-only trace
         n_cpu = int((trace.kind == Kind.CPU_OP).sum())

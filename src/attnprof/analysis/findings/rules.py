@@ -8,7 +8,8 @@ Every code is documented in docs/findings.md (meaning, evidence, what to do). Co
 compare and report code match on them. Rules read only the Context the pipeline built, and each
 returns zero or more Findings; evaluate() runs them in the order of RULES.
 
-Codes: TRACE_REPAIRED, NO_GPU_ACTIVITY, FUSED_ATTENTION, UNFUSED_ATTENTION, CUDA_CORE_GEMM,
+Codes: TRACE_REPAIRED, NO_GPU_ACTIVITY, the trace file's own (attnprof.analysis.findings.trace_findings:
+DEVICE_EVENTS_NOT_ANALYSED), FUSED_ATTENTION, UNFUSED_ATTENTION, CUDA_CORE_GEMM,
 FP32_UPCAST, MASK_REBUILT_EACH_CALL, SAFE_SOFTMAX, TRANSPOSES_BEFORE_KERNEL, OUT_OF_PLACE_COPY,
 LOW_OCCUPANCY_BY_DESIGN, OCCUPANCY_NOT_MEASURED, the idle causes (attnprof.analysis.findings.idle_findings:
 GPU_IDLE_SYNC, GPU_IDLE_BLOCKING_COPY, GPU_IDLE_ALLOCATOR, GPU_IDLE_INIT, GPU_IDLE_SLOW_LAUNCH,
@@ -35,8 +36,9 @@ from attnprof.analysis.findings.idle_findings import gpu_idle
 from attnprof.analysis.findings.materiality import cost_of_gpu_ops, cost_of_ops
 from attnprof.analysis.findings.perf_findings import PERF_RULES
 from attnprof.analysis.findings.precision_findings import cuda_core_gemm, fp32_upcast
+from attnprof.analysis.findings.trace_findings import TRACE_RULES
 from attnprof.analysis.records.result import Finding, KernelStat, Occupancy
-from attnprof.trace.model import Kind, unique
+from attnprof.trace.model import Kind, Trace, unique
 from attnprof.units import short_name
 
 __all__ = ["CODES", "RULES", "evaluate"]
@@ -63,10 +65,20 @@ def no_gpu_activity(ctx: Context) -> list[Finding]:
     launches = t.rows(Kind.RUNTIME, Kind.DRIVER)
     names = {t.names[int(i)] for i in unique(t.name[launches])}
     kernel_launches = sorted(n for n in names if "Launch" in n)
+    if not (ctx.links.gpu_rows.size or launches.size or (t.kind == Kind.CPU_OP).any()) and _gpu_listed(t):
+        # a GPU listed, and nothing at all recorded: the profiler ran but not over the work
+        return [finding("NO_GPU_ACTIVITY", {"launch_events": 0, "launch_apis": []}, variant="empty")]
     if ctx.links.gpu_rows.size or not kernel_launches:
         return []
     n = int(np.isin(t.name[launches], [t.names.index(k) for k in kernel_launches]).sum())
     return [finding("NO_GPU_ACTIVITY", {"launch_events": n, "launch_apis": kernel_launches})]
+
+
+def _gpu_listed(t: Trace) -> bool:
+    """deviceProperties lists a device, or distributedInfo names a GPU backend (gloo is a CPU's)."""
+    dist = t.metadata.get("distributedInfo")
+    backend = dist.get("backend") if isinstance(dist, dict) else None
+    return bool(t.device_properties) or backend in ("nccl", "rccl", "xccl", "hccl")
 
 
 def fused_attention(ctx: Context) -> list[Finding]:
@@ -418,6 +430,7 @@ def above_peak(ctx: Context) -> list[Finding]:
 RULES: tuple[Callable[[Context], list[Finding]], ...] = (
     trace_repaired,
     no_gpu_activity,
+    *TRACE_RULES,
     fused_attention,
     unfused_attention,
     cuda_core_gemm,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import msgspec
 
 __all__ = [
+    "NO_CATEGORY",
     "AttentionShare",
     "AttentionSideShare",
     "CategoryStat",
@@ -93,6 +94,10 @@ class Share(msgspec.Struct, kw_only=True):
     attention_side: AttentionSideShare | None = None
 
 
+# the key Device.not_read gives device events written without a category (PyTorch 1.x's export)
+NO_CATEGORY = "(no category)"
+
+
 class Device(msgspec.Struct, kw_only=True):
     kind: str  # "gpu", "cpu" or "unknown"
     accelerator: str | None  # "cuda", "rocm", "xpu", "mtia", "other"; None without device activity
@@ -104,6 +109,9 @@ class Device(msgspec.Struct, kw_only=True):
     id: int | None
     arch_limits_source: str | None
     tensor_core_dtypes: list[str] | None
+    # device work the trace holds and no analysis reads, by category ("(no category)" for events
+    # without one; trace/unread.py): the device line says so instead of "CPU only"
+    not_read: dict[str, int] | None = None
 
 
 class Gaps(msgspec.Struct, kw_only=True, omit_defaults=True):
