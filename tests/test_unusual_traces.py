@@ -5,15 +5,19 @@ normal GPU trace and a CPU-only one from the shared traces."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from _paths import trace
 from attnprof.analysis import analyze
 from attnprof.analysis.records.result import TraceAnalysis
-from attnprof.report.analysis_view import _device_line
+from attnprof.report.analysis_view import _device_line, render_analysis
 from attnprof.report.i18n import Translator
+from attnprof.trace import stream
 from attnprof.trace.load import load_trace
 from attnprof.trace.model import Unread
 
@@ -146,6 +150,91 @@ def test_no_device_events_not_analysed_on_a_normal_gpu_trace_or_a_cpu_trace() ->
         assert a.device.not_read is None
         assert all(u.device_side == 0 for u in load_trace(trace(prefix)).unread)
     assert _device_line(_analyze(trace(CPU_TRACE)).device, EN) == "CPU only (no device events)"
+
+
+# -- 2. PyTorch 1.x's autograd-profiler export ------------------------------------------------
+
+
+def _export_1x(path: Path, cuda: bool, groups: int = 6, wrapped: bool = False) -> Path:
+    """What torch.autograd.profiler's export_chrome_trace wrote before Kineto (1.x), event by
+    event as it wrote them: a bare array, no categories, ops on a "CPU functions" pid; with
+    use_cuda, each op's CUDA-event range on "CUDA functions" and a cpu_to_cuda arrow to it.
+    Per group (a thread's step): linear [t, addmm], softmax [_softmax], nested as an op's calls.
+    wrapped: the same events in a {"traceEvents": [...]} object, which the loader streams."""
+    ops = [("aten::linear", 0, 60), ("aten::t", 2, 5), ("aten::addmm", 10, 40), ("aten::softmax", 65, 20),
+           ("aten::_softmax", 66, 18)]  # fmt: skip
+    out, next_id = [], 0
+    for g in range(groups):
+        t0, tid = 1000.0 + 100 * g, (1, 7)[g % 2]
+        for name, off, dur in ops:
+            ts = t0 + off
+            out.append(f'{{"name": "{name}", "ph": "X", "ts": {ts}, "dur": {dur}, "tid": {tid}, '
+                       '"pid": "CPU functions", "args": {}}')  # fmt: skip
+            if cuda and name in ("aten::addmm", "aten::_softmax"):
+                for ph, pid, t, lane in (("s", "CPU functions", ts, tid), ("f", "CUDA functions", ts + 5, 0)):
+                    out.append(f'{{"name": "{name}", "ph": "{ph}", "ts": {t}, "tid": {lane}, "pid": "{pid}", '
+                               f'"id": {next_id}, "cat": "cpu_to_cuda", "args": {{}}}}')  # fmt: skip
+                out.append(f'{{"name": "{name}", "ph": "X", "ts": {ts + 5}, "dur": {2 * dur}, "tid": 0, '
+                           '"pid": "CUDA functions", "args": {}}')  # fmt: skip
+                next_id += 1
+    events = "[" + ", ".join(out) + "]"
+    path.write_text(f'{{"traceEvents": {events}}}' if wrapped else events)
+    return path
+
+
+def test_a_pytorch_1x_export_is_read_as_cpu_ops_and_says_its_format(tmp_path: Path) -> None:
+    a = _analyze(_export_1x(tmp_path / "cuda.json", cuda=True))
+    assert a.totals.cpu_ops == 30 and a.totals.kernels == 0
+    # self times by hand: linear 60 - t 5 - addmm 40 = 15, softmax 20 - _softmax 18 = 2, per group
+    self_us = {o.name: o.self_us_per_instance for o in a.regions[0].cpu_ops_by_name}
+    assert self_us == {"aten::addmm": 240, "aten::_softmax": 108, "aten::linear": 90, "aten::t": 30,
+                       "aten::softmax": 12}  # fmt: skip
+    f = a.finding("LEGACY_TRACE_FORMAT")
+    assert f is not None and f.severity == "info"
+    assert f.evidence["cpu_ops"] == 30 and f.evidence["device_ranges"] == 12
+    assert f.message.startswith("30 timed event(s) carry no category, as PyTorch 1.x's autograd-profiler")
+    assert '12 device range(s) on "CUDA functions"' in f.message and "not kernels" in f.message
+    # the CUDA ranges are device work not read: the device time is unknown, never "CPU only"
+    dev = a.finding("DEVICE_EVENTS_NOT_ANALYSED")
+    assert dev is not None and dev.evidence["message_key"].endswith(".only")
+    assert a.device.not_read == {"(no category)": 12}
+    assert not any("nothing to analyse" in w or "unknown categories" in w for w in a.warnings)
+    buf = io.StringIO()
+    render_analysis(a, Console(file=buf, width=1000, color_system=None))
+    text = buf.getvalue()
+    assert "CPU self time 480 µs (device time not measured: the trace's device events are not read)" in text
+    assert "no device time)" not in text
+    for lang in ("id", "th"):
+        t = Translator(lang)
+        assert t("finding.LEGACY_TRACE_FORMAT.ranges", cpu_ops=30, device_ranges=12) != f.message
+
+
+def test_a_1x_export_without_cuda_says_its_format_and_nothing_of_device_events(tmp_path: Path) -> None:
+    a = _analyze(_export_1x(tmp_path / "cpu.json", cuda=False))
+    f = a.finding("LEGACY_TRACE_FORMAT")
+    assert f is not None and f.evidence == {**f.evidence, "cpu_ops": 30, "device_ranges": 0}
+    assert "CUDA functions" not in f.message
+    assert "DEVICE_EVENTS_NOT_ANALYSED" not in a.codes and a.device.not_read is None
+
+
+def test_a_1x_export_loads_the_same_split_across_two_processes(tmp_path: Path) -> None:
+    path = _export_1x(tmp_path / "big.json", cuda=True, groups=400, wrapped=True)
+    small = stream.BLOCK
+    try:
+        stream.BLOCK = 8192  # many cuts
+        one, two = stream.streamed(path, parallel=False), stream.streamed(path, parallel=True)
+    finally:
+        stream.BLOCK = small
+    assert one is not None and two is not None
+    assert one.metadata["uncategorised_ops"] == two.metadata["uncategorised_ops"] == 2000
+    assert one.unread == two.unread and one.dropped == two.dropped
+
+
+def test_no_legacy_format_note_on_traces_with_categories() -> None:
+    for prefix in (GPU_TRACE, CPU_TRACE):
+        a = _analyze(trace(prefix))
+        assert "LEGACY_TRACE_FORMAT" not in a.codes
+        assert "uncategorised_ops" not in load_trace(trace(prefix)).metadata
 
 
 # -- 3. a GPU trace in which nothing was recorded ------------------------------------------------

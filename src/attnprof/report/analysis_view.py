@@ -111,12 +111,12 @@ def _graphs_part(g: GraphReplays, total: float, t: Translator) -> str | None:
     )
 
 
-def _share_line(sh: Share, t: Translator) -> str | None:
+def _share_line(sh: Share, t: Translator, device_not_read: bool = False) -> str | None:
     """ "attention 12% (fused 12%, unfused 0%; fwd 8%, bwd 4%) | GEMM 64% | ...": the first thing
     a reader of a model trace wants. None without device time."""
     total = sh.device_time_us or 0.0
     if total <= 0:
-        return _cpu_share_line(sh, t)
+        return _cpu_share_line(sh, t, device_not_read)
     att = sh.attention
 
     def p(us: float) -> str:
@@ -152,8 +152,9 @@ def _share_line(sh: Share, t: Translator) -> str | None:
     return t("av.device_time", total=fmt_us(total), parts=" | ".join(parts))
 
 
-def _cpu_share_line(sh: Share, t: Translator) -> str | None:
-    """A trace without device time: the same line by CPU self time, saying so."""
+def _cpu_share_line(sh: Share, t: Translator, device_not_read: bool) -> str | None:
+    """A trace without device time: the same line by CPU self time, saying so; device_not_read:
+    it holds device events no analysis reads, so its device time is unknown, not none."""
     total = sh.cpu_self_time_us or 0.0
     if total <= 0:
         return None
@@ -172,7 +173,9 @@ def _cpu_share_line(sh: Share, t: Translator) -> str | None:
         ("other", sh.other),
     ]
     return t(
-        "av.cpu_self", total=fmt_us(total), parts=" | ".join(f"{t(f'av.part.{k}')} {p(v)}" for k, v in parts)
+        "av.cpu_self.not_read" if device_not_read else "av.cpu_self",
+        total=fmt_us(total),
+        parts=" | ".join(f"{t(f'av.part.{k}')} {p(v)}" for k, v in parts),
     )
 
 
@@ -320,7 +323,7 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None, t: Transla
     en = t.lang == "en"
     tot, tr = d.totals, d.trace
     console.print(Text(f"{d.source}", style="bold"))
-    share = _share_line(d.share, t)
+    share = _share_line(d.share, t, bool(d.device.not_read))
     graphs = _graphs_part(d.graphs, d.share.device_time_us or 0.0, t)
     if share and graphs:
         share += f" | {graphs}"

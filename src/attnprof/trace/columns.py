@@ -19,7 +19,7 @@ from attnprof.trace.decode import Doc, Event
 from attnprof.trace.inputs import Inputs, among, dims_product, pick
 from attnprof.trace.limits import MAX_DUR_US, MAX_NAME
 from attnprof.trace.model import KEEP_ALL, Keep, Kind, RowMap, Trace, unique
-from attnprof.trace.unread import Pid, UnreadCounter
+from attnprof.trace.unread import Pid, UnreadCounter, device_named
 
 __all__ = ["Builder", "cap"]
 
@@ -58,6 +58,13 @@ _DEVICE_SIDE = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.DEVICE, Kind.GPU_ANN
 # launch flows (CPU launch -> GPU op), and fwdbwd flows (forward op -> its backward op), told
 # apart by Trace.flow_fwdbwd
 _FLOW_CATS = {"ac2g", "async", "async_cpu_to_gpu", "fwdbwd"}
+# a complete event without a category: PyTorch 1.x's autograd-profiler export (before Kineto)
+# writes its ops so, on a "CPU functions" pid, and each op's CUDA-event range on a "CUDA
+# functions" pid. Which of the two an event is depends on its pid, so the pair's kind is only a
+# mark (Builder.add decides per event): a CPU op, or dropped and counted as device work not read
+# (an op's CUDA range is not a kernel: it spans every kernel of the op, nested ops' ranges overlap)
+_UNCATEGORISED = -3
+_PID = attrgetter("pid")
 # categories the analysis does not read; anything else is reported as unknown
 _IGNORED_CATS = {
     "cpu_instant_event",
@@ -69,6 +76,8 @@ _IGNORED_CATS = {
     "cuda_profiler_range",
     "cpu_instant",
     "python",
+    # PyTorch 1.x's arrows from an op to its CUDA range, which is not read (_UNCATEGORISED)
+    "cpu_to_cuda",
 }
 # a column's parts are merged into one array once they hold this many bytes (Builder._put):
 # above glibc's mmap threshold (128 KB), so that a segment freed at the end leaves no hole
@@ -212,6 +221,7 @@ class Builder:
         self.n_seen = 0
         self.bad_durs = 0
         self.bad_dur_example = 0.0
+        self.uncategorised_ops = 0  # complete events without a category read as CPU ops
 
     def _put(self, **cols: np.ndarray) -> None:
         for k, v in cols.items():
@@ -237,9 +247,23 @@ class Builder:
             return int(_X_KINDS[low])
         if ph in ("s", "f", "t") and low in _FLOW_CATS:
             return -2
+        if ph == "X" and cat == "":
+            return _UNCATEGORISED
         if low not in _IGNORED_CATS and not (ph in ("M", "i", "I") and low == ""):
             self.unknown.add(cat)
         return -1
+
+    def _uncategorised(self, events: list[Event], ev_kind: np.ndarray) -> None:
+        """Decide, in place, the kind of each complete event without a category by its pid: a CPU
+        op, or on a device-named pid ("CUDA functions") dropped as device work not read."""
+        rows = np.flatnonzero(ev_kind == _UNCATEGORISED)
+        if not rows.size:
+            return
+        on_device = np.fromiter(map(device_named, map(_PID, pick(events, rows))), bool, rows.size)
+        ev_kind[rows] = np.where(on_device, -1, int(Kind.CPU_OP))
+        self.uncategorised_ops += int(rows.size - on_device.sum())
+        if on_device.any():
+            self.dropped["-/X"] += int(on_device.sum())
 
     def add(self, events: list[Event]) -> None:
         n_all = len(events)
@@ -256,6 +280,8 @@ class Builder:
             self.pair_start = np.append(self.pair_start, [ph == "s" for _, ph in new])
         cat_ids = self.pair_cat[pair_ids]
         ev_kind = self.pair_kind[pair_ids]
+        if (self.pair_kind == _UNCATEGORISED).any():
+            self._uncategorised(events, ev_kind)
         keep = np.flatnonzero(ev_kind >= 0)
         flows = np.flatnonzero(ev_kind == -2)
         if keep.size + flows.size < n_all:
@@ -367,6 +393,7 @@ class Builder:
         if other.bad_durs and not self.bad_durs:
             self.bad_dur_example = other.bad_dur_example
         self.bad_durs += other.bad_durs
+        self.uncategorised_ops += other.uncategorised_ops
         self.n_rows += other.n_rows
         self.n_seen += other.n_seen
 
@@ -411,6 +438,8 @@ class Builder:
         meta["deviceProperties_present"] = doc.deviceProperties is not None
         meta["events_total"] = self.n_seen
         meta["bad_durations"] = self.bad_durs  # the sanitation record repeats the count
+        if self.uncategorised_ops:
+            meta["uncategorised_ops"] = self.uncategorised_ops  # LEGACY_TRACE_FORMAT says so
         warnings = []
         if self.n_seen == 0:
             warnings.append(

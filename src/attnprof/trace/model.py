@@ -7,21 +7,21 @@ frames, memory instants, metadata) are counted and dropped at load time.
 
 Row kinds (``Kind``) come from the event category, across PyTorch versions:
 
-============== ===================================== ===========================
-kind           modern category (2022-2026)            legacy category (~2021)
-============== ===================================== ===========================
-CPU_OP         cpu_op                                 Operator
-ANNOTATION     user_annotation                        (Operator named ProfilerStep#N)
-GPU_ANNOTATION gpu_user_annotation                    -
-RUNTIME        cuda_runtime                           Runtime
-DRIVER         cuda_driver                            -
-KERNEL         kernel                                 Kernel
-MEMCPY         gpu_memcpy                             Memcpy
-MEMSET         gpu_memset                             Memset
-DEVICE         mtia_ccp_events (other accelerators'    -
+============== ========================================= ===================================
+kind           modern category (2022-2026)               legacy category (~2021)
+============== ========================================= ===================================
+CPU_OP         cpu_op                                    Operator; none (PyTorch 1.x export)
+ANNOTATION     user_annotation                           (Operator named ProfilerStep#N)
+GPU_ANNOTATION gpu_user_annotation                       -
+RUNTIME        cuda_runtime                              Runtime
+DRIVER         cuda_driver                               -
+KERNEL         kernel                                    Kernel
+MEMCPY         gpu_memcpy                                Memcpy
+MEMSET         gpu_memset                                Memset
+DEVICE         mtia_ccp_events (other accelerators'      -
                device-side compute, DMA, sync events)
-SYNC           cuda_sync (CUPTI synchronisation records)  -
-============== ===================================== ===========================
+SYNC           cuda_sync (CUPTI synchronisation records) -
+============== ========================================= ===================================
 
 RUNTIME also covers xpu_runtime, mtia_runtime and privateuse1_runtime, DRIVER xpu_driver and
 privateuse1_driver. Every kept row's category is in ``cat`` (index into ``categories``).

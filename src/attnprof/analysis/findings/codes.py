@@ -56,6 +56,7 @@ CATALOGUE: tuple[FindingCode, ...] = (
     _c("TRACE_REPAIRED", "warning", "neutral"),
     _c("NO_GPU_ACTIVITY", "warning", "neutral"),
     _c("DEVICE_EVENTS_NOT_ANALYSED", "warning", "neutral"),
+    _c("LEGACY_TRACE_FORMAT", "info", "neutral"),
     _c("UNATTRIBUTED_GPU_OPS", "info", "neutral"),
     # how attention and its GEMMs ran
     _c("FUSED_ATTENTION", "info", "good", cause=1),
