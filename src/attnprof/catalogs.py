@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from attnprof.errors import UserError
-from attnprof.units import fmt_us
+from attnprof.units import fmt_num, fmt_us
 
 __all__ = ["LANGUAGES", "english", "fill_sentence", "load_catalog", "parse_po", "placeholders"]
 
@@ -99,7 +99,8 @@ class _Words(string.Formatter):
     """str.format with the formats a finding's sentence needs beside Python's own, so that its
     numbers and lists are written where the catalog puts them, in every language alike:
 
-    - `{x:us}` a time in µs with its unit (units.fmt_us, in the reader's number locale);
+    - `{x:us}` a time in µs with its unit (units.fmt_us, in the reader's number locale), and
+      any other number with Python's format spec in that locale (units.fmt_num);
     - `{x:list}` a list (or a dict's keys) joined by ", "; `{x:semi}` by "; ";
     - `{x:us_each}` a dict name -> µs as "fwd 1.2 ms, bwd 2.5 ms";
     - `{x:times}` a dict name -> count as "name x2, other x0.5";
@@ -119,11 +120,14 @@ class _Words(string.Formatter):
         if format_spec == "us_each":
             return ", ".join(f"{k} {fmt_us(float(v))}" for k, v in dict(value).items())
         if format_spec == "times":
-            return ", ".join(f"{k} x{float(v):g}" for k, v in dict(value).items())
+            return ", ".join(f"{k} x{fmt_num(float(v), 'g')}" for k, v in dict(value).items())
         if format_spec == "clause":
             return self.vformat(self.catalog[value], (), self.evidence) if value else ""
         if format_spec == "clauses":
             return "; ".join(self.vformat(self.catalog[v], (), self.evidence) for v in value)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            # a figure, {pct:.1f} or a bare {ratio}: in the reader's number locale
+            return fmt_num(value, format_spec)
         return str(super().format_field(value, format_spec))
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from attnprof.cli import app
+from attnprof.units import fmt_num
 
 __all__ = ["bundle_command"]
 
@@ -26,4 +27,4 @@ def bundle_command(
     from attnprof.report.bundle import write_bundle
 
     info = write_bundle(run_dir, output, lang=lang, force=force)
-    sys.stdout.write(f"{info.path} ({len(info.files)} files, {info.bytes / 1e6:.1f} MB)\n")
+    sys.stdout.write(f"{info.path} ({len(info.files)} files, {fmt_num(info.bytes / 1e6, '.1f')} MB)\n")

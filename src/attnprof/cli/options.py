@@ -13,6 +13,7 @@ import typer
 
 from attnprof.device import resolve_device
 from attnprof.errors import UserError
+from attnprof.units import fmt_num
 from attnprof.workload import Workload, parse_shape
 
 __all__ = [
@@ -109,7 +110,7 @@ def positive(value: float | None, flag: str, example: str) -> float | None:
     if value is None:
         return None
     if not math.isfinite(value) or value <= 0:
-        raise UserError(f"{flag} must be a positive number, got {value:g}: e.g. {flag} {example}")
+        raise UserError(f"{flag} must be a positive number, got {fmt_num(value, 'g')}: e.g. {flag} {example}")
     return value
 
 

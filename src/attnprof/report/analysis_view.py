@@ -23,7 +23,7 @@ from attnprof.analysis.records.trace_records import NO_CATEGORY
 from attnprof.report.console import make_console, print_table
 from attnprof.report.finding_text import finding_message
 from attnprof.report.i18n import Translator
-from attnprof.units import fmt_us
+from attnprof.units import fmt_num, fmt_us, number_locale
 
 if TYPE_CHECKING:
     from attnprof.analysis.records.result import (
@@ -53,8 +53,8 @@ def _occ(o: Occupancy | None, t: Translator) -> str:
         return "-"
     ach = o.achieved_pct
     th = o.theoretical_pct
-    a = t("av.not_measured_short") if not o.measured else ("-" if ach is None else f"{ach:.0f}")
-    theo = "-" if th is None else f"{th:.0f}"
+    a = t("av.not_measured_short") if not o.measured else ("-" if ach is None else fmt_num(ach, ".0f"))
+    theo = "-" if th is None else fmt_num(th, ".0f")
     return f"{a}/{theo}"
 
 
@@ -66,7 +66,7 @@ def _category(c: str, t: Translator) -> str:
 def _not_read(d: Device, t: Translator) -> str:
     """ "cuda_profiler_range 77": the device events the analysis did not read, by category."""
     names = {NO_CATEGORY: t("av.no_category")}
-    return ", ".join(f"{names.get(c, c)} {n:,}" for c, n in (d.not_read or {}).items())
+    return ", ".join(f"{names.get(c, c)} {fmt_num(n, ',')}" for c, n in (d.not_read or {}).items())
 
 
 def _device_line(d: Device, t: Translator) -> str:
@@ -105,8 +105,8 @@ def _graphs_part(g: GraphReplays, total: float, t: Translator) -> str | None:
     rest = t("av.no_capture") if g.capture is None else t("av.capture", name=g.capture)
     return t(
         "av.graphs",
-        pct=f"{100.0 * g.replayed_us / total:.0f}%",
-        bare=f"{100.0 * g.unattributed_us / total:.0f}%",
+        pct=f"{fmt_num(100.0 * g.replayed_us / total, '.0f')}%",
+        bare=f"{fmt_num(100.0 * g.unattributed_us / total, '.0f')}%",
         rest=rest,
     )
 
@@ -120,7 +120,7 @@ def _share_line(sh: Share, t: Translator, device_not_read: bool = False) -> str 
     att = sh.attention
 
     def p(us: float) -> str:
-        return f"{100.0 * us / total:.0f}%"
+        return f"{fmt_num(100.0 * us / total, '.0f')}%"
 
     prov = t("av.by_provenance", pct=p(att.provenance_us)) if att.provenance_us > 0 else ""
     parts = [
@@ -147,7 +147,9 @@ def _share_line(sh: Share, t: Translator, device_not_read: bool = False) -> str 
         parts.append(f"{t(f'av.part.{label}')} {p(part.time_us)}")
         if part is comm and comm.exposed_us is not None and comm.hidden_pct is not None:
             # the share sums durations; exposed is the time no compute hides (a union)
-            parts[-1] += t("av.exposed", exposed=fmt_us(comm.exposed_us), hidden=f"{comm.hidden_pct:.0f}")
+            parts[-1] += t(
+                "av.exposed", exposed=fmt_us(comm.exposed_us), hidden=fmt_num(comm.hidden_pct, ".0f")
+            )
     parts.append(f"{t('av.part.other')} {p(sh.other.time_us)}")
     return t("av.device_time", total=fmt_us(total), parts=" | ".join(parts))
 
@@ -160,7 +162,7 @@ def _cpu_share_line(sh: Share, t: Translator, device_not_read: bool) -> str | No
         return None
 
     def p(part: TimeShare | AttentionShare | None) -> str:
-        return f"{100.0 * (part.time_us if part else 0.0) / total:.0f}%"
+        return f"{fmt_num(100.0 * (part.time_us if part else 0.0) / total, '.0f')}%"
 
     parts: list[tuple[str, TimeShare | AttentionShare | None]] = [
         ("attention", sh.attention),
@@ -186,13 +188,13 @@ def _attention_rules_lines(sh: Share, t: Translator) -> list[str]:
     att = sh.attention
     if total <= 0 or not att.rules:
         return []
-    rules = ", ".join(f"{rule} {100.0 * us / total:.1f}%" for rule, us in att.rules.items())
+    rules = ", ".join(f"{rule} {fmt_num(100.0 * us / total, '.1f')}%" for rule, us in att.rules.items())
     out = [t("av.by_rule", rules=rules)]
     if att.name_only_kernels:
         out.append(
             t(
                 "av.name_only",
-                pct=f"{100.0 * att.name_only_us / total:.1f}%",
+                pct=f"{fmt_num(100.0 * att.name_only_us / total, '.1f')}%",
                 names=", ".join(att.name_only_kernels),
             )
         )
@@ -209,7 +211,7 @@ def _attention_side_line(sh: Share, t: Translator) -> str | None:
         return None
 
     def pct(us: float) -> str:
-        return f"{100.0 * us / total:.1f}%"
+        return f"{fmt_num(100.0 * us / total, '.1f')}%"
 
     kinds = sorted(side.kinds.items(), key=lambda kv: -kv[1])
     names = [t(f"av.side_kind.{k.replace(' ', '_')}") for k, _ in kinds]
@@ -254,7 +256,13 @@ def _compiled(d: TraceAnalysis, console: Console, t: Translator) -> None:
     graphs = len(c.graphs)
     by_name = t("av.compiled_by_name", time=fmt_us(c.name_only_us)) if c.name_only_us > 0 else ""
     console.print(
-        t("av.compiled", pct=f"{c.pct:.0f}%", time=fmt_us(c.time_us), graphs=graphs, by_name=by_name),
+        t(
+            "av.compiled",
+            pct=f"{fmt_num(c.pct, '.0f')}%",
+            time=fmt_us(c.time_us),
+            graphs=graphs,
+            by_name=by_name,
+        ),
         overflow="fold",
     )
     fused = [k for k in c.kernels if k.fused_ops is not None]
@@ -267,7 +275,7 @@ def _compiled(d: TraceAnalysis, console: Console, t: Translator) -> None:
     )
     for k in fused:
         ops = ", ".join(k.fused_ops or []) or t("av.not_in_name")
-        table.add_row(k.name, f"{k.count:,}", fmt_us(k.time_us), ops)
+        table.add_row(k.name, fmt_num(k.count, ","), fmt_us(k.time_us), ops)
     print_table(console, table)
 
 
@@ -275,8 +283,8 @@ def _phases(d: TraceAnalysis, console: Console, t: Translator) -> None:
     """One line per inference phase: its share of device time and its attention share."""
     ph = d.phases
     for p in ph.phases:
-        pct = f"{p.pct:.0f}%" if p.pct is not None else "-"
-        att = f"{p.attention_pct:.1f}%" if p.attention_pct is not None else "-"
+        pct = f"{fmt_num(p.pct, '.0f')}%" if p.pct is not None else "-"
+        att = f"{fmt_num(p.attention_pct, '.1f')}%" if p.attention_pct is not None else "-"
         steps = t("av.steps_one" if p.steps == 1 else "av.steps", n=p.steps) if p.steps else ""
         line = t(
             "av.phase",
@@ -297,29 +305,35 @@ def _phases(d: TraceAnalysis, console: Console, t: Translator) -> None:
                 dk=b.decode_kv_tokens,
             )
         if p.achieved_tflops is not None:
-            line += t("av.phase_rate", time=fmt_us(p.modelled_us), tflops=f"{p.achieved_tflops:.3g}")
+            line += t("av.phase_rate", time=fmt_us(p.modelled_us), tflops=fmt_num(p.achieved_tflops, ".3g"))
         if p.attention_tbps is not None:
             bw = (
-                t("av.phase_bw_pct", pct=f"{p.attention_bw_pct:.0f}")
+                t("av.phase_bw_pct", pct=fmt_num(p.attention_bw_pct, ".0f"))
                 if p.attention_bw_pct is not None
                 else ""
             )
-            line += t("av.phase_bw", tbps=f"{p.attention_tbps:.3g}", bw=bw)
+            line += t("av.phase_bw", tbps=fmt_num(p.attention_tbps, ".3g"), bw=bw)
         if p.phase == "mixed":
             line += t("av.phase_mixed")
         console.print(line, overflow="fold")
     if ph.phases and ph.unknown_us > 0:
         console.print(
-            t("av.no_phase", time=fmt_us(ph.unknown_us), pct=f"{ph.unknown_pct:.0f}"), overflow="fold"
+            t("av.no_phase", time=fmt_us(ph.unknown_us), pct=fmt_num(ph.unknown_pct, ".0f")), overflow="fold"
         )
 
 
 def render_analysis(d: TraceAnalysis, console: Console | None = None, t: Translator | None = None) -> None:
-    """Print the analysis; `t`: the reader's language (English when None)."""
+    """Print the analysis; `t`: the reader's language (English when None), its numbers too
+    (units.number_locale: Indonesian writes 2.551 events and 98,7 µs)."""
     if console is None:
         console = make_console()
     if t is None:
         t = Translator("en")
+    with number_locale(t.lang):
+        _render(d, console, t)
+
+
+def _render(d: TraceAnalysis, console: Console, t: Translator) -> None:
     en = t.lang == "en"
     tot, tr = d.totals, d.trace
     console.print(Text(f"{d.source}", style="bold"))
@@ -339,14 +353,14 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None, t: Transla
     console.print(
         t(
             "av.events",
-            events=f"{tr.events:,}",
-            kept=f"{tr.kept_events:,}",
+            events=fmt_num(tr.events, ","),
+            kept=fmt_num(tr.kept_events, ","),
             rank=rank,
-            kernels=f"{tot.kernels:,}",
+            kernels=fmt_num(tot.kernels, ","),
             ktime=fmt_us(tot.kernel_time_us),
-            memcpy=f"{tot.memcpy:,}",
-            memset=f"{tot.memset:,}",
-            cpu_ops=f"{tot.cpu_ops:,}",
+            memcpy=fmt_num(tot.memcpy, ","),
+            memset=fmt_num(tot.memset, ","),
+            cpu_ops=fmt_num(tot.cpu_ops, ","),
         )
     )
     for note in d.repairs:
@@ -376,7 +390,7 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None, t: Transla
                 _category(k.category, t),
                 k.family,
                 _tc(k.tensor_cores, t),
-                f"{k.count:,}",
+                fmt_num(k.count, ","),
                 fmt_us(k.time_us),
                 fmt_us(k.mean_us),
                 _occ(k.occupancy, t),
@@ -395,14 +409,16 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None, t: Transla
         cat.add_column(t("av.col.time"), justify="right")
         cat.add_column("%", justify="right")
         for c in d.categories:
-            cat.add_row(_category(c.category, t), f"{c.count:,}", fmt_us(c.time_us), f"{c.pct_time:.1f}")
+            cat.add_row(
+                _category(c.category, t), fmt_num(c.count, ","), fmt_us(c.time_us), fmt_num(c.pct_time, ".1f")
+            )
         console.print(cat)
 
     for r in d.regions:
         _region(d, r, console, t)
 
     if d.launch_apis:
-        apis = ", ".join(f"{a.api} {a.gpu_ops:,}" for a in d.launch_apis)
+        apis = ", ".join(f"{a.api} {fmt_num(a.gpu_ops, ',')}" for a in d.launch_apis)
         console.print(t("av.launch_apis", apis=apis), overflow="fold")
 
     roof = d.roofline
@@ -413,7 +429,7 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None, t: Transla
         else:
             pct = roof.pct_of_peak_flops
             peak = (
-                t("av.roof_pct", pct=f"{pct:.1f}", peak=f"{roof.peak_tflops:.3g}")
+                t("av.roof_pct", pct=fmt_num(pct, ".1f"), peak=fmt_num(roof.peak_tflops, ".3g"))
                 if pct is not None
                 else f" ({roof.note})"
             )
@@ -421,9 +437,9 @@ def render_analysis(d: TraceAnalysis, console: Console | None = None, t: Transla
                 t(
                     "av.roof",
                     head=head,
-                    tflops=f"{roof.achieved_tflops:.3g}",
+                    tflops=fmt_num(roof.achieved_tflops, ".3g"),
                     peak=peak,
-                    tbps=f"{roof.achieved_tbps:.3g}",
+                    tbps=fmt_num(roof.achieved_tbps, ".3g"),
                 ),
                 overflow="fold",
             )
@@ -453,8 +469,8 @@ def _region(d: TraceAnalysis, r: RegionStat, console: Console, t: Translator) ->
     replayed = r.instances > 0 and r.replayed_instances == r.instances
     cols = [
         ("instances", str(r.instances), False),
-        ("cpu_ops", t("av.graph_replay") if replayed else f"{r.cpu_ops_per_instance:g}", False),
-        ("gpu_ops", f"{r.gpu_ops_per_instance:g}", True),
+        ("cpu_ops", t("av.graph_replay") if replayed else fmt_num(r.cpu_ops_per_instance, "g"), False),
+        ("gpu_ops", fmt_num(r.gpu_ops_per_instance, "g"), True),
         ("cpu_time", t("av.graph_replay") if replayed else fmt_us(r.cpu_time_us_per_instance), False),
         # the sum of the device-op durations (overlapping streams each count), and their
         # union (busy), never more than the span
@@ -469,8 +485,8 @@ def _region(d: TraceAnalysis, r: RegionStat, console: Console, t: Translator) ->
     console.print(reg)
     att = r.attribution
     if att.rules:
-        rules = ", ".join(f"{k} {v:g}" for k, v in att.rules.items())
-        threads = ", ".join(f"{x.thread} {x.gpu_ops_per_instance:g}" for x in att.threads[:4])
+        rules = ", ".join(f"{k} {fmt_num(v, 'g')}" for k, v in att.rules.items())
+        threads = ", ".join(f"{x.thread} {fmt_num(x.gpu_ops_per_instance, 'g')}" for x in att.threads[:4])
         console.print(Text(t("av.by_rule_ops", rules=rules, threads=threads), style="dim"), overflow="fold")
     bwd = r.backward
     if bwd.gpu_ops_per_instance:
@@ -479,7 +495,7 @@ def _region(d: TraceAnalysis, r: RegionStat, console: Console, t: Translator) ->
                 t(
                     "av.backward",
                     by=bwd.linked_by,
-                    ops=f"{bwd.gpu_ops_per_instance:g}",
+                    ops=fmt_num(bwd.gpu_ops_per_instance, "g"),
                     time=fmt_us(bwd.gpu_time_us_per_instance),
                 ),
                 style="dim",
@@ -497,7 +513,7 @@ def _region(d: TraceAnalysis, r: RegionStat, console: Console, t: Translator) ->
             Text(
                 t(
                     "av.idle",
-                    pct=f"{idle.idle_pct:.0f}",
+                    pct=fmt_num(idle.idle_pct, ".0f"),
                     idle=fmt_us(idle.idle_us_per_instance),
                     window=fmt_us(idle.window_us_per_instance),
                     host=host or t("av.nothing"),
@@ -512,6 +528,7 @@ def _region(d: TraceAnalysis, r: RegionStat, console: Console, t: Translator) ->
     elif r.cpu_ops_by_name and not r.gpu_ops:
         # by self time, not by count: aten::empty x2000 costs less than one convolution
         ops = ", ".join(
-            f"{o.name} {fmt_us(o.self_us_per_instance)} (x{o.per_instance:g})" for o in r.cpu_ops_by_name[:8]
+            f"{o.name} {fmt_us(o.self_us_per_instance)} (x{fmt_num(o.per_instance, 'g')})"
+            for o in r.cpu_ops_by_name[:8]
         )
         console.print(Text(t("av.cpu_by_self", ops=ops), style="dim"), overflow="fold")

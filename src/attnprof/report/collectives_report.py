@@ -73,8 +73,8 @@ def collectives_lines(view: CollectiveView, t: Translator) -> list[Cell]:
             rank=s.rank,
             last_in=s.last_in,
             of=s.of,
-            share=f"{s.share_pct:.0f}",
-            chance=f"{s.chance_pct:.0f}",
+            share=fmt_num(s.share_pct, ".0f"),
+            chance=fmt_num(s.chance_pct, ".0f"),
             waited=fmt_us(s.waited_for_us),
         )
         lines.append(Cell(text, s.rank, emphasis="alarm"))

@@ -7,13 +7,13 @@ from __future__ import annotations
 from attnprof.records import RunRecord, RunResult
 from attnprof.report.i18n import Translator
 from attnprof.report.table import Cell, Column, Table
-from attnprof.units import fmt_ms, fmt_us
+from attnprof.units import fmt_ms, fmt_num, fmt_us
 
 __all__ = ["layer_rows", "layers_table", "model_table"]
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1%}"
+    return "-" if x is None else fmt_num(x, ".1%")
 
 
 def model_table(record: RunRecord, t: Translator) -> Table:
@@ -63,7 +63,7 @@ def layer_rows(results: list[RunResult]) -> tuple[list[str], list[tuple[str, lis
             if la is None:
                 cells.append("-")
             elif la.bwd_us is not None:  # forward + backward, both in ms: one narrow cell
-                cells.append(f"{la.fwd_us / 1e3:.3g} + {la.bwd_us / 1e3:.3g}")
+                cells.append(f"{fmt_num(la.fwd_us / 1e3, '.3g')} + {fmt_num(la.bwd_us / 1e3, '.3g')}")
             else:
                 cells.append(fmt_us(la.fwd_us))
         rows.append((str(n), cells))

@@ -15,7 +15,7 @@ from attnprof.report.console import make_console, print_table, terminal_words
 from attnprof.report.model_tables import layers_table
 from attnprof.report.run_view import ProgressReporter
 from attnprof.report.table import to_rich
-from attnprof.units import fmt_bytes, fmt_ms
+from attnprof.units import fmt_bytes, fmt_ms, fmt_num
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -41,7 +41,7 @@ class ModelProgress(ProgressReporter):
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1%}"
+    return "-" if x is None else fmt_num(x, ".1%")
 
 
 def fastest_line(record: RunRecord) -> str | None:
@@ -51,9 +51,9 @@ def fastest_line(record: RunRecord) -> str | None:
         return None
     if m.runner_up is None or m.margin is None:
         return f"fastest: {m.fastest} (the only implementation that ran)"
-    line = f"fastest: {m.fastest}, {m.runner_up} takes {m.margin:.0%} longer per step"
+    line = f"fastest: {m.fastest}, {m.runner_up} takes {fmt_num(m.margin, '.0%')} longer per step"
     if m.margin_low is not None and m.margin_high is not None:
-        line += f" (95% interval {m.margin_low:+.0%} to {m.margin_high:+.0%})"
+        line += f" (95% interval {fmt_num(m.margin_low, '+.0%')} to {fmt_num(m.margin_high, '+.0%')})"
     else:
         line += " (too few samples for an interval: it may be noise)"
     if m.margin_within_noise:
@@ -92,7 +92,7 @@ def _summary_table(record: RunRecord) -> RichTable:
         table.add_row(
             r.label + (" [yellow]~[/]" if r.timing.noisy else ""),
             f"{fmt_ms(r.timing.median_ms)} ±{fmt_ms(r.timing.iqr_ms)}",
-            f"[{colour}]{ratio:.2f}x[/]",
+            f"[{colour}]{fmt_num(ratio, '.2f')}x[/]",
             share,
             analyser,
             fmt_bytes(r.memory.peak_bytes if r.memory else None),
@@ -157,7 +157,7 @@ def render_model(record: RunRecord, out: Path | None, *, no_color: bool = False)
     gqa = f", {wl.kv_heads} kv heads" if wl.kv_heads != wl.heads else ""
     console.print(
         f"[dim]{m.model_class} ({m.source}{', ' + m.size if m.size else ''}, {m.layers} layers, "
-        f"{m.parameters / 1e6:.1f}M parameters), {m.step}; attention per layer: {wl.heads} heads{gqa}, "
+        f"{fmt_num(m.parameters / 1e6, '.1f')}M parameters), {m.step}; attention per layer: {wl.heads} heads{gqa}, "
         f"head_dim {wl.head_dim}, {wl.seq} x {wl.kv_seq}, {wl.dtype} on {env.device_name} ({env.device}, "
         f"{threads} threads), torch {env.torch_version}, transformers {m.transformers_version}[/]"
     )

@@ -26,7 +26,7 @@ from attnprof.analysis.records.perf_records import OpPerf, PerfModel
 from attnprof.compare.compare import Row
 from attnprof.report.data import ScalingPoint
 from attnprof.store import StoredResult
-from attnprof.units import localize
+from attnprof.units import fmt_num, localize
 
 __all__ = [
     "CATEGORY_COLORS",
@@ -284,7 +284,7 @@ def timeline_plot(rows: Sequence[Row], t: Label | None = None) -> str | None:
 
     def ops(r: Row) -> str:
         n = r.gpu_ops_per_forward if r.timeline_lane == "gpu" else r.cpu_ops_per_forward
-        return f"{r.label} ({n:.0f})" if n is not None else r.label
+        return f"{r.label} ({fmt_num(n, '.0f')})" if n is not None else r.label
 
     ticks = [_tick(ops(r)) for r in have]
     fig = _figure(ticks, per_row=0.5)
@@ -373,7 +373,7 @@ def store_scaling_plot(results: Sequence[StoredResult], t: Label | None = None) 
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     # plain numbers on both axes (32, 64, 128; 20, 30, 50 µs) rather than powers
-    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    plain = FuncFormatter(lambda v, _pos: fmt_num(v, "g"))
     ax.set_xticks(sorted({r.seq for r in timed}))
     ax.xaxis.set_major_formatter(plain)
     ax.xaxis.set_minor_formatter(NullFormatter())

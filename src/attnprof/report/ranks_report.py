@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from attnprof.report.collectives_report import bandwidth_table, collectives_lines, collectives_table
 from attnprof.report.i18n import Translator
 from attnprof.report.table import Cell, Column, Table, md_code, md_text, to_markdown
-from attnprof.units import fmt_us
+from attnprof.units import fmt_num, fmt_us
 
 if TYPE_CHECKING:
     from attnprof.analysis.ranks.folder import FolderRun
@@ -22,7 +22,7 @@ __all__ = ["ranks_table", "render_ranks_html", "render_ranks_markdown"]
 
 
 def _pct(v: float | None) -> Cell:
-    return Cell("-" if v is None else f"{v:.1f}", v, "%")
+    return Cell("-" if v is None else fmt_num(v, ".1f"), v, "%")
 
 
 def _us(v: float | None, shown: bool = True) -> Cell:
@@ -84,9 +84,9 @@ def _slowest_line(run: FolderRun, t: Translator) -> str:
         f"ranks.slowest.{s.basis}",
         rank=s.rank,
         value=fmt_us(s.value_us),
-        over_median=f"{s.pct_over_median:+.1f}",
+        over_median=fmt_num(s.pct_over_median, "+.1f"),
         median=fmt_us(s.median_us),
-        over_fastest=f"{s.pct_over_fastest:+.1f}",
+        over_fastest=fmt_num(s.pct_over_fastest, "+.1f"),
         fastest_rank=s.fastest_rank,
         fastest=fmt_us(s.fastest_us),
     )

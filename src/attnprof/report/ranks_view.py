@@ -17,7 +17,7 @@ from attnprof.report.collectives_report import bandwidth_table, collectives_line
 from attnprof.report.console import make_console, print_table, terminal_words
 from attnprof.report.ranks_report import ranks_table
 from attnprof.report.table import EMPHASIS, to_rich
-from attnprof.units import fmt_us
+from attnprof.units import fmt_num, fmt_us
 
 if TYPE_CHECKING:
     from attnprof.analysis.ranks.folder import FolderRun
@@ -29,7 +29,7 @@ _BASIS = {"step_time": "mean step time", "gpu_window": "device active window"}
 
 
 def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1f}"
+    return "-" if v is None else fmt_num(v, ".1f")
 
 
 def render_folder(run: FolderRun, console: Console | None = None) -> None:
@@ -61,8 +61,8 @@ def render_folder(run: FolderRun, console: Console | None = None) -> None:
     if s is not None:
         console.print(
             f"slowest rank: {s.rank}, {_BASIS[s.basis]} {fmt_us(s.value_us)}: "
-            f"{s.pct_over_median:+.1f}% over the median ({fmt_us(s.median_us)}), "
-            f"{s.pct_over_fastest:+.1f}% over the fastest (rank {s.fastest_rank}, {fmt_us(s.fastest_us)})"
+            f"{fmt_num(s.pct_over_median, '+.1f')}% over the median ({fmt_us(s.median_us)}), "
+            f"{fmt_num(s.pct_over_fastest, '+.1f')}% over the fastest (rank {s.fastest_rank}, {fmt_us(s.fastest_us)})"
         )
     if view.note:
         console.print(Text(view.note, style="dim"))
@@ -77,7 +77,7 @@ def render_folder(run: FolderRun, console: Console | None = None) -> None:
                 fmt_us(f.min_us),
                 fmt_us(f.max_us),
                 f"rank {f.max_rank}",
-                f"{f.spread_pct:.1f}",
+                fmt_num(f.spread_pct, ".1f"),
             )
         console.print(fam)
         console.print(Text("spread: (max - min) / mean of the family's time across ranks", style="dim"))

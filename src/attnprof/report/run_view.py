@@ -21,7 +21,7 @@ from rich.table import Table
 
 from attnprof.records import is_incorrect
 from attnprof.report.console import make_console, print_table
-from attnprof.units import fmt_bytes, fmt_ms
+from attnprof.units import fmt_bytes, fmt_ms, fmt_num
 from attnprof.workload import WorkloadId
 
 if TYPE_CHECKING:
@@ -97,11 +97,11 @@ def _versus(record: RunRecord, out: Path) -> tuple[dict[str, str], list[str]]:
             if r is top.fastest:
                 cells[r.label] = "[green]fastest[/]"
             elif r.label in tied:
-                cells[r.label] = f"[green]tie {ratio:.2f}x[/]"
+                cells[r.label] = f"[green]tie {fmt_num(ratio, '.2f')}x[/]"
             elif r.label in untold:
-                cells[r.label] = f"{ratio:.2f}x ?"
+                cells[r.label] = f"{fmt_num(ratio, '.2f')}x ?"
             else:
-                cells[r.label] = f"[{'yellow' if ratio < 2 else 'red'}]{ratio:.2f}x[/]"
+                cells[r.label] = f"[{'yellow' if ratio < 2 else 'red'}]{fmt_num(ratio, '.2f')}x[/]"
     reasons = list(dict.fromkeys(x for r in comp.rows for x in r.load_reasons))
     return cells, reasons
 
@@ -243,8 +243,8 @@ def _render_workload_notes(console: Any, record: RunRecord) -> None:
         conv = next((r.flop_convention for r in ran if r.flop_convention), None)
         parts = []
         for r in ran:
-            f = f"{r.tflops_useful:.3g}" if r.tflops_useful is not None else "-"
-            b = f"{r.tflops_useful_bwd:.3g}" if r.tflops_useful_bwd is not None else "-"
+            f = fmt_num(r.tflops_useful, ".3g") if r.tflops_useful is not None else "-"
+            b = fmt_num(r.tflops_useful_bwd, ".3g") if r.tflops_useful_bwd is not None else "-"
             parts.append(f"{r.label} {f} fwd / {b} bwd")
         console.print(f"[dim]useful TFLOP/s: {'; '.join(parts)}; {conv}[/]")
         for r in ran:
@@ -255,14 +255,14 @@ def _render_workload_notes(console: Any, record: RunRecord) -> None:
         return
     useful = record.results[0].flops_useful if record.results else 0.0
     dense = 4.0 * w.batch * w.heads * w.seq * w.kv_seq * w.head_dim
-    share = f"{useful / dense:.1%} of pairs visible" if dense else ""
+    share = f"{fmt_num(useful / dense, '.1%')} of pairs visible" if dense else ""
     console.print(f"mask {w.mask or ('causal' if w.causal else 'none')}: {share}")
     for r in ran:
         line = f"  {r.label}: {r.mask_path or 'unknown'}"
         if r.block_sparsity is not None:
-            line += f"; skips {r.block_sparsity:.1%} of its blocks"
+            line += f"; skips {fmt_num(r.block_sparsity, '.1%')} of its blocks"
         if r.flops_executed and dense:
-            line += f"; computes {r.flops_executed / dense:.0%} of the dense FLOPs"
+            line += f"; computes {fmt_num(r.flops_executed / dense, '.0%')} of the dense FLOPs"
         console.print(line)
     sdpa = next((r for r in ran if r.backend_rules), None)
     if sdpa is not None:

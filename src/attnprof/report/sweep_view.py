@@ -21,7 +21,7 @@ from attnprof.records import variant_label
 from attnprof.report.console import make_console, print_table, terminal_words
 from attnprof.report.store_report import recommendation_table, short_variant
 from attnprof.report.table import Cell, Column, Table, fit, to_rich
-from attnprof.units import fmt_bytes, fmt_count, fmt_err, fmt_ms, fmt_ratio
+from attnprof.units import fmt_bytes, fmt_count, fmt_err, fmt_ms, fmt_num, fmt_ratio
 from attnprof.workload import WorkloadId
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def summary_dict(s: SweepSummary) -> dict[str, Any]:
 def print_summary(s: SweepSummary, con: Console | None = None) -> None:
     con = con or make_console()
     counts = ", ".join(f"{n} {status}" for status, n in sorted(s.counts.items())) or "nothing new"
-    con.print(f"[bold]{s.ran} job(s) run[/bold] in {s.elapsed_s:.1f} s: {counts}")
+    con.print(f"[bold]{s.ran} job(s) run[/bold] in {fmt_num(s.elapsed_s, '.1f')} s: {counts}")
     if s.already:
         con.print(f"{s.already} of {s.total} job(s) were already in the store (resumed)")
     if s.not_run:
@@ -140,7 +140,7 @@ def print_summary(s: SweepSummary, con: Console | None = None) -> None:
     if s.slowest:
         table = Table(columns=[Column("wall s", numeric=True), Column("job")], title="slowest jobs")
         for wall, what in s.slowest:
-            table.add([Cell(f"{wall:.2f}", wall, "s"), what])
+            table.add([Cell(fmt_num(wall, ".2f"), wall, "s"), what])
         con.print(to_rich(table, show_edge=False))
     store = str(s.store)
     con.print(f"store: {store}  (attnprof results --store {store}; attnprof recommend --store {store})")
@@ -193,7 +193,7 @@ def _tflops(x: float | None) -> Cell | None:
     if x is None:
         return None
     # at most 7 characters, the header's width
-    return Cell(f"{x:.3g}" if x >= 0.001 else f"{x:.1e}", x, "TFLOP/s")
+    return Cell(fmt_num(x, ".3g") if x >= 0.001 else fmt_num(x, ".1e"), x, "TFLOP/s")
 
 
 def results_tables(rows: list[StoredResult]) -> list[Table | Text]:
@@ -268,7 +268,7 @@ def results_tables(rows: list[StoredResult]) -> list[Table | Text]:
             lines = (r.reason or "").strip().splitlines()
             reason = lines[0].removeprefix(f"{r.variant}: ")[:240] if lines else "no reason given"
             if r.status == "incorrect" and not lines:  # the harness's verdict is the stored check
-                worst = f"{r.max_abs_err:.3g}" if r.max_abs_err is not None else "unknown"
+                worst = fmt_num(r.max_abs_err, ".3g") if r.max_abs_err is not None else "unknown"
                 reason = f"outside the {r.dtype} tolerance (max abs error {worst})"
             k = (_label(r), r.status, reason)
             why[k] = why.get(k, 0) + 1

@@ -496,7 +496,7 @@ def _words_key(v: object) -> bool:
 
 def _ev_value(v: object) -> str:
     if isinstance(v, float):
-        return f"{v:g}"
+        return fmt_num(v, "g")
     if isinstance(v, dict):
         return ", ".join(
             f"{k} {_ev_value(x)}" if isinstance(x, (int, float)) else f"{k}: {_ev_value(x)}"
