@@ -100,7 +100,7 @@ def test_a_run_json_without_codes_still_says_the_standard_reasons_in_thai(tmp_pa
     with_code = {row[0]: row[2] for row in not_run_table(build_report_data(out), th).rows}
     # the same run as an older attnprof wrote it: no reason_code key at all
     text = re.sub(rb',\s*"reason_code": (null|\{[^{}]*\{[^{}]*\}[^{}]*\})', b"", raw)
-    assert b"reason_code" not in text
+    assert b'"reason_code":' not in text
     old = tmp_path / "old"
     old.mkdir()
     (old / "run.json").write_bytes(text)
@@ -123,3 +123,33 @@ def test_a_variants_reason_inside_a_models_is_said_whole_in_each_language() -> N
     )
     with pytest.raises(KeyError, match="no reason code"):
         reason("not_a_code", name="x")
+
+
+def test_the_load_meters_reasons_are_codes_said_in_each_language_and_old_records_still_read() -> None:
+    """Issue 30: the load meter's reasons are carried as codes with their figures, never parsed
+    back from English; a record written before them (English only) reads the same."""
+    from attnprof.harness.load import LoadMeter
+    from attnprof.records import MachineLoad
+    from attnprof.report.reasons import say_loads
+    from attnprof.units import number_locale
+
+    load = LoadMeter().start().stop(0.904)  # an IQR of 90.4% of the median: past SPREAD_LIMIT
+    spread = next(c for c in load.reason_codes if c.code == "load_spread")
+    assert spread.args["share"] == 0.904
+    assert "timing spread up to 90% of the median (IQR)" in load.reasons
+    assert load.reasons == [english(c) for c in load.reason_codes]
+    old = msgspec.json.decode(
+        msgspec.json.encode({**msgspec.to_builtins(load), "reason_codes": []}), type=MachineLoad
+    )
+    for lang, words in (("id", "sebaran waktu hingga 90% dari median (IQR)"), ("th", "90% ของมัธยฐาน")):
+        t = Translator(lang)
+        said = say_loads([(load.reasons, load.reason_codes)], t)
+        assert any(words in s for s in said), said
+        assert say_loads([(old.reasons, old.reason_codes)], t) == said  # the English read as before
+    # a figure with decimals in the reader's locale: Indonesian's decimal comma
+    avg = reason("load_loadavg", load=5.25, n=2)
+    with number_locale("id"):
+        assert say_loads([([english(avg)], [avg])], Translator("id")) == [
+            "rata-rata beban (loadavg) 5,2 pada 2 CPU"
+        ]
+    assert english(avg) == "load average 5.2 on 2 CPUs"

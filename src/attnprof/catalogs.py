@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from attnprof.errors import UserError
-from attnprof.units import fmt_num, fmt_us
+from attnprof.units import LocaleFormatter, fmt_num, fmt_us
 
 __all__ = ["LANGUAGES", "english", "fill_sentence", "load_catalog", "parse_po", "placeholders"]
 
@@ -95,7 +95,7 @@ def placeholders(template: str) -> set[str]:
     }
 
 
-class _Words(string.Formatter):
+class _Words(LocaleFormatter):
     """str.format with the formats a finding's sentence needs beside Python's own, so that its
     numbers and lists are written where the catalog puts them, in every language alike:
 
@@ -125,10 +125,7 @@ class _Words(string.Formatter):
             return self.vformat(self.catalog[value], (), self.evidence) if value else ""
         if format_spec == "clauses":
             return "; ".join(self.vformat(self.catalog[v], (), self.evidence) for v in value)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            # a figure, {pct:.1f} or a bare {ratio}: in the reader's number locale
-            return fmt_num(value, format_spec)
-        return str(super().format_field(value, format_spec))
+        return super().format_field(value, format_spec)
 
 
 def fill_sentence(catalog: Mapping[str, str], key: str, evidence: object) -> str:

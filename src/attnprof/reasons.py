@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from attnprof.records import ReasonCode
-from attnprof.units import fmt_bytes
+from attnprof.units import LocaleFormatter, fmt_bytes
 
 __all__ = ["ENGLISH", "english", "reason", "render"]
 
@@ -58,6 +58,11 @@ ENGLISH: dict[str, str] = {
     "memory.accuracy": "{size_bytes} of fp64 temporaries for the accuracy check",
     "memory.retained": "{size_bytes} for a variant prepared before it, timed in turn while this one's tensors stay allocated",
     "memory.flush": "{size_bytes} of L2 flush buffer for CUDA timing",
+    # the load meter (attnprof.harness.load): why a timing window's figures are unreliable
+    "load_other": "other processes used {share:.0%} of the {n} CPUs while timing",
+    "load_steal": "the hypervisor took {share:.0%} of CPU time (steal) while timing",
+    "load_spread": "timing spread up to {share:.0%} of the median (IQR)",
+    "load_loadavg": "load average {load:.1f} on {n} CPUs",
     # attnprof model
     "cpu_slow": "{name} compiles its kernels with inductor on first use, about a minute on a "
     "2-core CPU; ask for it with --variants {name}",
@@ -80,7 +85,8 @@ def render(why: ReasonCode, template: Callable[[str], str], *, sep: str = ", ") 
     }
     if why.parts:
         fields["parts"] = sep.join(render(p, template, sep=sep) for p in why.parts)
-    return template(why.code).format(**fields)
+    # the catalogs' formatter: a figure's spec ({share:.0%}) in the reader's number locale
+    return LocaleFormatter().vformat(template(why.code), (), fields)
 
 
 def english(why: ReasonCode) -> str:

@@ -109,7 +109,10 @@ class MachineLoad(msgspec.Struct, kw_only=True):
     loadavg_1m: float | None
     max_spread: float | None  # largest IQR / median among the variants timed together
     unreliable: bool
-    reasons: list[str] = []
+    reasons: list[str] = []  # in English (run.json's readers); rendered from reason_codes
+    # the same reasons as data (attnprof.reasons, codes load_*): what a report says them from;
+    # empty in records written before them (report/reasons.py reads those by their English)
+    reason_codes: list[ReasonCode] = []
 
 
 class TimingSummary(msgspec.Struct, kw_only=True):
@@ -371,6 +374,7 @@ class PeakProvenance(msgspec.Struct, kw_only=True, omit_defaults=True):
     measured_at: str | None = None
     cached_in: str | None = None
     not_cached: list[str] = []
+    not_cached_codes: list[ReasonCode] = []  # the same as data (MachineLoad.reason_codes)
 
     @property
     def busy(self) -> bool:

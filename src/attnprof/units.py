@@ -12,6 +12,7 @@ short names and the reports' narrower columns come from the same function.
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -75,8 +76,19 @@ def fmt_num(x: float | None, spec: str = ".3g") -> str:
     return "-" if x is None else _n(format(x, spec))
 
 
+class LocaleFormatter(string.Formatter):
+    """str.format for the catalogs' templates: a number's field ({share:.0%}, a bare {ratio})
+    written in the current number locale by fmt_num, anything else as str.format writes it."""
+
+    def format_field(self, value: object, format_spec: str) -> str:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return fmt_num(value, format_spec)
+        return str(super().format_field(value, format_spec))
+
+
 __all__ = [
     "ASCII_SPELLINGS",
+    "LocaleFormatter",
     "ascii_spelling",
     "fmt_bounds",
     "fmt_bytes",

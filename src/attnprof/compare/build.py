@@ -309,6 +309,7 @@ def _row_from_result(src: Source, res: RunResult, record: RunRecord) -> Row:
         cold_minor_faults_per_call=t.cold.minor_faults_per_call if t and t.cold else None,
         unreliable=bool(t and t.load and t.load.unreliable),
         load_reasons=list(t.load.reasons) if t and t.load else [],
+        load_reason_codes=list(t.load.reason_codes) if t and t.load else [],
         threads=t.threads if t else None,
         peak_bytes=res.memory.peak_bytes if res.memory else None,
         peak_method=res.memory.method if res.memory else None,

@@ -241,6 +241,7 @@ class Row(msgspec.Struct, kw_only=True):
     paired_rounds: bool = False  # samples interleaved round by round with its run's other variants
     unreliable: bool = False  # the machine was busy while this row was timed (load_reasons says how)
     load_reasons: list[str] = []
+    load_reason_codes: list[ReasonCode] = []  # the same as data (MachineLoad.reason_codes)
     forwards: int | None = None
     gpu_time_us_per_forward: float | None = None
     cpu_time_us_per_forward: float | None = None

@@ -211,7 +211,9 @@ def measured_peak(env: Environment, dtype: str, *, refresh: bool = False) -> tup
     peaks = _load_cache(path)
     hit = _cached(peaks.get(key))
     if hit is not None and not refresh:
-        return hit[0], msgspec.structs.replace(hit[1], cached_in=str(path), not_cached=[])
+        return hit[0], msgspec.structs.replace(
+            hit[1], cached_in=str(path), not_cached=[], not_cached_codes=[]
+        )
     cuda = env.device.startswith("cuda")
     sizes = (4096,) if cuda else _CPU_SIZES
     dtypes = (dtype,) if cuda or dtype in ("fp32", "fp64") else (dtype, "fp32")
@@ -241,7 +243,9 @@ def measured_peak(env: Environment, dtype: str, *, refresh: bool = False) -> tup
     if hit is not None and (hit[0] >= best or load.unreliable):
         return hit[0], msgspec.structs.replace(hit[1], cached_in=str(path), not_cached=[])
     if load.unreliable:  # a busy machine measures low: use it for this run, but do not keep it
-        return best, msgspec.structs.replace(prov, cached_in=None, not_cached=list(load.reasons))
+        return best, msgspec.structs.replace(
+            prov, cached_in=None, not_cached=list(load.reasons), not_cached_codes=list(load.reason_codes)
+        )
     peaks[key] = {"tflops": best, "what": peak_text(prov), "provenance": msgspec.to_builtins(prov)}
     _save_cache(path, peaks)
     return best, msgspec.structs.replace(prov, cached_in=str(path))

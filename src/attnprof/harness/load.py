@@ -20,6 +20,7 @@ import resource
 import time
 from dataclasses import dataclass
 
+from attnprof.reasons import english, reason
 from attnprof.records import MachineLoad
 
 __all__ = ["OTHER_LOAD_LIMIT", "SPREAD_LIMIT", "STEAL_LIMIT", "LoadMeter"]
@@ -98,15 +99,15 @@ class LoadMeter:
             loadavg: float | None = os.getloadavg()[0]
         except (AttributeError, OSError):
             loadavg = None
-        reasons = []
+        codes = []  # as data (attnprof.reasons): a report says them in its language from the code
         if other is not None and other > OTHER_LOAD_LIMIT:
-            reasons.append(f"other processes used {other:.0%} of the {n} CPUs while timing")
+            codes.append(reason("load_other", share=other, n=n))
         if steal is not None and steal > STEAL_LIMIT:
-            reasons.append(f"the hypervisor took {steal:.0%} of CPU time (steal) while timing")
+            codes.append(reason("load_steal", share=steal))
         if spread is not None and spread > SPREAD_LIMIT:
-            reasons.append(f"timing spread up to {spread:.0%} of the median (IQR)")
+            codes.append(reason("load_spread", share=spread))
         if loadavg is not None and loadavg > LOADAVG_FACTOR * n:
-            reasons.append(f"load average {loadavg:.1f} on {n} CPUs")
+            codes.append(reason("load_loadavg", load=loadavg, n=n))
         return MachineLoad(
             wall_s=wall,
             cpus=n,
@@ -115,6 +116,7 @@ class LoadMeter:
             steal_share=steal,
             loadavg_1m=loadavg,
             max_spread=spread,
-            unreliable=bool(reasons),
-            reasons=reasons,
+            unreliable=bool(codes),
+            reasons=[english(c) for c in codes],
+            reason_codes=codes,
         )

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from attnprof.catalogs import LANGUAGES, fill_sentence, load_catalog, parse_po, placeholders
+from attnprof.units import LocaleFormatter
 
 __all__ = ["LANGUAGES", "Translator", "load_catalog", "parse_po", "placeholders"]
 
@@ -39,7 +40,8 @@ class Translator:
         template = self._cat.get(msgid) or self._en.get(msgid)
         if template is None:
             raise KeyError(f"no message {msgid!r} in the catalogs")
-        return template.format(**fields) if fields else template
+        # numbers passed as numbers are written in the current number locale
+        return LocaleFormatter().vformat(template, (), fields) if fields else template
 
     def sentence(self, msgid: str, evidence: object) -> str:
         """A finding's sentence filled from its evidence (catalogs.fill_sentence: the

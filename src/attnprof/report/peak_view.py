@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from attnprof.records import Environment
 from attnprof.report.i18n import Translator
-from attnprof.report.summary import load_reason
+from attnprof.report.reasons import say_loads
 from attnprof.units import fmt_num, number_locale
 
 __all__ = ["peak_source"]
@@ -42,6 +42,6 @@ def _peak_source(env: Environment, t: Translator) -> str:
         return t(
             "env.peak_busy" if prov.busy else "env.peak_not_cached",
             what=what,
-            reasons="; ".join(load_reason(r, t) for r in prov.not_cached),
+            reasons="; ".join(say_loads([(prov.not_cached, prov.not_cached_codes)], t)),
         )
     return what

@@ -12,12 +12,13 @@ English sentence. For them alone the standard sentences are still recognised by 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 
 from attnprof.reasons import render
 from attnprof.records import ReasonCode
 from attnprof.report.i18n import Translator
 
-__all__ = ["LEGACY_PATTERNS", "translate_reason"]
+__all__ = ["LEGACY_PATTERNS", "say_loads", "translate_reason"]
 
 _NAME = r"(?P<name>[\w.:+-]+)"
 # (code, pattern of the whole English reason) of the reasons older records hold without a code;
@@ -42,6 +43,11 @@ LEGACY_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         ("head_dim", rf"{_NAME} supports head_dim <= (?P<max>\d+); got (?P<got>\d+)"),
         ("no_cudnn", rf"{_NAME} needs cuDNN, which this torch build cannot load"),
+        # the load meter's (attnprof.harness.load), with their figures: _PCT is a share in %
+        ("load_other", r"other processes used (?P<share_pct>\d+)% of the (?P<n>\d+) CPUs while timing"),
+        ("load_steal", r"the hypervisor took (?P<share_pct>\d+)% of CPU time \(steal\) while timing"),
+        ("load_spread", r"timing spread up to (?P<share_pct>\d+)% of the median \(IQR\)"),
+        ("load_loadavg", r"load average (?P<load_float>[\d.]+) on (?P<n>\d+) CPUs"),
     )
 )
 
@@ -50,8 +56,34 @@ def _legacy(reason: str) -> ReasonCode | None:
     for code, pattern in LEGACY_PATTERNS:
         m = pattern.fullmatch(reason.strip())
         if m is not None:
-            return ReasonCode(code=code, args=m.groupdict())
+            return ReasonCode(code=code, args=dict(map(_field, m.groupdict().items())))
     return None
+
+
+def _field(item: tuple[str, str]) -> tuple[str, str | int | float]:
+    """A pattern's group as the code's field: `<f>_pct` a share in % (0.57 from "57"),
+    `<f>_float` a number, `n` a count; the rest as written."""
+    key, text = item
+    if key.endswith("_pct"):
+        return key[:-4], int(text) / 100
+    if key.endswith("_float"):
+        return key[:-6], float(text)
+    return key, int(text) if key == "n" else text
+
+
+def say_loads(loads: Iterable[tuple[Sequence[str], Sequence[ReasonCode]]], t: Translator) -> list[str]:
+    """The load meter's reasons (harness/load.py) of several timings, each once, in t's
+    language: loads are (English reasons, their codes) pairs, a MachineLoad's or a compared
+    row's. From the codes; a record written before them holds only the English, which is read
+    as an older record's reason is (LEGACY_PATTERNS)."""
+    seen: dict[str, ReasonCode | None] = {}
+    for reasons, codes in loads:
+        paired = (
+            zip(reasons, codes, strict=True) if len(codes) == len(reasons) else ((r, None) for r in reasons)
+        )
+        for text, code in paired:
+            seen.setdefault(text, code)
+    return [translate_reason(text, t, code) for text, code in seen.items()]
 
 
 def translate_reason(reason: str | None, t: Translator, code: ReasonCode | None = None) -> str:

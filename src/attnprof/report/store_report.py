@@ -19,8 +19,7 @@ from attnprof.errors import UserError
 from attnprof.recommend import Recommendation, recommend
 from attnprof.records import RAN_STATUSES
 from attnprof.report.i18n import Translator
-from attnprof.report.reasons import translate_reason
-from attnprof.report.summary import load_reason
+from attnprof.report.reasons import say_loads, translate_reason
 from attnprof.report.table import Cell, Column, Table, fit, md_text, to_markdown
 from attnprof.store import StoredResult
 from attnprof.units import fmt_bounds, fmt_err, fmt_ms, fmt_ratio, number_locale
@@ -235,8 +234,7 @@ def _store_summary(data: StoreReportData, t: Translator) -> list[str]:
     ]
     busy = [r for r in data.results if r.load is not None and r.load.unreliable]
     if busy:  # right after what the store holds, as `results` and `recommend` say it
-        reasons = list(dict.fromkeys(x for r in busy if r.load is not None for x in r.load.reasons))
-        said = "; ".join(load_reason(x, t) for x in reasons[:2])
+        said = "; ".join(say_loads(((r.load.reasons, r.load.reason_codes) for r in busy if r.load), t)[:2])
         out.append(t("store.summary.busy", n=len(busy), total=len(data.results), reasons=said))
     for rec in data.recommendations:
         bucket = rec.bucket.label(device=True)

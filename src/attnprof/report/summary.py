@@ -7,7 +7,6 @@ module only words it), op counts, memory, accuracy, noise and expectations.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from attnprof.compare.causes import opaque
@@ -16,7 +15,7 @@ from attnprof.compare.rank import MIN_INTERVAL_SAMPLES, Speed, fastest, ranked_m
 from attnprof.compare.records import FEWER_OPS, Cause, Why
 from attnprof.report.data import ReportData
 from attnprof.report.i18n import Translator
-from attnprof.report.reasons import translate_reason
+from attnprof.report.reasons import say_loads, translate_reason
 from attnprof.units import (
     fmt_bounds,
     fmt_bytes,
@@ -26,13 +25,11 @@ from attnprof.units import (
     fmt_num,
     fmt_pct,
     fmt_ratio,
-    localize,
     number_locale,
 )
 
 __all__ = [
     "incorrect_line",
-    "load_reason",
     "summarize",
     "time_source_line",
 ]
@@ -170,24 +167,6 @@ def _ops_line(rows: Sequence[Row], t: Translator) -> list[str]:
     return out
 
 
-# the load meter's reasons (harness/load.py), by pattern, so reports can say them in their language
-_LOAD_REASONS = (
-    ("load.other", re.compile(r"other processes used (?P<pct>\d+)% of the (?P<n>\d+) CPUs while timing")),
-    ("load.steal", re.compile(r"the hypervisor took (?P<pct>\d+)% of CPU time \(steal\) while timing")),
-    ("load.spread", re.compile(r"timing spread up to (?P<pct>\d+)% of the median \(IQR\)")),
-    ("load.loadavg", re.compile(r"load average (?P<load>[\d.]+) on (?P<n>\d+) CPUs")),
-)
-
-
-def load_reason(reason: str, t: Translator) -> str:
-    """One of the load meter's reasons in the reader's language (as written when unknown)."""
-    for key, pattern in _LOAD_REASONS:
-        m = pattern.fullmatch(reason)
-        if m:
-            return t(key, **{k: localize(v) for k, v in m.groupdict().items()})
-    return reason
-
-
 def time_source_line(rows: Sequence[Row], t: Translator) -> str | None:
     """Which profiler pass the time shares (ops, categories, timelines, diffs, cause sizes) come
     from (Row.time_source): the lean one, the rich one (runs that kept no lean trace), or both,
@@ -224,9 +203,9 @@ def _summarize(data: ReportData, t: Translator) -> list[str]:
         bad = [incorrect_line(r, t) for r in comp.rows if r.status == INCORRECT]
         return [t("summary.empty"), *bad]
     out: list[str] = []
-    load = list(dict.fromkeys(x for r in ran for x in r.load_reasons))
+    load = say_loads(((r.load_reasons, r.load_reason_codes) for r in ran), t)
     if load:  # first: every ratio below must be read with this in mind
-        out.append(t("summary.unreliable", reasons="; ".join(load_reason(x, t) for x in load)))
+        out.append(t("summary.unreliable", reasons="; ".join(load)))
     if comp.mixed_workloads:
         out.append(t("summary.mixed", list="; ".join(comp.workloads)))
     grouped = len(comp.workloads) > 1 and not comp.mixed_workloads
