@@ -82,7 +82,17 @@ SLOW_MODULES = frozenset(
 # single tests that decode the largest shared traces several ways
 SLOW_TESTS = frozenset({"test_streamed_parallel_and_whole_file_loads_are_identical"})
 SLOW_FIXTURES = frozenset(
-    {"cpu_run", "cpu_store", "live", "bf16_run", "two_shapes", "swept", "small_run", "busy_cores"}
+    {
+        "cpu_run",
+        "cpu_store",
+        "kinds_store",
+        "live",
+        "bf16_run",
+        "two_shapes",
+        "swept",
+        "small_run",
+        "busy_cores",
+    }
 )
 
 
