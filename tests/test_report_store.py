@@ -134,7 +134,12 @@ def test_store_results_rows_tell_apart_what_results_tells_apart(
     identity = [tuple(str(c) for c in row[:status]) for row in table.rows]
     assert len(set(identity)) == 4, identity
     work = table.header.index("Work")
-    assert sorted(row[work] for row in table.rows) == ["full", "full fwd+bwd", "sliding=8", "sliding=8 fwd+bwd"]
+    assert sorted(row[work] for row in table.rows) == [
+        "full",
+        "full fwd+bwd",
+        "sliding=8",
+        "sliding=8 fwd+bwd",
+    ]
     # `attnprof results`: one bold configuration line per workload, the same four
     (terminal,) = [x for x in results_tables(data.results) if isinstance(x, Table)]
     lines = [str(row[0]) for row in terminal.rows if not str(row[0]).startswith("  ")]
