@@ -1,5 +1,6 @@
-"""Shared pytest setup: GPU-only tests skip themselves on machines without CUDA; the session
-ends with its peak memory (the suite must pass on an 8 GB laptop: under 4 GiB peak RSS)."""
+"""Shared pytest setup: a session without the shared traces beside the repository stops at once
+with one line saying where it looked; GPU-only tests skip themselves on machines without CUDA;
+the session ends with its peak memory (the suite must pass on an 8 GB laptop: under 4 GiB peak RSS)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,29 @@ def _has_cuda() -> bool:
         return False
 
 
+def shared_missing() -> str | None:
+    """Why the shared traces cannot be read, as the one line a session without them ends with;
+    None where they are there. They live beside the repository (tests/_paths.py), never in it."""
+    from _paths import REPO, TRACES
+
+    if TRACES.is_dir() and any(TRACES.glob("*.json.gz")):
+        return None
+    return (
+        f"attnprof's tests need the shared traces, looked for in {TRACES} (../shared/traces beside "
+        f"the repository {REPO}), and found none: put the project's "
+        "shared/ folder (traces/, checks/) beside the repository, or clone the repository next to it"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # one clear line and exit 4 (a usage error) before anything is collected: without this, the
+    # modules that list shared traces collect nothing (their tests silently skip as "empty
+    # parameter set") and the per-trace tests fail one by one
+    why = shared_missing()
+    if why is not None:
+        raise pytest.UsageError(why)
+
+
 # The fast tier (`python -m pytest -q -m "not slow"`, README: about 2 minutes on a quiet 2-core
 # machine) keeps the analysis, reports and CLI on traces and leaves out what runs attention for
 # real at length: whole modules of live runs, sweeps, models, Ray, child processes, fuzzers and a
@@ -77,12 +101,23 @@ SLOW_MODULES = frozenset(
         "test_extras",
         "test_options",
         "test_store",
+        "test_shared_missing",
     }
 )
 # single tests that decode the largest shared traces several ways
 SLOW_TESTS = frozenset({"test_streamed_parallel_and_whole_file_loads_are_identical"})
 SLOW_FIXTURES = frozenset(
-    {"cpu_run", "cpu_store", "live", "bf16_run", "two_shapes", "swept", "small_run", "busy_cores"}
+    {
+        "cpu_run",
+        "cpu_store",
+        "kinds_store",
+        "live",
+        "bf16_run",
+        "two_shapes",
+        "swept",
+        "small_run",
+        "busy_cores",
+    }
 )
 
 

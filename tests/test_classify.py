@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnprof.analysis.attribution.classify import CATEGORIES, RULES, classify, precision_of
+from attnprof.analysis.attribution.classify import CATEGORIES, RULES, classify, cpu_category, precision_of
 
 CASES = [
     # name, category, family substring, tensor_cores, precision
@@ -409,3 +409,43 @@ def test_fmha_family_rule_leaves_other_names_alone(name: str) -> None:
 
 def test_other_categories_have_no_direction() -> None:
     assert classify("ampere_sgemm_128x64_tn").direction is None
+
+
+# -- a CPU op's name, read by its structure (analysis/attribution/cpu_groups.py, the one home) ---
+
+
+@pytest.mark.parametrize(
+    ("name", "group"),
+    [
+        # its name holds "fill_", but it is flashinfer's attention, not a mask
+        ("flashinfer::batch_prefill_with_paged_kv_cache", "attention"),
+        ("flashinfer::batch_decode_with_paged_kv_cache", "attention"),
+        ("flash_attn::_flash_attn_forward", "attention"),
+        ("aten::einsum", "gemm"),  # a GEMM to the CPU-op analysis: the lanes agree now
+        ("aten::upsample_bilinear2d", "other"),  # holds "linear", is no GEMM
+        ("aten::masked_fill_", "mask"),
+        ("aten::fill_.Scalar", "mask"),
+        ("aten::bmm", "gemm"),
+        ("aten::mm", "gemm"),
+        ("aten::copy_", "copy"),
+        ("aten::_softmax_backward_data", "softmax"),
+        ("aten::native_layer_norm", "norm"),
+        ("aten::_scaled_dot_product_flash_attention_for_cpu", "attention"),
+        ("nn.Module: Linear_0", "other"),
+    ],
+)
+def test_a_cpu_ops_group_by_its_namespace_and_op(name: str, group: str) -> None:
+    assert cpu_category(name) == group
+
+
+def test_the_cpu_op_analysis_and_the_lanes_agree_on_gemms_and_masks() -> None:
+    """cpu_ops.py (unfused chains, mask rebuilt each call) and model_share.py read the same GEMMs
+    and mask builders as the lanes: the one home's, each of them in its lane."""
+    from attnprof.analysis.attribution import cpu_ops
+    from attnprof.analysis.attribution.cpu_groups import GEMM_OPS, MASK_BUILDERS
+    from attnprof.analysis.breakdown import model_share
+
+    assert cpu_ops._GEMM_OPS is GEMM_OPS and model_share._GEMM_OPS is GEMM_OPS
+    assert cpu_ops._MASK_OPS is MASK_BUILDERS
+    assert {cpu_category(n) for n in GEMM_OPS} == {"gemm"}
+    assert {cpu_category(n) for n in MASK_BUILDERS} == {"mask"}

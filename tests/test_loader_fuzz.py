@@ -9,6 +9,7 @@ small traces are cut between many events); the two must agree.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import json
 import tempfile
@@ -26,13 +27,26 @@ from attnprof.trace import Trace, load_trace, parse_trace
 from attnprof.trace import stream as loader
 
 # small real traces: the 71-event Triton trace (driver launch, flows, one kernel), and a GH200
-# one with ProfilerSteps, annotations, GEMM and softmax kernels for field mutations
-SEED = gzip.decompress(
-    trace("facebookresearch__HolisticTraceAnalysis__tests__data__triton_example").read_bytes()
-)
-SEED_DOC = json.loads(SEED)
-RICH = gzip.decompress(trace("marcalph__kernelforge").read_bytes())
-RICH_N = len(json.loads(RICH)["traceEvents"])
+# one with ProfilerSteps, annotations, GEMM and softmax kernels for field mutations; read on first
+# use (the strategies that need their sizes are deferred), so that collecting this module never
+# reads ../shared: where it is missing, tests/conftest.py stops the session with one line
+
+
+@functools.cache
+def _seed() -> bytes:
+    return gzip.decompress(
+        trace("facebookresearch__HolisticTraceAnalysis__tests__data__triton_example").read_bytes()
+    )
+
+
+@functools.cache
+def _rich() -> bytes:
+    return gzip.decompress(trace("marcalph__kernelforge").read_bytes())
+
+
+def _events(data: bytes) -> int:
+    return len(json.loads(data)["traceEvents"])
+
 
 _settings = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -85,19 +99,21 @@ def _check(data: bytes) -> None:
 
 
 @_settings
-@given(st.integers(min_value=0, max_value=len(SEED)))
+@given(st.deferred(lambda: st.integers(min_value=0, max_value=len(_seed()))))
 def test_truncated(n: int) -> None:
-    _check(SEED[:n])
+    _check(_seed()[:n])
 
 
 @_settings
 @given(
     st.lists(
-        st.tuples(st.integers(0, len(SEED) - 1), st.binary(min_size=1, max_size=4)), min_size=1, max_size=6
+        st.tuples(st.deferred(lambda: st.integers(0, len(_seed()) - 1)), st.binary(min_size=1, max_size=4)),
+        min_size=1,
+        max_size=6,
     )
 )
 def test_byte_mutations(edits: list[tuple[int, bytes]]) -> None:
-    data = bytearray(SEED)
+    data = bytearray(_seed())
     for pos, new in edits:
         data[pos : pos + len(new)] = new
     _check(bytes(data))
@@ -132,7 +148,7 @@ _ARGS = [
 ]
 
 
-def _mutated(source: str, edits: list[tuple[int, str, object]]) -> bytes:
+def _mutated(source: bytes, edits: list[tuple[int, str, object]]) -> bytes:
     """`source` with each (event index, field, value) edit applied; args fields go into args."""
     doc = json.loads(source)
     events = doc["traceEvents"]
@@ -148,13 +164,15 @@ def _mutated(source: str, edits: list[tuple[int, str, object]]) -> bytes:
 @_settings
 @given(
     st.lists(
-        st.tuples(st.integers(0, len(SEED_DOC["traceEvents"]) - 1), st.sampled_from(_FIELDS + _ARGS), _json),
+        st.tuples(
+            st.deferred(lambda: st.integers(0, _events(_seed()) - 1)), st.sampled_from(_FIELDS + _ARGS), _json
+        ),
         min_size=1,
         max_size=8,
     )
 )
 def test_field_mutations_of_valid_json(edits: list[tuple[int, str, object]]) -> None:
-    _check(_mutated(SEED, edits))
+    _check(_mutated(_seed(), edits))
 
 
 @_settings
@@ -167,10 +185,12 @@ def test_arbitrary_json_documents(doc: object) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(
-        st.tuples(st.integers(0, RICH_N - 1), st.sampled_from(_FIELDS + _ARGS), _json),
+        st.tuples(
+            st.deferred(lambda: st.integers(0, _events(_rich()) - 1)), st.sampled_from(_FIELDS + _ARGS), _json
+        ),
         min_size=1,
         max_size=12,
     )
 )
 def test_field_mutations_of_a_rich_trace(edits: list[tuple[int, str, object]]) -> None:
-    _check(_mutated(RICH, edits))
+    _check(_mutated(_rich(), edits))

@@ -16,20 +16,29 @@ ESC = b"\x1b["
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="pty is POSIX only")
 
 
+BERT = "AMD-AGI__TraceLens__tests__traces__h100__gaunernst_bert"
+
+
 def _analyze() -> list[str]:
-    return ["analyze", str(trace("AMD-AGI__TraceLens__tests__traces__h100__gaunernst_bert"))]
+    """`analyze` of a shared trace, named by its prefix: the path is looked up in the test, so
+    collecting this module never reads ../shared (tests/conftest.py checks it is there)."""
+    return ["analyze", BERT]
+
+
+def _resolved(args: list[str]) -> list[str]:
+    return [str(trace(a)) if a == BERT else a for a in args]
 
 
 @pytest.mark.parametrize("args", [["list"], ["list", "--help"], _analyze()], ids=["list", "help", "analyze"])
 def test_no_color_env_writes_no_escape(args: list[str]) -> None:
-    rc, out = on_pty(args, no_color="1")
+    rc, out = on_pty(_resolved(args), no_color="1")
     assert rc == 0, out[-500:]
     assert ESC not in out
 
 
 @pytest.mark.parametrize("args", [["list"], _analyze()], ids=["list", "analyze"])
 def test_no_color_flag_writes_no_escape(args: list[str]) -> None:
-    rc, out = on_pty([*args, "--no-color"], no_color=None)
+    rc, out = on_pty([*_resolved(args), "--no-color"], no_color=None)
     assert rc == 0, out[-500:]
     assert ESC not in out
 
@@ -43,6 +52,6 @@ def test_no_color_empty_value_keeps_colour() -> None:
 
 @pytest.mark.parametrize("args", [["list"], _analyze()], ids=["list", "analyze"])
 def test_terminal_gets_colour_without_either(args: list[str]) -> None:
-    rc, out = on_pty(args, no_color=None)
+    rc, out = on_pty(_resolved(args), no_color=None)
     assert rc == 0, out[-500:]
     assert ESC in out

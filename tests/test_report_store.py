@@ -15,7 +15,12 @@ from attnprof.reasons import ENGLISH
 from attnprof.recommend import recommend
 from attnprof.report.i18n import LANGUAGES, Translator, load_catalog, placeholders
 from attnprof.report.reasons import LEGACY_PATTERNS, translate_reason
-from attnprof.report.store_report import build_store_report_data, recommendation_table, store_summary
+from attnprof.report.store_report import (
+    build_store_report_data,
+    recommendation_table,
+    results_table,
+    store_summary,
+)
 from attnprof.store import Store
 
 
@@ -92,6 +97,58 @@ def test_store_markdown_and_summary_only(cpu_store: Path, capsys: pytest.Capture
     assert all(line.startswith("- ") for line in lines) and lines[0].startswith(
         "- Penyimpanan ini berisi 18 hasil"
     )
+
+
+@pytest.fixture(scope="module")
+def kinds_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real CPU sweep of one variant at one shape over four workloads that differ only in
+    their mask (none, sliding=8) and direction (forward, forward + backward)."""
+    from attnprof.sweep import GridSpec, RunSettings, SweepConfig, SweepSettings, run_sweep
+
+    store = tmp_path_factory.mktemp("kinds") / "kinds.db"
+    cfg = SweepConfig(
+        grid=GridSpec(device="cpu", heads=[2], seq=[32], head_dim=[16], dtype=["fp32"],
+                      mask=["none", "sliding=8"], backward=[False, True], variants=["naive"]),
+        run=RunSettings(profile=False, time_budget_s=0.03, min_samples=3, warmup_calls=2),
+        sweep=SweepSettings(store=str(store)),
+    )  # fmt: skip
+    assert run_sweep(cfg).counts == {"ok": 4}
+    return store
+
+
+def test_store_results_rows_tell_apart_what_results_tells_apart(
+    kinds_store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Four workloads of one variant, mask none / sliding=8, with and without backward: the
+    report's results table showed four identical rows (B H S D and "causal: no") where
+    `attnprof results` shows four configurations. Each row now says its mask and direction,
+    from the same identity (workload.py WorkloadId) that `attnprof results` groups by."""
+    from attnprof.report.sweep_view import results_tables
+    from attnprof.report.table import Table
+    from attnprof.workload import WorkloadId
+
+    data = build_store_report_data(kinds_store)
+    assert len({WorkloadId.of(r) for r in data.results}) == 4
+    table = results_table(data, Translator("en"))
+    status = table.header.index("Status")
+    identity = [tuple(str(c) for c in row[:status]) for row in table.rows]
+    assert len(set(identity)) == 4, identity
+    work = table.header.index("Work")
+    assert sorted(row[work] for row in table.rows) == [
+        "full",
+        "full fwd+bwd",
+        "sliding=8",
+        "sliding=8 fwd+bwd",
+    ]
+    # `attnprof results`: one bold configuration line per workload, the same four
+    (terminal,) = [x for x in results_tables(data.results) if isinstance(x, Table)]
+    lines = [str(row[0]) for row in terminal.rows if not str(row[0]).startswith("  ")]
+    assert lines == [f"{WorkloadId.of(r).shape} fp32{WorkloadId.of(r).kind}" for r in data.results]
+    assert len(set(lines)) == 4
+    # the Markdown report and the other languages carry the same words
+    assert main(["report", "--store", str(kinds_store), "--format", "md", "--lang", "id"]) == 0
+    md = capsys.readouterr().out
+    assert "| Pekerjaan |" in md and "tanpa masker fwd+bwd" in md and "sliding=8 fwd+bwd" in md
 
 
 def test_store_default_output_beside_the_store(

@@ -65,26 +65,48 @@ def analyse(result: RunResult, trace_path: Path | None, device: str) -> None:
 
 
 def fastest(info: ModelInfo, results: list[RunResult]) -> None:
-    timed = sorted((r for r in results if r.ran and r.timing), key=lambda r: r.timing.median_ms)  # type: ignore[union-attr]
+    """The fastest implementation and its margin over the runner-up, by compare/rank.py's rule
+    (what the run table and compare use): ranked by the step's median, only implementations that
+    ran and gave a correct answer, the margin's 95% interval from the step samples (paired by
+    round where they were interleaved) only with MIN_INTERVAL_SAMPLES on each side, a tie where
+    the interval holds 1."""
+    from attnprof.compare.rank import fastest as ranked_fastest
+    from attnprof.compare.rank import ranked_median, speed
+    from attnprof.compare.records import Row
+
     for r in results:
         if r.model is not None and r.model.attention_share is not None and r.timing is not None:
             r.model.attention_ms = r.model.attention_share * r.timing.median_ms
-    if not timed:
+    rows = [
+        Row(
+            label=r.label,
+            kind="run",
+            source="",
+            status=r.status,
+            median_ms=r.timing.median_ms,
+            samples_ms=list(r.timing.samples_ms),
+            paired_rounds=r.timing.rounds_paired,
+            ranked_by="step",
+        )
+        for r in results
+        if r.ran and r.timing is not None
+    ]
+    top = ranked_fastest(rows)
+    if top is None:
         return
-    info.fastest = timed[0].label
-    if len(timed) > 1:
-        from attnprof.analysis.stats import MIN_INTERVAL_SAMPLES, ratio_interval
-
-        a, b = timed[0].timing, timed[1].timing
-        assert a is not None and b is not None
-        info.runner_up = timed[1].label
-        info.margin = b.median_ms / a.median_ms - 1.0
-        # a tie unless the paired bootstrap interval of the ratio excludes 1 (analysis/stats.py)
-        ci = ratio_interval(b.samples_ms, a.samples_ms, paired=a.rounds_paired and b.rounds_paired)
+    info.fastest = top.fastest.label
+    others = sorted((r for r in rows if r.ok and r is not top.fastest), key=lambda r: ranked_median(r) or 0.0)
+    if others:
+        runner = others[0]
+        info.runner_up = runner.label
+        sp = speed(top.fastest, runner)  # the runner-up's step over the fastest's
+        assert sp is not None
+        info.margin = sp.ratio - 1.0
         # too few rounds for a 95% interval: none is given (the view says so), and no tie claimed
-        if ci is not None and ci.n >= MIN_INTERVAL_SAMPLES:
-            info.margin_low, info.margin_high = ci.low - 1.0, ci.high - 1.0
-            info.margin_within_noise = not ci.excludes_one
-        load = a.load
-        if load is not None and load.unreliable:
-            info.timing_note = "the machine was busy while timing: " + "; ".join(load.reasons)
+        if sp.low is not None and sp.high is not None:
+            info.margin_low, info.margin_high = sp.low - 1.0, sp.high - 1.0
+            info.margin_within_noise = sp.claim == "tie"
+    best = next(r for r in results if r.label == top.fastest.label and r.timing is not None)
+    load = best.timing.load if best.timing else None
+    if load is not None and load.unreliable:
+        info.timing_note = "the machine was busy while timing: " + "; ".join(load.reasons)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rich import box
 from rich.table import Table as RichTable
 
+from attnprof.compare.rank import NOTABLE
 from attnprof.report.console import make_console, print_table, terminal_words
 from attnprof.report.model_tables import layers_table
 from attnprof.report.run_view import ProgressReporter
@@ -81,7 +82,7 @@ def _summary_table(record: RunRecord) -> RichTable:
         assert r.timing is not None
         m = r.model
         ratio = r.timing.median_ms / fastest if fastest else 1.0
-        colour = "green" if ratio < 1.05 else ("yellow" if ratio < 2 else "red")
+        colour = "green" if ratio < NOTABLE else ("yellow" if ratio < 2 else "red")  # compare/rank.py
         err = "-"
         if r.accuracy:
             err = r.accuracy.error_text() + ("" if r.accuracy.ok else " [red]✗[/]")

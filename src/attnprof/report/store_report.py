@@ -64,11 +64,17 @@ def _group_key(r: StoredResult) -> GroupKey:
     return msgspec.structs.replace(WorkloadId.of(r), seq=0, kv_seq=0)
 
 
+def work_words(w: WorkloadId, t: Translator) -> str:
+    """What a workload is beyond its shape, dtype and device, in the reader's language: its mask
+    (causal and full translated, a named mask as given) and workload.py's `kind_words` for the
+    rest (fwd+bwd, decode). A panel's title and a results row say it so."""
+    mask = t("group.causal") if w.causal else t("group.full") if w.mask == "none" else w.mask
+    return mask + kind_words("causal", w.backward, w.phase)  # the mask is said above, in words
+
+
 def group_title(key: GroupKey, t: Translator) -> str:
     h = f"H={key.heads}" + (f"/{key.kv_heads}" if key.gqa else "")
-    mask = t("group.causal") if key.causal else t("group.full") if key.mask == "none" else key.mask
-    extra = kind_words("causal", key.backward, key.phase)  # the mask is said above, in words
-    return f"{key.dtype} D={key.head_dim} B={key.batch} {h} {mask}{extra} [{key.device}]"
+    return f"{key.dtype} D={key.head_dim} B={key.batch} {h} {work_words(key, t)} [{key.device}]"
 
 
 def scaling_groups(rows: list[StoredResult]) -> dict[GroupKey, list[StoredResult]]:
@@ -81,31 +87,40 @@ def scaling_groups(rows: list[StoredResult]) -> dict[GroupKey, list[StoredResult
 
 
 def results_table(data: StoreReportData, t: Translator) -> Table:
+    """Every result, one row each. A row's workload cells come from its identity (workload.py
+    `WorkloadId`, the one `attnprof results` groups by): dtype, shape, mask, fwd+bwd, decode, and
+    the device where the store holds more than one, so two rows of one variant never look alike
+    unless they are the same work."""
+    ids = [WorkloadId.of(r) for r in data.results]
+    devices = len({(w.device, r.device_name) for w, r in zip(ids, data.results, strict=True)}) > 1
     table = Table(
         columns=[
             Column(t("col.variant")),
             Column("dtype"),
             *(Column(h, numeric=True) for h in ("B", "H", "S", "D")),
-            Column(t("env.causal")),
+            Column(t("col.work")),
+            *([Column(t("env.device"))] if devices else []),
             Column(t("col.status")),
             *(Column(t(f"col.{k}"), numeric=True) for k in ("median", "iqr", "max_error")),
             Column(t("col.backend")),
             Column(t("col.reason")),
         ]
     )
-    for r in data.results:
-        heads = str(r.heads) + (f"/{r.kv_heads}" if r.kv_heads != r.heads else "")
-        seq = str(r.seq) + (f"/{r.kv_seq}" if r.kv_seq != r.seq else "")
+    for r, w in zip(data.results, ids, strict=True):
+        heads = str(w.heads) + (f"/{w.kv_heads}" if w.gqa else "")
+        seq = str(w.seq) + (f"/{w.kv_seq}" if w.kv_seq != w.seq else "")
         reason = translate_reason(r.reason, t, r.reason_code).splitlines()[0] if r.reason else "-"
+        device = f"{w.device} ({r.device_name})" if r.device_name else w.device
         table.add(
             [
                 r.label,
-                r.dtype,
-                Cell(str(r.batch), r.batch),
-                Cell(heads, r.heads),
-                Cell(seq, r.seq),
-                Cell(str(r.head_dim), r.head_dim),
-                t("env.yes") if r.causal else t("env.no"),
+                w.dtype,
+                Cell(str(w.batch), w.batch),
+                Cell(heads, w.heads),
+                Cell(seq, w.seq),
+                Cell(str(w.head_dim), w.head_dim),
+                work_words(w, t),
+                *([device] if devices else []),
                 t("speed.incorrect") if r.status == "incorrect" else t.maybe(f"status.{r.status}", r.status),
                 Cell(fmt_ms(r.median_ms), r.median_ms, "ms"),
                 Cell(fmt_ms(r.iqr_ms), r.iqr_ms, "ms"),

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from attnprof.analysis.attribution.cpu_groups import GEMM_OPS, MASK_BUILDERS
 from attnprof.analysis.attribution.regions import Region, backward_links, backward_ops, inside
 from attnprof.trace.model import Trace, unique
 
@@ -58,30 +59,14 @@ OUT_OF_PLACE_CLONERS = {
         "fill",
     )
 }
-_MASK_OPS = (
-    "aten::ones",
-    "aten::tril",
-    "aten::triu",
-    "aten::scalar_tensor",
-    "aten::fill_",
-    "aten::where",
-    "aten::full",
-)
+_MASK_OPS = MASK_BUILDERS  # cpu_groups.py: the one home of what an op's name says
 _FUSED = re.compile(
     r"^aten::_(scaled_dot_product_(flash|efficient|cudnn|fused)\w*|flash_attention_forward|"
     r"efficient_attention_forward|flash_attention_backward|efficient_attention_backward)"
     r"|flash_attn|FlashAttnFunc|flex_attention"
 )
 _SDPA = "aten::scaled_dot_product_attention"
-_GEMM_OPS = {
-    "aten::bmm",
-    "aten::matmul",
-    "aten::mm",
-    "aten::baddbmm",
-    "aten::addmm",
-    "aten::linear",
-    "aten::einsum",
-}
+_GEMM_OPS = GEMM_OPS
 _SOFTMAX_OPS = {"aten::softmax", "aten::_softmax", "aten::_safe_softmax", "aten::softmax.int"}
 _HALF_TYPES = {"c10::BFloat16", "c10::Half", "BFloat16", "Half"}
 _FLOAT_CODES = {"6", "7"}  # ScalarType Float, Double
@@ -194,7 +179,7 @@ def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
     name_arr = np.array(names, dtype=object) if names else np.zeros(0, object)
     ids = {n: i for i, n in enumerate(names)}
 
-    def idset(wanted: set[str] | tuple[str, ...]) -> np.ndarray:
+    def idset(wanted: frozenset[str] | set[str] | tuple[str, ...]) -> np.ndarray:
         return np.array([ids[w] for w in wanted if w in ids], np.int32)
 
     clone_id = ids.get("aten::clone", -1)

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from attnprof.analysis.attribution.classify import cpu_category
-from attnprof.analysis.attribution.cpu_ops import _FUSED, _GEMM_OPS
+from attnprof.analysis.attribution.cpu_groups import GEMM_OPS as _GEMM_OPS
+from attnprof.analysis.attribution.cpu_ops import _FUSED
 from attnprof.trace.model import Kind, Trace
 
 __all__ = ["BWD_RANGE", "FWD_RANGE", "STEP_RANGE", "StepShares", "model_shares"]

@@ -20,11 +20,14 @@ if TYPE_CHECKING:
 
 __all__ = ["PERF_CODES", "PERF_RULES"]
 
-# a finding names shapes that together take at least this share of the device time: below it,
-# fixing them would not move the whole trace
-MATERIAL_SHARE = 10.0
-# each shape named takes at least this share (the long tail of tiny shapes is left out)
-SHAPE_SHARE = 1.0
+# Both shares are percentages of the device time (OpPerf.pct_time is a percent). Neither is
+# materiality's MATERIAL_SHARE (analysis/findings/materiality.py: the 1% fraction of a scope's time
+# that makes a finding about named ops a warning rather than info): these decide whether a per-op
+# model finding is made at all. A finding names shapes that together take at least SHAPES_PCT of
+# the device time (below it, fixing them would not move the whole trace) ...
+SHAPES_PCT = 10.0
+# ... each shape named taking at least SHAPE_PCT (the long tail of tiny shapes is left out)
+SHAPE_PCT = 1.0
 # "far below its roof": under this % of the bound's roof
 FAR_BELOW = 30.0
 
@@ -75,10 +78,10 @@ def memory_bound_gemm(ctx: Context) -> list[Finding]:
     hits = [
         o
         for o in _outer(ctx)
-        if o.family == "gemm" and o.bound == "memory" and (o.pct_time or 0.0) >= SHAPE_SHARE
+        if o.family == "gemm" and o.bound == "memory" and (o.pct_time or 0.0) >= SHAPE_PCT
     ]
     share = sum(o.pct_time or 0.0 for o in hits)
-    if not hits or share < MATERIAL_SHARE:
+    if not hits or share < SHAPES_PCT:
         return []
     o = hits[0]
     ridge = (o.peak_tflops or 0.0) / (o.peak_tbps or 1.0)
@@ -108,10 +111,10 @@ def _attention_far_below(ctx: Context, *, decode: bool) -> tuple[list[OpPerf], f
         and o.decode is decode
         and o.pct_of_bound is not None
         and o.pct_of_bound < FAR_BELOW
-        and (o.pct_time or 0.0) >= SHAPE_SHARE
+        and (o.pct_time or 0.0) >= SHAPE_PCT
     ]
     share = sum(o.pct_time or 0.0 for o in hits)
-    return (hits, share) if hits and share >= MATERIAL_SHARE else ([], share)
+    return (hits, share) if hits and share >= SHAPES_PCT else ([], share)
 
 
 def attention_below_roof(ctx: Context) -> list[Finding]:
