@@ -123,9 +123,10 @@ class CrossCheck:
                 f"paired rounds cancel the drift both timers see; what is left is their own noise over "
                 f"{self.rounds} rounds, narrowing as 1/sqrt(rounds)); "
                 + (
-                    f"it can hold the +-{tol:.0%} bound"
+                    f"narrower than the +-{tol:.0%} tolerance, so it can decide that bound unless the ratio "
+                    "sits at its edge"
                     if res < tol
-                    else f"too wide to hold a +-{tol:.0%} bound: more rounds or a quieter machine"
+                    else f"too wide to decide a +-{tol:.0%} bound: more rounds or a quieter machine"
                 )
             )
         words = {
