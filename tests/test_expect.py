@@ -115,11 +115,11 @@ def test_blog_cuda_file_states_the_blog() -> None:
     spec = load_expectations("blog-cuda")
     ops: dict[str, object] = {}
     for e in spec.expectations:
-        if "gpu_ops_per_forward" in e.checks:
-            ops.setdefault(e.variant, e.checks["gpu_ops_per_forward"])
+        if "gpu_ops_per_forward" in e.info:  # the blog's counts: printed, not enforced (issue 32)
+            ops.setdefault(e.variant, e.info["gpu_ops_per_forward"])
     assert [
         ops[v] for v in ("naive", "naive-inplace", "sdpa-math", "sdpa-efficient", "sdpa-flash", "sdpa-cudnn")
-    ] == [(6, 6), (5, 5), (15, 25), (1, 1), (1, 1), (1, 1)]  # math's ~20 depends on the torch version
+    ] == [(6, 6), (5, 5), (20, 20), (1, 1), (1, 1), (1, 1)]
     memcpy = {e.variant: e.checks["memcpy"] for e in spec.expectations if "memcpy" in e.checks}
     assert memcpy.pop("naive") is True and not any(memcpy.values())
 

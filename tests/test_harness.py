@@ -174,8 +174,12 @@ def test_timing_summary_statistics() -> None:
 
 @pytest.mark.gpu
 def test_blog_kernel_counts_on_cuda(tmp_path: Path) -> None:
-    """The blog's table (DOMAIN.md section 1): 6, 5, 20 GPU ops per forward for naive, in-place
-    and math; one fused kernel for each fused backend that this GPU supports."""
+    """The blog's table (DOMAIN.md section 1) as relations a cuBLAS / cuDNN version cannot
+    break (issue 32): a Memcpy in naive and none in place, math many times a fused backend's GPU
+    ops, one attention kernel per forward for each fused backend this GPU supports. The exact
+    counts (6, 5, 20, 1 in the blog) are printed, not asserted."""
+    from attnprof.compare.compare import compare
+
     w = Workload(batch=2, heads=4, seq=256, head_dim=64, dtype="bf16", device="cuda")
     rec = run(
         w,
@@ -183,16 +187,66 @@ def test_blog_kernel_counts_on_cuda(tmp_path: Path) -> None:
         out=tmp_path / "r",
         options=FAST,
     )
-    ops = {r.label: r.profile.gpu_ops_per_forward for r in rec.results if r.profile}
-    assert ops["naive"] == ops["naive-inplace"] + 1  # the Memcpy of the out-of-place masked_fill
-    assert ops["sdpa-math"] > ops["naive"]
-    for fused in ("sdpa-flash", "sdpa-efficient"):
-        if fused in ops:
-            assert ops[fused] == 1
+    rows = {r.label: r for r in compare([tmp_path / "r"]).rows if r.ok}
+    print(
+        {
+            k: (r.gpu_ops_per_forward, r.memcpy_per_forward, r.attention_kernels_per_forward)
+            for k, r in rows.items()
+        }
+    )
+    assert (rows["naive"].memcpy_per_forward or 0) > 0  # the Memcpy of the out-of-place masked_fill
+    assert rows["naive-inplace"].memcpy_per_forward == 0
+    fused = [rows[f] for f in ("sdpa-flash", "sdpa-efficient") if f in rows]
+    for f in fused:
+        assert f.attention_kernels_per_forward == 1, f.label
+    math_ops = rows["sdpa-math"].gpu_ops_per_forward or 0
+    assert fused and all(math_ops >= 5 * (f.gpu_ops_per_forward or 0) for f in fused)
     for r in rec.results:
         if r.status == "ok":
             assert r.memory and r.memory.peak_bytes is not None and "cuda" in r.memory.method
             assert r.timing and "cuda events" in r.timing.method
+
+
+@pytest.mark.gpu
+def test_gpu_timing_against_triton_do_bench_measured_alike() -> None:
+    """Issue 32: attnprof's timer (in rotation with another variant, as `attnprof run` times it)
+    against Triton's do_bench on sdpa-flash at the blog's shape, in interleaved rounds on one
+    stream, both after an L2 flush: they must not differ beyond 5%, and the bound the
+    comparison can hold is stated. do_bench's loop written out (harness/crosscheck.py) is
+    checked against do_bench itself the same way."""
+    import torch
+
+    from attnprof.harness.crosscheck import attnprof_timer, cross_check, dedicated_loop, triton_do_bench
+    from attnprof.variants.registry import get_variant
+
+    pytest.importorskip("triton")
+    w = Workload(batch=8, heads=16, seq=1024, head_dim=64, dtype="bf16", device="cuda")
+    inputs = w.make_inputs()
+    flash = get_variant("sdpa-flash").build(w, inputs).call
+    other = get_variant("naive-inplace").build(w, inputs).call
+    with torch.no_grad():
+        ours = cross_check(
+            flash,
+            {
+                "attnprof": attnprof_timer("cuda", companions={"naive-inplace": other}),
+                "do_bench": triton_do_bench(),
+            },
+            device="cuda",
+            rounds=10,
+            round_s=0.1,
+        )
+        loop = cross_check(
+            flash,
+            {"loop": dedicated_loop("cuda"), "do_bench": triton_do_bench()},
+            device="cuda",
+            rounds=8,
+            round_s=0.1,
+        )
+    print("\n".join(ours.lines() + loop.lines()))
+    assert ours.interval is not None and ours.stream.startswith("cuda stream")
+    assert ours.verdict != "differ", ours.lines()
+    assert loop.verdict != "differ", loop.lines()
+    assert any(line.startswith("bound: differences beyond") for line in ours.lines())
 
 
 def test_compile_twin_runs_and_is_tagged(tmp_path: Path) -> None:

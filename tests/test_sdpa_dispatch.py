@@ -107,3 +107,19 @@ def test_parse_warnings_reads_c10s_formats() -> None:
     assert found[1][1].endswith("Attn_mask.stride(-1): 0 instead.")
     assert found[2][1] == "two lines"
     assert rest == "unrelated"
+
+
+@pytest.mark.parametrize("profile", [True, False])
+def test_plain_sdpa_records_the_backend_that_ran(tmp_path, profile: bool) -> None:  # type: ignore[no-untyped-def]
+    """Plain `sdpa` runs whatever PyTorch's dispatch picks (flash on CPU; flash, cuDNN or
+    efficient on CUDA by build and GPU): profiled, the backend is read from the aten op that ran;
+    without a profile it is the dispatch's own pick, never blank. A pinned one keeps its pin."""
+    from attnprof.harness.run import RunOptions, run
+
+    w = Workload(batch=1, heads=2, seq=32, head_dim=16)
+    opts = RunOptions(profile=profile, time_budget_s=0.02, min_samples=3, warmup_s=0.0)
+    record = run(w, ["sdpa", "sdpa-math"], out=tmp_path / "r", options=opts)
+    by = {r.label: r for r in record.results}
+    assert (by["sdpa"].status, by["sdpa"].backend, by["sdpa"].pytorch_choice) == ("ok", "flash", "flash")
+    assert by["sdpa-math"].backend == "math"
+    assert (by["sdpa"].profile is not None) == profile

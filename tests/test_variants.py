@@ -159,3 +159,29 @@ def test_gpu_flex_needs_a_c_compiler_for_triton(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv("CC", raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
     assert compiler_problem(w) == "needs_cc"
+
+
+@pytest.mark.gpu
+def test_gpu_plain_sdpa_runs_a_fused_backend_and_blog_cuda_names_it(tmp_path: Path) -> None:
+    """Issue 32: on a CUDA 13 build with a recent cuDNN, PyTorch may prefer cuDNN over flash for
+    plain `sdpa` on sm90. Whichever fused backend it picks, run.json records the one that ran
+    (from the aten op under the forward), blog-cuda's `backend` check accepts flash, cuDNN and
+    efficient and says which, and it is one attention kernel per forward."""
+    from attnprof.compare.expect import check_expectations
+    from attnprof.harness.run import RunOptions, run
+
+    w = Workload(batch=2, heads=8, seq=1024, head_dim=64, dtype="bf16", device="cuda")
+    record = run(
+        w, ["sdpa", "sdpa-flash"], out=tmp_path / "r", options=RunOptions(time_budget_s=0.1, min_samples=5)
+    )
+    sdpa = next(r for r in record.results if r.label == "sdpa")
+    assert sdpa.status == "ok" and sdpa.backend in {"flash", "cudnn", "efficient"}, (
+        sdpa.backend,
+        sdpa.reason,
+    )
+    print(f"sdpa ran {sdpa.backend}; PyTorch's dispatch picks {sdpa.pytorch_choice}")
+    results = {(r.row, r.check): r for r in check_expectations(tmp_path / "r", "blog-cuda")}
+    backend = results[("sdpa", "backend")]
+    assert (backend.status, backend.observed) == ("met", sdpa.backend)
+    assert results[("sdpa", "attention_kernels_per_forward")].status == "met"
+    assert results[("sdpa", "gpu_ops_per_forward")].status == "info"  # the blog's 1: shown, not enforced

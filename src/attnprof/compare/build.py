@@ -189,6 +189,7 @@ def _apply_analysis(row: Row, a: TraceAnalysis) -> None:
         row.gpu_time_us_per_forward = float(region.gpu_time_us_per_instance)
         row.cpu_time_us_per_forward = float(region.cpu_time_us_per_instance)
         row.memcpy_per_forward = float(region.categories_per_instance.get("memcpy", 0.0))
+        row.attention_kernels_per_forward = float(region.categories_per_instance.get("attention", 0.0))
     else:
         row.memcpy_per_forward = float(a.totals.memcpy)
     row.tensor_core_share = _tensor_core_share(kernels)

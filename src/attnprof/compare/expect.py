@@ -16,12 +16,19 @@ An expectation file is TOML (docs/expectations.md):
     memcpy = true
     tensor_cores = false
     time_ratio = { min = 2.0 }        # this variant's median / the baseline's median
+    gpu_ops_ratio = { to = "sdpa-flash", min = 5 }  # a relation: its ops / another variant's
+    attention_kernels_per_forward = 1 # fused attention kernels per forward
     findings = ["OUT_OF_PLACE_COPY"]
+    info = { gpu_ops_per_forward = 6 } # observed and printed, never enforced
 
 Checks read a comparison Row (attnprof.compare.compare): the harness's clean timing and the trace
 analysis. Each check gives one ExpectationResult: met, not met (with what was observed), or
 skipped (the variant is not in the run, could not run on this machine, or `when` excludes it).
 A check whose observation is missing (no trace analysis) is not met: silence is not a pass.
+A check listed under `info` is observed and reported as "info" (with whether it agrees), never
+enforced: exact op counts that a cuBLAS or cuDNN version can change belong there, the facts
+they illustrate (a Memcpy present or absent, one attention kernel, many times the ops of a
+fused kernel) among the checks.
 """
 
 from __future__ import annotations
@@ -65,7 +72,8 @@ __all__ = [
 # built-in files by the names users type (--expect cpu)
 BUILTINS: dict[str, str] = {"cpu": "cpu.toml", "blog-cuda": "blog_cuda.toml", "blog_cuda": "blog_cuda.toml"}
 
-Status = Literal["met", "not met", "skipped"]
+# "info": a check the file lists under `info`, observed and shown but never enforced
+Status = Literal["met", "not met", "skipped", "info"]
 _SKIP_STATUSES = {"unsupported", "refused", "skipped"}  # the variant cannot run here: nothing to check
 
 # observed_code -> the English text of the observation (str.format with observed_args); the
@@ -91,6 +99,9 @@ OBSERVED: dict[str, str] = {
     "missing_findings_none": "missing {missing} (has: none)",
     "per_forward": "{n} per forward",
     "tensor_core_share": "{pct}% of GEMM time on tensor cores",
+    "ops_ratio": "{ratio}x ({mine} vs {theirs} per forward)",
+    "other_not_in_run": "{other} is not in this run",
+    "other_did_not_run": "{other} did not run: {status}",
 }
 
 # an observation: plain text, or (code, values) to be worded from OBSERVED
@@ -124,6 +135,9 @@ class ExpectationResult(msgspec.Struct, kw_only=True):
     observed_args: dict[str, str] = {}
     # observed_args' "reason" (why the row did not run) as data, when its result recorded it
     reason_code: ReasonCode | None = None
+    # an "info" result: whether the observation agrees with the value the file states (None:
+    # not observed); every other result: None
+    agrees: bool | None = None
 
     @property
     def met(self) -> bool:
@@ -136,6 +150,8 @@ class Expectation(msgspec.Struct, kw_only=True):
     variant: str
     when: dict[str, str] = {}
     checks: dict[str, Any] = {}
+    # checks observed and reported as "info", never enforced (exact counts a library version moves)
+    info: dict[str, Any] = {}
     baseline: str | None = None
     note: str = ""
 
@@ -207,6 +223,17 @@ def _bool(value: Any, where: str) -> bool:
     return value
 
 
+def _relation(value: Any, where: str) -> tuple[str, float, float]:
+    """{ to = "VARIANT", min = .., max = .. } -> (to, lo, hi): a ratio to another variant's count."""
+    if not isinstance(value, Mapping) or not isinstance(value.get("to"), str) or not value["to"]:
+        raise UserError(f'{where}: expected {{ to = "VARIANT", min = .., max = .. }}, got {value!r}')
+    bounds = {k: v for k, v in value.items() if k != "to"}
+    if not bounds:
+        raise UserError(f"{where}: give min, max or both beside to = {value['to']!r}")
+    lo, hi = _range(bounds, where)
+    return str(value["to"]), lo, hi
+
+
 _VALIDATORS: dict[str, Callable[[Any, str], Any]] = {
     "status": _strings,
     "backend": _strings,
@@ -219,11 +246,14 @@ _VALIDATORS: dict[str, Callable[[Any, str], Any]] = {
     "memcpy": _bool,
     "tensor_cores": _bool,
     "time_ratio": _range,
+    "gpu_ops_ratio": _relation,
+    "cpu_ops_ratio": _relation,
+    "attention_kernels_per_forward": _range,
     "findings": _strings,
     "findings_absent": _strings,
 }
 CHECKS: tuple[str, ...] = tuple(_VALIDATORS)
-_META_KEYS = {"variant", "when", "baseline", "note"}
+_META_KEYS = {"variant", "when", "baseline", "note", "info"}
 
 
 def _when(value: Any, where: str) -> dict[str, str]:
@@ -262,13 +292,20 @@ def load_expectations(name_or_path: str | Path) -> ExpectationFile:
         if unknown:
             raise UserError(f"{where}: unknown key(s) {sorted(unknown)}; checks are {', '.join(CHECKS)}")
         checks = {k: _VALIDATORS[k](v, f"{where} {k}") for k, v in item.items() if k in _VALIDATORS}
-        if not checks:
+        info_items = item.get("info", {})
+        if not isinstance(info_items, Mapping) or set(info_items) - set(_VALIDATORS):
+            raise UserError(
+                f"{where}: `info` takes a table of checks (among {', '.join(CHECKS)}), got {info_items!r}"
+            )
+        info = {k: _VALIDATORS[k](v, f"{where} info.{k}") for k, v in info_items.items()}
+        if not checks and not info:
             raise UserError(f"{where}: states no expectation; use any of {', '.join(CHECKS)}")
         out.append(
             Expectation(
                 variant=item["variant"],
                 when=_when(item.get("when", {}), where),
                 checks=checks,
+                info=info,
                 baseline=item.get("baseline"),
                 note=str(item.get("note", "")),
             )
@@ -344,6 +381,26 @@ def _baseline_row(comp: Comparison, row: Row, name: str | None) -> Row | None:
     return next((r for r in comp.rows if name in (r.variant, r.label)), None)
 
 
+def _related_row(comp: Comparison, row: Row, pattern: str) -> Row | None:
+    """The row a relation compares with: in the same run (input) first, as _baseline_row does."""
+    rows = [r for r in comp.rows if r is not row and _matches(pattern, r)]
+    rows.sort(key=lambda r: (r.input != row.input, r.mode != row.mode))
+    return rows[0] if rows else None
+
+
+def _relation_skip(name: str, want: Any, row: Row, comp: Comparison) -> Observed | None:
+    """Why a relation to another variant cannot be checked here (it is not in the run, or it did
+    not run), or None: the other side's absence is its own row's story, not this one's mismatch."""
+    if name not in ("gpu_ops_ratio", "cpu_ops_ratio"):
+        return None
+    other = _related_row(comp, row, want[0])
+    if other is None:
+        return _obs("other_not_in_run", other=want[0])
+    if not other.ok:
+        return _obs("other_did_not_run", other=other.label, status=other.status)
+    return None
+
+
 def _check(
     name: str, want: Any, row: Row, comp: Comparison, baseline: str | None
 ) -> tuple[str, Observed, bool | None]:
@@ -359,6 +416,28 @@ def _check(
             _fmt_range(lo, hi),
             _obs("not_measured") if got is None else _fmt(got),
             None if got is None else lo - 1e-9 <= got <= hi + 1e-9,
+        )
+    if name == "attention_kernels_per_forward":
+        lo, hi = want
+        n = row.attention_kernels_per_forward
+        return (
+            _fmt_range(lo, hi),
+            _obs("not_measured") if n is None else _fmt(n),
+            None if n is None else lo - 1e-9 <= n <= hi + 1e-9,
+        )
+    if name in ("gpu_ops_ratio", "cpu_ops_ratio"):
+        to, lo, hi = want
+        field = "gpu_ops_per_forward" if name == "gpu_ops_ratio" else "cpu_ops_per_forward"
+        other = _related_row(comp, row, to)
+        exp = f"{_fmt_range(lo, hi, 'x')} of {other.label if other is not None else to}"
+        mine, theirs = getattr(row, field), getattr(other, field) if other is not None else None
+        if mine is None or not theirs:
+            return exp, _obs("not_measured"), None
+        ratio = mine / theirs
+        return (
+            exp,
+            _obs("ops_ratio", ratio=f"{ratio:.2f}", mine=_fmt(mine), theirs=_fmt(theirs)),
+            lo - 1e-9 <= ratio <= hi + 1e-9,
         )
     if name == "categories":
         if row.analysis_error is not None or (not row.category_sequence and row.gpu_ops_per_forward is None):
@@ -454,12 +533,14 @@ def check_comparison(comp: Comparison, spec: ExpectationFile) -> list[Expectatio
                     note=exp.note,
                     observed_code="not_in_run",
                 )
-                for c in exp.checks
+                for c in [*exp.checks, *exp.info]
             )
             continue
         for row in rows:
             why_not = _applies(spec.when, row) or _applies(exp.when, row)
-            for check, want in exp.checks.items():
+            entries = [(c, w, False) for c, w in exp.checks.items()]
+            entries += [(c, w, True) for c, w in exp.info.items()]
+            for check, want, info in entries:
                 base = ExpectationResult(
                     variant=exp.variant,
                     row=row.label,
@@ -469,8 +550,9 @@ def check_comparison(comp: Comparison, spec: ExpectationFile) -> list[Expectatio
                     status="skipped",
                     note=exp.note,
                 )
-                if why_not:
-                    base.observed, base.observed_code, base.observed_args = observed_text(why_not)
+                why = why_not or _relation_skip(check, want, row, comp)
+                if why:
+                    base.observed, base.observed_code, base.observed_args = observed_text(why)
                     results.append(base)
                     continue
                 if check != "status" and not row.ok:
@@ -481,13 +563,16 @@ def check_comparison(comp: Comparison, spec: ExpectationFile) -> list[Expectatio
                     )
                     base.observed, base.observed_code, base.observed_args = observed_text(obs)
                     base.reason_code = row.reason_code
-                    base.status = "skipped" if row.status in _SKIP_STATUSES else "not met"
+                    base.status = "skipped" if row.status in _SKIP_STATUSES or info else "not met"
                     results.append(base)
                     continue
                 expected, observed, met = _check(check, want, row, comp, exp.baseline or spec.baseline)
                 base.expected = expected
                 base.observed, base.observed_code, base.observed_args = observed_text(observed)
-                base.status = "met" if met else "not met"
+                if info:  # shown with whether it agrees, never enforced
+                    base.status, base.agrees = "info", met
+                else:
+                    base.status = "met" if met else "not met"
                 results.append(base)
     return results
 
@@ -528,7 +613,7 @@ def _comparison_from_record(record: RunRecord, baseline: str | None) -> Comparis
 
 
 def summarize_results(results: Sequence[ExpectationResult]) -> dict[str, int]:
-    out = {"met": 0, "not met": 0, "skipped": 0}
+    out = {"met": 0, "not met": 0, "skipped": 0, "info": 0}
     for r in results:
         out[r.status] += 1
     return out

@@ -248,6 +248,9 @@ class Row(msgspec.Struct, kw_only=True):
     gpu_ops_per_forward: float | None = None
     cpu_ops_per_forward: float | None = None
     memcpy_per_forward: float | None = None
+    # device kernels of category attention per forward (fused attention kernels): the blog's "one
+    # kernel" of a fused backend, whatever else (a memset, a cuDNN helper) a library version adds
+    attention_kernels_per_forward: float | None = None
     tensor_core_share: float | None = None
     families: list[str] = []
     fused_families: list[str] = []

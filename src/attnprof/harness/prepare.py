@@ -156,7 +156,7 @@ def prepare(
                 result.lean_trace = profiled.lean_trace
                 result.profile = prof.summary
                 result.profile_steps = opts.steps  # SLOW_STEPS for a slow call
-            result.backend = _backend(v, prof.op_names if prof else set())
+            result.backend = _backend(v, prof.op_names if prof else set(), result.pytorch_choice)
 
             if opts.check_accuracy:
                 stage = "accuracy"
@@ -219,11 +219,15 @@ def _backward_fn(workload: Workload, inputs: Inputs, built: Built) -> Callable[[
     return backward
 
 
-def _backend(v: Variant, op_names: set[str]) -> str | None:
+def _backend(v: Variant, op_names: set[str], choice: str | None = None) -> str | None:
+    """The backend that ran. SDPA: from the aten ops the profile saw (plain `sdpa` runs whatever
+    PyTorch's dispatch picks: flash, cuDNN or efficient on CUDA, by build and GPU); without a
+    profile, the pinned backend, or for plain `sdpa` the dispatch's own pick (`choice`, from
+    torch._fused_sdp_choice, the function that dispatch calls)."""
     from attnprof.variants.sdpa import backend_from_ops
 
     if v.name.startswith("sdpa"):
-        return backend_from_ops(op_names) or v.backend
+        return backend_from_ops(op_names) or v.backend or choice
     if v.backend:
         return v.backend
     if v.compiled:

@@ -286,6 +286,7 @@ _RESULT = {
     "met": ("met", "good", ""),
     "not met": ("notmet", "alarm", ""),
     "skipped": ("skipped", "dim", "dim"),
+    "info": ("info", "dim", ""),
 }
 
 
@@ -294,7 +295,12 @@ def expectation_table(
 ) -> Table:
     """One line per check (with group_skipped, the skipped checks of one row for one reason
     as one line); the result emphasised, a skipped row dim."""
-    status = {"met": t("status.met"), "not met": t("status.not_met"), "skipped": t("status.skipped")}
+    status = {
+        "met": t("status.met"),
+        "not met": t("status.not_met"),
+        "skipped": t("status.skipped"),
+        "info": t("status.info"),
+    }
     # widths that fit 100 columns with the result column: expected holds the longest finding code
     # with its comma (TRANSPOSES_BEFORE_KERNEL,), observed wraps between words
     table = Table(

@@ -219,6 +219,8 @@ def render_expectations(console: Console, results: Sequence[ExpectationResult], 
     print_table(console, to_rich(table, **_LAYOUT))
     counts = summarize_results(results)
     line = f"{counts['met']} met, {counts['not met']} not met, {counts['skipped']} skipped"
+    if counts["info"]:  # exact figures the file shows but does not enforce
+        line += f", {counts['info']} info (not enforced)"
     console.print(Text(line, style="bold red" if counts["not met"] else "bold green"))
 
 
