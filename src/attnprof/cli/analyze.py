@@ -6,13 +6,15 @@ folder holding an execution trace and its graph capture trace (vLLM's capture_tr
 or a trace given with --capture, has its graph replays attributed to the captured CPU ops
 (attnprof.analysis.replay.replay).
 
-Thin: parse options, call attnprof.analysis.analyze with keywords, render. No torch, and no
+Thin: the flags become an attnprof.api.analyze.AnalyzeRequest (which checks them and routes each
+argument), its result becomes the view. No torch, and no
 pandas, on this path: the command must answer in well under half a second on a small trace.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,13 +27,13 @@ from attnprof.trace.limits import MAX_MEMORY
 
 if TYPE_CHECKING:
     from attnprof.analysis.ranks.folder import FolderRun
+    from attnprof.report.folder_progress import FolderProgressView
 
 __all__ = ["analyze_command"]
 
 
-def _load_progress(files: list[str | os.PathLike[str]], *, no_color: bool) -> tuple[Any, Any] | None:
-    """For one trace of PROGRESS_MIN bytes or more: its load's progress on stderr (a bar on a
-    terminal, a line per stage on a pipe; report/load_progress.py), as (reporter, token)."""
+def _start_load_progress(files: list[Path], *, no_color: bool) -> tuple[Any, Any] | None:
+    """(reporter, token) of the load progress of one large trace, else None."""
     if len(files) != 1:
         return None
     from attnprof.report.load_progress import PROGRESS_MIN, LoadProgress
@@ -64,8 +66,8 @@ def analyze_command(
         help="Annotation to split the trace by: a record_function name or a regex "
         "(default: attn_fwd, else ProfilerStep#N, else the whole trace).",
     ),
-    threads: str = typer.Option(
-        "own",
+    threads: str | None = typer.Option(
+        None,
         "--threads",
         help="Device work a region owns: 'own' (launched on its thread or by the autograd threads "
         "for it) or 'all' (also every other thread of the process while it is open).",
@@ -122,8 +124,8 @@ def analyze_command(
         metavar="TFLOPS,TBPS",
         help="Roofs for the per-op model instead of the device table's, e.g. 989,3.35.",
     ),
-    executor: str = typer.Option(
-        "local",
+    executor: str | None = typer.Option(
+        None,
         "--executor",
         help="Where a folder's traces are analysed: local (a process pool here) or ray (one Ray "
         "task per trace; a local Ray on 127.0.0.1 unless --ray-address).",
@@ -134,123 +136,52 @@ def analyze_command(
     no_color: NoColor = False,
 ) -> None:
     """Analyse PyTorch profiler traces: kernels, categories, regions, occupancy, findings."""
-    from attnprof.analysis import analyze
+    from attnprof.api.analyze import AnalyzeRequest
 
-    workload = None
-    if shape is not None:
-        from attnprof.workload import Workload, parse_shape
-
-        b, h, s, d = parse_shape(shape)
-        workload = Workload(batch=b, heads=h, seq=s, head_dim=d, dtype=dtype or "fp32", causal=causal)
-    elif dtype is not None:
-        raise UserError("--dtype describes the workload for the roofline: give --shape B,H,S,D with it")
-    roofs = _parse_peak(peak) if peak is not None else None
-    if executor not in ("local", "ray"):
-        raise UserError(f"--executor {executor!r}: use 'local' or 'ray'")
-    if ray_address is not None and executor != "ray":
-        raise UserError("--ray-address is where --executor ray sends a folder's traces: add --executor ray")
-    if lang is not None and as_json and html is None and md is None:
-        raise UserError(
-            "--lang is the language of the terminal view, the --html page and the --md file; --json is "
-            "data: drop --lang"
-        )
-    folders = [p for p in traces if p.is_dir()]
-    pairs = _capture_pairs(traces, folders, capture)
-    folders = [p for p in folders if p not in pairs]
-    translator = None
-    if lang is not None:
-        from attnprof.report.i18n import Translator
-
-        translator = Translator(lang)  # an unknown language fails before any work
-    for out, option in ((html, "--html"), (md, "--md")):
-        if out is None:
-            continue
-        from attnprof.report.i18n import Translator
-
-        if not folders:
-            raise UserError(f"{option} writes the cross-rank view of a folder of traces: give a folder")
-        translator = Translator(lang or "en")  # an unknown language fails before any work
-        from attnprof.outputs import refuse_inputs
-
-        refuse_inputs(out, traces, option=option)
-    files: list[str | os.PathLike[str]] = [p for p in traces if not p.is_dir() and p not in pairs]
-    progress = _load_progress(files, no_color=bool(no_color))
-    try:
-        results = dict(
-            zip(
-                files,
-                analyze(
-                    files,
-                    region=region,
-                    workload=workload,
-                    top=top,
-                    max_memory=max_memory,
-                    threads=threads,
-                    peak=roofs,
-                ),
-                strict=True,
-            )
-        )
-    finally:
-        if progress is not None:
-            progress[0].finished()
-            from attnprof.trace.load import PROGRESS
-
-            PROGRESS.reset(progress[1])
-    for p, (exe, cap) in pairs.items():
-        results[p] = analyze(
-            exe,
-            region=region,
-            workload=workload,
-            top=top,
-            max_memory=max_memory,
-            threads=threads,
-            capture=cap,
-            peak=roofs,
-        )
-    runs: dict[Path, list[FolderRun]] = {}
-    if folders:
-        from attnprof.analysis.ranks.folder import analyze_folder
-        from attnprof.report.folder_progress import FolderProgressView
-
-        for folder in folders:
-            view = FolderProgressView(str(folder), no_color=bool(no_color))  # on stderr
-            try:
-                runs[folder] = analyze_folder(
-                    folder,
-                    region=region,
-                    workload=workload,
-                    top=top,
-                    max_memory=max_memory,
-                    executor=executor,
-                    ray_address=ray_address,
-                    progress=view,
-                )
-            finally:
-                view.finished()
-    if html is not None and translator is not None:
-        from attnprof.report.ranks_report import render_ranks_html
-
-        page = render_ranks_html(
-            [r for d in folders for r in runs[d]], translator, folder=", ".join(str(d) for d in folders)
-        )
+    req = AnalyzeRequest.from_flags(
+        traces,
+        region=region,
+        threads=threads,
+        top=top,
+        as_json=as_json,
+        shape=shape,
+        dtype=dtype,
+        causal=causal,
+        max_memory=max_memory,
+        html=html,
+        md=md,
+        lang=lang,
+        capture=capture,
+        ops=ops,
+        peak=peak,
+        executor=executor,
+        ray_address=ray_address,
+    )
+    result = req.run(
+        load_progress=lambda files: _load_progress(files, no_color=bool(no_color)),
+        folder_progress=lambda folder: _folder_progress(folder, no_color=bool(no_color)),
+    )
+    if req.folders and (req.html is not None or req.md is not None):
         from attnprof.outputs import write_atomic
+        from attnprof.report.i18n import Translator
+        from attnprof.report.ranks_report import render_ranks_html, render_ranks_markdown
 
-        write_atomic(html, page, option="--html")
-    if md is not None and translator is not None:
-        from attnprof.outputs import write_atomic
-        from attnprof.report.ranks_report import render_ranks_markdown
-
-        text = render_ranks_markdown(
-            [r for d in folders for r in runs[d]], translator, folder=", ".join(str(d) for d in folders)
-        )
-        write_atomic(md, text + "\n", option="--md")
-    if as_json:
+        page_t = Translator(req.lang or "en")
+        named = ", ".join(str(d) for d in req.folders)
+        if req.html is not None:
+            page = render_ranks_html(result.folder_runs(), page_t, folder=named)
+            write_atomic(req.html, page, option="--html")
+        if req.md is not None:
+            text = render_ranks_markdown(result.folder_runs(), page_t, folder=named)
+            write_atomic(req.md, text + "\n", option="--md")
+    if req.as_json:
         import sys
 
         import orjson
 
-        items = [_folder_json(p, runs[p]) if p in runs else results[p].to_dict() for p in traces]
+        items = [
+            _folder_json(p, got) if isinstance(got, list) else got.to_dict() for p, got in result.items()
+        ]
         payload = items[0] if len(items) == 1 else items
         sys.stdout.buffer.write(
             orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
@@ -260,54 +191,50 @@ def analyze_command(
     from attnprof.report.analysis_view import render_analysis
     from attnprof.report.console import make_console
 
+    translator = None
+    if req.lang is not None:
+        from attnprof.report.i18n import Translator
+
+        translator = Translator(req.lang)
     console = make_console(no_color=no_color)
-    for p in traces:
-        if p in runs:
+    for _, got in result.items():
+        if isinstance(got, list):
             from attnprof.report.ranks_view import render_folder
 
-            for run in runs[p]:
+            for run in got:
                 render_folder(run, console=console)
-        elif ops:
+        elif req.ops:
             from attnprof.report.perf_view import render_ops
 
-            render_ops(results[p], console=console, top=top)
+            render_ops(got, console=console, top=req.top)
         else:
-            render_analysis(results[p], console=console, t=translator)
+            render_analysis(got, console=console, t=translator)
 
 
-def _parse_peak(text: str) -> tuple[float, float]:
-    """--peak TFLOPS,TBPS: two positive, finite numbers."""
-    parts = [p.strip() for p in text.split(",")]
+@contextmanager
+def _load_progress(files: list[Path], *, no_color: bool) -> Iterator[None]:
+    """For one trace of PROGRESS_MIN bytes or more: its load's progress on stderr (a bar on a
+    terminal, a line per stage on a pipe; report/load_progress.py)."""
+    progress = _start_load_progress(files, no_color=no_color)
     try:
-        tf, bw = (float(p) for p in parts) if len(parts) == 2 else (0.0, 0.0)
-    except ValueError:
-        tf = bw = 0.0
-    if not (0 < tf < float("inf") and 0 < bw < float("inf")):
-        raise UserError(f"--peak {text!r}: give two positive numbers, TFLOP/s and TB/s, e.g. --peak 989,3.35")
-    return tf, bw
+        yield
+    finally:
+        if progress is not None:
+            progress[0].finished()
+            from attnprof.trace.load import PROGRESS
+
+            PROGRESS.reset(progress[1])
 
 
-def _capture_pairs(
-    traces: list[Path], folders: list[Path], capture: Path | None
-) -> dict[Path, tuple[Path, Path]]:
-    """argument -> (execution trace, capture trace): the one trace given with --capture, and each
-    folder laid out as vLLM writes an execution trace and its capture trace."""
-    from attnprof.analysis.replay.replay import find_pair
+@contextmanager
+def _folder_progress(folder: Path, *, no_color: bool) -> Iterator[FolderProgressView]:
+    from attnprof.report.folder_progress import FolderProgressView
 
-    if capture is not None:
-        if len(traces) != 1 or traces[0].is_dir():
-            raise UserError(
-                "--capture CAPTURE_TRACE belongs to one execution trace: give one trace file with it"
-            )
-        if not capture.is_file():
-            raise UserError(f"--capture {capture}: no such file")
-        return {traces[0]: (traces[0], capture)}
-    out = {}
-    for folder in folders:
-        pair = find_pair(folder)
-        if pair is not None:
-            out[folder] = pair
-    return out
+    view = FolderProgressView(str(folder), no_color=no_color)  # on stderr
+    try:
+        yield view
+    finally:
+        view.finished()
 
 
 def _folder_json(folder: Path, runs: list[FolderRun]) -> dict[str, object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 import typer
@@ -40,6 +40,9 @@ from attnprof.cli.options import (
 from attnprof.errors import AttnprofError, UserError
 from attnprof.extras import require
 from attnprof.records import RunRecord
+
+if TYPE_CHECKING:
+    from attnprof.api.run import ResumeFlags
 
 __all__: list[str] = []
 
@@ -120,13 +123,16 @@ def run_command(
     from attnprof.variants.registry import resolve_variants
 
     if resume is not None:
-        given = [flag for flag, value in _WORKLOAD_FLAGS(locals()) if value is not None]
-        if given:
-            raise UserError(
-                f"--resume takes the workload, variants and options from {resume / 'run.json'}: "
-                f"drop {', '.join(given)}"
-            )
-        _resume(resume, json_out=json_out, no_color=no_color)
+        from attnprof.api.run import ResumeFlags
+
+        flags = ResumeFlags(
+            variants=variants, batch=batch, heads=heads, seq=seq, head_dim=head_dim, shape=shape,
+            kv_heads=kv_heads, kv_seq=kv_seq, dtype=dtype, out=out, budget=budget, mask=mask,
+            decode_queries=decode_queries, timeout=timeout, tensorboard=tensorboard, device=device,
+            causal=causal, backward=backward, phase=phase, seed=seed, compile=compile, steps=steps,
+            force=force, no_profile=no_profile, strict=strict, expect=expect,
+        )  # fmt: skip
+        _resume(resume, flags, json_out=json_out, no_color=no_color)
         return
     workload = build_workload(
         batch=batch,
@@ -196,28 +202,14 @@ def run_command(
     if line := not_one_correct(record):
         raise AttnprofError(line)
     if expect:
-        # checking is compare's, printing the report's: the command joins the two
-        from attnprof.compare.expect import check_expectations, enforce
-        from attnprof.report.terminal import print_expectations
-
-        results = check_expectations(out_dir, expect)
-        print_expectations(results, no_color=no_color)
-        enforce(results, strict=strict)
+        _check_expectations(out_dir, expect, strict=strict, no_color=no_color)
 
 
-def _WORKLOAD_FLAGS(values: dict[str, object]) -> list[tuple[str, object]]:
-    """The flags that --resume replaces with what run.json says, with their values."""
-    names = {
-        "variants": "--variants", "batch": "--batch", "heads": "--heads", "seq": "--seq",
-        "head_dim": "--head-dim", "shape": "--shape", "kv_heads": "--kv-heads", "kv_seq": "--kv-seq",
-        "dtype": "--dtype", "out": "--out", "budget": "--time-budget", "mask": "--mask",
-        "decode_queries": "--decode-queries", "timeout": "--timeout",
-    }  # fmt: skip
-    return [(flag, values[name]) for name, flag in names.items()]
-
-
-def _resume(run_dir: Path, *, json_out: bool, no_color: bool) -> None:
-    """Run the variants an interrupted run left pending, with its workload and options."""
+def _resume(run_dir: Path, flags: ResumeFlags, *, json_out: bool, no_color: bool) -> None:
+    """Run the variants an interrupted run left pending, with its workload and options; the
+    flags that would change them are refused (attnprof.api.run.check_resume), and --expect /
+    --strict check the finished run."""
+    from attnprof.api.run import check_resume
     from attnprof.harness.run import RunOptions, run
     from attnprof.records import decode_run
     from attnprof.report.run_view import ProgressReporter, render_run
@@ -232,6 +224,11 @@ def _resume(run_dir: Path, *, json_out: bool, no_color: bool) -> None:
     record = decode_run(path.read_bytes(), source=str(path))
     if not record.interrupted or record.resume is None or not record.resume.pending:
         raise UserError(f"--resume {run_dir}: that run finished; nothing to resume")
+    check_resume(record, flags, run_json=path)
+    if flags.expect:  # a bad expectations file fails before the run, not after it
+        from attnprof.compare.expect import load_expectations
+
+        load_expectations(flags.expect)
     # what this attnprof knows of the saved options (a newer one may have saved more)
     saved = {k: v for k, v in record.resume.options.items() if k in RunOptions.__struct_fields__}
     opts = msgspec.convert(saved, type=RunOptions)
@@ -248,6 +245,18 @@ def _resume(run_dir: Path, *, json_out: bool, no_color: bool) -> None:
         render_run(final, run_dir, no_color=no_color)
     if line := not_one_correct(final):
         raise AttnprofError(line)
+    if flags.expect:
+        _check_expectations(run_dir, flags.expect, strict=flags.strict, no_color=no_color)
+
+
+def _check_expectations(run_dir: Path, expect: str, *, strict: bool, no_color: bool) -> None:
+    # checking is compare's, printing the report's: the command joins the two
+    from attnprof.compare.expect import check_expectations, enforce
+    from attnprof.report.terminal import print_expectations
+
+    results = check_expectations(run_dir, expect)
+    print_expectations(results, no_color=no_color)
+    enforce(results, strict=strict)
 
 
 def nothing_ran(record: RunRecord) -> AttnprofError:
