@@ -83,6 +83,7 @@ SLOW_MODULES = frozenset(
         "test_peaks",
         "test_decode",
         "test_masks",
+        "test_option_routes",
         # a second or more a test: child processes, fuzzers, interrupts, a browser, full disks
         "test_statuses",
         "test_outputs",
