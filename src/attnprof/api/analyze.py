@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from attnprof.errors import UserError
 
@@ -172,29 +172,16 @@ class AnalyzeRequest:
         files (given them); folder_progress: the progress of one folder's analysis."""
         from attnprof.analysis import analyze
 
+        # Every route reads the region, workload, top and memory bound alike; only a trace's own
+        # analysis (a file or a capture pair) takes --threads and --peak.
+        common = _Common(region=self.region, workload=self.workload, top=self.top, max_memory=self.max_memory)
+        one_trace = _OneTrace(**common, threads=self.threads, peak=self.peak)
         files: list[str | os.PathLike[str]] = list(self.files)
         with load_progress(list(self.files)) if load_progress is not None else nullcontext():
-            found = analyze(
-                files,
-                region=self.region,
-                workload=self.workload,
-                top=self.top,
-                max_memory=self.max_memory,
-                threads=self.threads,
-                peak=self.peak,
-            )
+            found = analyze(files, **one_trace)
         results: dict[Path, TraceAnalysis] = dict(zip(self.files, found, strict=True))
         for p, (exe, cap) in self.pairs.items():
-            results[p] = analyze(
-                exe,
-                region=self.region,
-                workload=self.workload,
-                top=self.top,
-                max_memory=self.max_memory,
-                threads=self.threads,
-                capture=cap,
-                peak=self.peak,
-            )
+            results[p] = analyze(exe, capture=cap, **one_trace)
         runs: dict[Path, list[FolderRun]] = {}
         if self.folders:
             from attnprof.analysis.ranks.folder import analyze_folder
@@ -203,15 +190,24 @@ class AnalyzeRequest:
                 with folder_progress(folder) if folder_progress is not None else nullcontext() as view:
                     runs[folder] = analyze_folder(
                         folder,
-                        region=self.region,
-                        workload=self.workload,
-                        top=self.top,
-                        max_memory=self.max_memory,
+                        **common,
                         executor=self.executor,
                         ray_address=self.ray_address,
                         progress=view,
                     )
         return AnalyzeResult(request=self, traces=results, folders=runs)
+
+
+class _Common(TypedDict):
+    region: str | None
+    workload: Workload | None
+    top: int
+    max_memory: float | None
+
+
+class _OneTrace(_Common):
+    threads: str
+    peak: tuple[float, float] | None
 
 
 @dataclass(frozen=True)
