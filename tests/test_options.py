@@ -3,6 +3,8 @@ was used; and the Markdown report copying nothing from a trace or a path that a 
 
 from __future__ import annotations
 
+import re
+
 import json
 import subprocess
 import sys
@@ -119,23 +121,28 @@ _ALIASES = {
 
 
 @pytest.mark.parametrize("command", sorted(_ALIASES))
-def test_help_lists_one_name_per_option_and_the_old_spellings_still_work(
-    command: str, capsys: pytest.CaptureFixture[str]
+def test_help_lists_one_name_per_option_names_the_other_spellings_and_they_still_work(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import typer
 
     from attnprof.cli import _register, app, main
 
+    monkeypatch.setenv("COLUMNS", "500")  # one line per option: the note is not wrapped apart
     assert main([command, "--help"]) == 0
     text = capsys.readouterr().out
+    # the option column holds the listed names; the help column, after them, the other spellings
     words = set(text.replace(",", " ").split())
     _register([command])
     cmd = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
     for canonical, aliases, param in _ALIASES[command]:
         assert canonical in words, text
         assert "-o" in words or not canonical.startswith("--out"), text  # the short name, listed
+        row = next(line for line in text.splitlines() if f" {canonical} " in line)
+        assert row.rstrip(" │").endswith(f"Also: {', '.join(aliases)}."), row  # named in the help text
         for alias in aliases:
-            assert alias not in words, (alias, text)  # hidden from --help
+            # once, in the note: not as an option name
+            assert len(re.findall(rf"{alias}(?![\w-])", row)) == 1, (alias, row)
             # parsed only (resilient: the command's required arguments may be left out)
             ctx = cmd.make_context(command, [alias, "x"], resilient_parsing=True)
             value = ctx.params[param]
