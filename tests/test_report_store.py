@@ -200,8 +200,8 @@ def test_run_dir_and_store_are_mutually_exclusive(
         "attnprof: error: give either a run directory or --store FILE, not both",
         f"attnprof: error: no results store at {tmp_path / 'none.db'}: run `attnprof sweep` first or "
         "pass --store FILE",
-        "attnprof: error: --baseline applies to a run directory, not to --store",
-        "attnprof: error: --expect applies to a run directory, not to --store",
+        "attnprof: error: --baseline applies to a run directory or a trace, not to --store",
+        "attnprof: error: --expect cpu applies to a run directory or a trace, not to --store",
     ]
 
 

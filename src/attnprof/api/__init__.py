@@ -9,6 +9,6 @@ refused there with one line (attnprof.errors.UserError, exit 2). No torch on imp
 from __future__ import annotations
 
 from attnprof.api.analyze import AnalyzeRequest, AnalyzeResult
-from attnprof.api.run import ResumeFlags, check_resume
+from attnprof.api.run import RunFlags, RunRequest, check_resume
 
-__all__ = ["AnalyzeRequest", "AnalyzeResult", "ResumeFlags", "check_resume"]
+__all__ = ["AnalyzeRequest", "AnalyzeResult", "RunFlags", "RunRequest", "check_resume"]

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
 from attnprof.cli import app
-
-if TYPE_CHECKING:
-    from attnprof.report.i18n import Translator
 
 __all__ = ["compare_cmd", "report_cmd"]
 
@@ -48,6 +44,7 @@ def compare_cmd(
     """Compare variants and traces side by side; optionally diff kernels and check expectations."""
     import msgspec
 
+    from attnprof.api.flags import check_strict
     from attnprof.compare.compare import compare
     from attnprof.compare.expect import check_comparison, enforce, load_expectations
     from attnprof.errors import UserError
@@ -59,6 +56,7 @@ def compare_cmd(
                 f"{p} is a sweep's results store, not a run or a trace: see it with "
                 f"`attnprof results --store {p}`, `attnprof recommend --store {p}` or `attnprof report {p}`"
             )
+    check_strict(strict, expect)
     spec = load_expectations(expect) if expect else None  # a bad file fails before any work
     comp = compare(paths, baseline=baseline, diff=diff, mixed_workloads=mixed_workloads)
     results = check_comparison(comp, spec) if spec is not None else []
@@ -115,116 +113,20 @@ def report_cmd(
 ) -> None:
     """Write a report of a run or of a sweep's store: HTML (self-contained, offline) or Markdown,
     in en, id or th."""
-    from attnprof.errors import UserError
-    from attnprof.report.i18n import Translator
-    from attnprof.store import is_store_file
+    from attnprof.api.report import ReportRequest
+    from attnprof.outputs import path_error, write_atomic
 
-    if store is None and run_dir is not None and is_store_file(run_dir):
-        run_dir, store = None, run_dir  # a sweep's store given as the path: report it as one
-    if (run_dir is None) == (store is None):
-        raise UserError(
-            "give either a run directory or --store FILE, not both"
-            if run_dir is not None
-            else "give a run directory to report, or --store FILE for a sweep's results store"
-        )
-    if fmt is None:
-        # `-o report.md` means Markdown: writing HTML into a .md file would surprise everyone
-        fmt = "md" if output is not None and output.suffix.lower() in (".md", ".markdown") else "html"
-    if fmt not in ("html", "md"):
-        raise UserError(f"--format {fmt!r}: use html or md")
-    t = Translator(lang)  # an unknown language fails before any work
-    from attnprof.outputs import refuse_inputs
-
-    refuse_inputs(output, [p for p in (run_dir, store) if p is not None], option="-o/--output")
-    if store is not None:
-        if expect not in ("auto", "none"):
-            raise UserError("--expect applies to a run directory, not to --store")
-        _report_store(store, fmt=fmt, t=t, output=output, summary_only=summary_only, baseline=baseline)
+    req = ReportRequest.from_flags(
+        run_dir, store=store, fmt=fmt, lang=lang, output=output, summary_only=summary_only, expect=expect,
+        baseline=baseline,
+    )  # fmt: skip
+    report = req.render()
+    if report.target is None:
+        sys.stdout.write(report.text)
         return
-    assert run_dir is not None
-    from attnprof.report.data import build_report_data
-
-    data = build_report_data(run_dir, expect=None if expect == "none" else expect, baseline=baseline)
-    # a trace file's report goes beside it, as a store's does; links are relative to that folder
-    here = Path(run_dir).parent if data.record is None else Path(run_dir)
-    if summary_only or fmt == "md":
-        from attnprof.report.markdown import render_markdown, summary_markdown
-
-        target = output if output is not None and str(output) != "-" else None
-        text = (
-            summary_markdown(data, t)
-            if summary_only
-            else render_markdown(data, t, out_dir=target.parent if target else here)
-        )
-        _write(text, target)
-        return
-    from attnprof.report.html import render_html
-
-    if output is not None and str(output) == "-":
-        sys.stdout.write(render_html(data, t, out_dir=here))
-        return
-    default = (
-        here / f"report.{t.lang}.html"
-        if data.record is not None
-        else Path(run_dir).with_name(f"{_stem(Path(run_dir))}.report.{t.lang}.html")
-    )
-    target = output or default
-    _mkdir(target.parent)
-    _write(render_html(data, t, out_dir=target.parent), target)
-
-
-def _stem(trace: Path) -> str:
-    """The trace's name without .json or .json.gz."""
-    return trace.name.removesuffix(".gz").removesuffix(".json")
-
-
-def _write(text: str, target: Path | None) -> None:
-    """To the file, whole or not at all (printing its path), or to stdout when there is none."""
-    from attnprof.outputs import write_atomic
-
-    if target is None:
-        sys.stdout.write(text)
-    else:
-        write_atomic(target, text, option="-o/--output")
-        sys.stdout.write(f"{target}\n")
-
-
-def _mkdir(folder: Path) -> None:
-    from attnprof.outputs import path_error
-
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        report.target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise path_error(folder, exc, option="-o/--output") from None
-
-
-def _report_store(
-    store: Path, *, fmt: str, t: Translator, output: Path | None, summary_only: bool, baseline: str | None
-) -> None:
-    from attnprof.errors import UserError
-    from attnprof.report.store_report import (
-        build_store_report_data,
-        render_store_html,
-        render_store_markdown,
-        store_summary,
-    )
-
-    if baseline is not None:
-        raise UserError("--baseline applies to a run directory, not to --store")
-    data = build_store_report_data(store)
-    to_stdout = output is not None and str(output) == "-"
-    if summary_only or fmt == "md":
-        text = (
-            "".join(f"- {line}\n" for line in store_summary(data, t))
-            if summary_only
-            else render_store_markdown(data, t)
-        )
-        _write(text, None if output is None or to_stdout else output)
-        return
-    html = render_store_html(data, t)
-    if to_stdout:
-        sys.stdout.write(html)
-        return
-    target = output or store.with_name(f"{store.stem}.report.{t.lang}.html")
-    _mkdir(target.parent)
-    _write(html, target)
+        raise path_error(report.target.parent, exc, option="-o/--output") from None
+    write_atomic(report.target, report.text, option="-o/--output")  # whole or not at all
+    sys.stdout.write(f"{report.target}\n")

@@ -17,6 +17,7 @@ from attnprof.cli.options import (
     NoColor,
     TensorboardDir,
     check_tensorboard_dir,
+    parse_steps,
     positive,
     removed_if_empty,
     split_list,
@@ -46,7 +47,6 @@ def model_options(
 ) -> ModelOptions:
     """The command line's ModelOptions: what it was not given is the library's default, so that
     `attnprof model` and `run_model(model, ModelOptions())` run the same thing."""
-    from attnprof.cli.run import _parse_steps
     from attnprof.models.options import ModelOptions
 
     lib = ModelOptions()
@@ -60,7 +60,7 @@ def model_options(
         dtype=dtype,
         device=device,
         seed=seed if seed is not None else lib.seed,
-        steps=_parse_steps(steps) if steps is not None else lib.steps,
+        steps=parse_steps(steps) if steps is not None else lib.steps,
         time_budget_s=budget if budget is not None else lib.time_budget_s,
     )
 
@@ -170,7 +170,7 @@ def model_command(
         sys.stdout.write(encode_json(record).decode() + "\n")
     else:
         render_model(record, out_dir, no_color=no_color)
-    from attnprof.cli.run import nothing_ran
+    from attnprof.api.run import nothing_ran
     from attnprof.harness.run import ran_any
 
     if not ran_any(record):  # run.json is written; one line for why nothing ran, exit non-zero

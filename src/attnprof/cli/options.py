@@ -1,20 +1,23 @@
-"""Workload options shared by `run` and other commands, and their translation to a Workload."""
+"""Workload options shared by `run` and other commands, as typer declares them."""
 
 from __future__ import annotations
 
-import math
-import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from attnprof.device import resolve_device
-from attnprof.errors import UserError
-from attnprof.units import fmt_num
-from attnprof.workload import Workload, parse_shape
+# the flags' meaning is the api's (one home: attnprof.api.flags); the CLI only declares them
+from attnprof.api.flags import (
+    CPU_DEFAULT_SHAPE,
+    CUDA_DEFAULT_SHAPE,
+    build_workload,
+    check_tensorboard_dir,
+    parse_steps,
+    positive,
+    removed_if_empty,
+    split_list,
+)
 
 __all__ = [
     "CPU_DEFAULT_SHAPE",
@@ -39,14 +42,11 @@ __all__ = [
     "Variants",
     "build_workload",
     "check_tensorboard_dir",
+    "parse_steps",
     "positive",
     "removed_if_empty",
     "split_list",
 ]
-
-# The blog's shape on a GPU; on a 2-core CPU a shape whose default suite runs in well under 60 s
-CUDA_DEFAULT_SHAPE = (8, 16, 1024, 64)
-CPU_DEFAULT_SHAPE = (1, 8, 512, 64)
 
 Batch = Annotated[int | None, typer.Option("-b", "--batch", help="Batch size.")]
 Heads = Annotated[int | None, typer.Option("-H", "--heads", help="Query heads.")]
@@ -102,105 +102,3 @@ TensorboardDir = Annotated[
         "DIR/<run name>/ (TensorBoard, HTA and `attnprof analyze DIR` read that layout).",
     ),
 ]
-
-
-def positive(value: float | None, flag: str, example: str) -> float | None:
-    """A time or a count given on the line: finite and above zero (nan, inf, 0 and negatives mean
-    nothing as seconds), else one line naming the flag. None (not given) passes."""
-    if value is None:
-        return None
-    if not math.isfinite(value) or value <= 0:
-        raise UserError(f"{flag} must be a positive number, got {fmt_num(value, 'g')}: e.g. {flag} {example}")
-    return value
-
-
-def check_tensorboard_dir(path: Path) -> None:
-    """--tensorboard names a folder (made if missing): a file there would fail every variant."""
-    if path.exists() and not path.is_dir():
-        raise UserError(f"--tensorboard {path} is a file: give a folder (it is created if missing)")
-
-
-@contextmanager
-def removed_if_empty(out: Path, *, existed: bool) -> Iterator[None]:
-    """A run directory this command made is removed again (with its empty sub-folders) when the
-    command fails or is interrupted before any file was written into it: a run that never got
-    going leaves no empty directory behind. One that holds a file (run.json, a trace) is kept."""
-    try:
-        yield
-    except BaseException:
-        if not existed and out.is_dir() and not any(p.is_file() for p in out.rglob("*")):
-            shutil.rmtree(out, ignore_errors=True)
-        raise
-
-
-def split_list(values: list[str] | None, flag: str = "--variants") -> list[str]:
-    """Accept both --variants a,b and --variants a --variants b. A flag given with nothing in it
-    (`-v ","`) is an error, not "all of them": an empty selection must not run the whole suite."""
-    out: list[str] = []
-    for v in values or []:
-        out.extend(p.strip() for p in v.split(",") if p.strip())
-    if values and not out:
-        raise UserError(
-            f"{flag} {','.join(values)!r} names nothing: give at least one name, e.g. {flag} naive"
-        )
-    return out
-
-
-def build_workload(
-    *,
-    batch: int | None = None,
-    heads: int | None = None,
-    seq: int | None = None,
-    head_dim: int | None = None,
-    shape: str | None = None,
-    kv_heads: int | None = None,
-    kv_seq: int | None = None,
-    dtype: str | None = None,
-    device: str = "auto",
-    causal: bool = True,
-    seed: int = 0,
-    mask: str | None = None,
-    backward: bool = False,
-    phase: str = "prefill",
-    decode_queries: int | None = None,
-) -> Workload:
-    """A Workload from CLI values: explicit flags win over --shape, which wins over the device's
-    default shape. Validation (one clear line per problem) happens in Workload itself.
-
-    In decode the cache is --kv-seq long (default: --seq, or the shape's S) and the queries are
-    --decode-queries (default 1)."""
-    for name, value in (("--kv-heads", kv_heads), ("--kv-seq", kv_seq), ("--decode-queries", decode_queries)):
-        if value is not None and value <= 0:
-            raise UserError(f"{name} must be a positive integer, got {value}")
-    phase = phase.strip().lower()
-    if phase not in ("prefill", "decode"):
-        raise UserError(f"unknown --phase {phase!r}: use prefill or decode")
-    if decode_queries is not None and phase != "decode":
-        raise UserError("--decode-queries applies to --phase decode only: add --phase decode")
-    if mask is not None and not causal and mask.strip().lower() not in ("none", "full"):
-        raise UserError(f"--no-causal and --mask {mask} contradict each other: give only --mask {mask}")
-    dev = resolve_device(device)
-    cuda = dev.startswith("cuda")
-    b, h, s, d = parse_shape(shape) if shape else (CUDA_DEFAULT_SHAPE if cuda else CPU_DEFAULT_SHAPE)
-    b = batch if batch is not None else b
-    h = heads if heads is not None else h
-    s = seq if seq is not None else s
-    d = head_dim if head_dim is not None else d
-    if phase == "decode":
-        kv_seq = kv_seq or s
-        s = decode_queries or 1
-    return Workload(
-        batch=b,
-        heads=h,
-        seq=s,
-        head_dim=d,
-        kv_heads=kv_heads or 0,
-        kv_seq=kv_seq or 0,
-        dtype=dtype or ("bf16" if cuda else "fp32"),
-        device=dev,
-        causal=causal,
-        seed=seed,
-        mask=mask or "",
-        backward=backward,
-        phase=phase,
-    )
