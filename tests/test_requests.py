@@ -85,3 +85,18 @@ def test_a_run_request_holds_what_the_flags_mean(tmp_path: Path) -> None:
         RunRequest.from_flags(
             RunFlags(variants=["naive"], device="cpu", no_profile=True, tensorboard=tmp_path)
         )
+
+
+def test_sweep_print_config_refuses_json_and_results_refuses_samples_where_they_do_nothing(
+    tmp_path: Path,
+) -> None:
+    # both were exit 0 with the flag silently ignored: TOML printed for --json, no samples in a table
+    line = one_error_line(attnprof("sweep", "--print-config", "--json", "-s", "16", "-v", "naive"))
+    assert "--print-config" in line and "--json" in line, line
+    plain = attnprof("sweep", "--print-config", "-s", "16", "-v", "naive")
+    assert plain.returncode == 0 and "seq = [16]" in plain.stdout, plain.stderr
+    store = tmp_path / "none.db"
+    for fmt in ("table", "csv"):
+        line = one_error_line(attnprof("results", "--store", str(store), "--format", fmt, "--samples"))
+        assert "--samples" in line and fmt in line, line
+    assert not store.exists()  # refused before the store is opened

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from attnprof.cli import app
-from attnprof.cli.options import NoColor, Variants, positive
-from attnprof.errors import AttnprofError, Interrupted, UserError
-from attnprof.extras import require
+from attnprof.cli.options import NoColor, Variants
+from attnprof.errors import Interrupted, UserError
 
 if TYPE_CHECKING:
     from attnprof.report.sweep_view import SweepProgress
@@ -23,46 +21,6 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 StoreOpt = Annotated[Path, typer.Option("--store", help="SQLite results store.")]
-
-# how the comma list of each list-valued flag parses; the flag is --NAME with "-" for "_"
-_LIST_KINDS = {
-    **dict.fromkeys(("batch", "heads", "kv_heads", "seq", "kv_seq", "head_dim"), "int"),
-    **dict.fromkeys(("causal", "compile", "backward"), "bool"),
-    "mask": "semi",
-    **dict.fromkeys(("phase", "dtype", "variants", "variant", "status", "device", "retry"), "str"),
-}
-
-
-def _parse_list(name: str, raw: str | list[str]) -> list[Any]:
-    """The values of the list flag --NAME (a comma list, or repeated: a list of them)."""
-    from attnprof.sweep.grid import parse_bools, parse_ints, parse_masks, parse_strs
-
-    parsers: dict[str, Callable[[str, str], list[Any]]] = {
-        "int": parse_ints,
-        "bool": parse_bools,
-        "str": parse_strs,
-        # masks hold commas (padding=512,384): separated by ';' or given again
-        "semi": parse_masks,
-    }
-    if _LIST_KINDS[name] == "semi" and isinstance(raw, list):
-        raw = ";".join(raw)
-    text = ",".join(raw) if isinstance(raw, list) else raw
-    return parsers[_LIST_KINDS[name]](text, "--" + name.replace("_", "-"))
-
-
-def _config(config: Path | None, axes: dict[str, Any], settings: list[tuple[str, str, Any]]) -> SweepConfig:
-    """The config file (or the defaults) with the grid axes and (section, key, value) settings
-    given on the command line put over it; None means not given."""
-    from attnprof.sweep.grid import load_config
-
-    cfg = load_config(config)
-    for name, raw in axes.items():
-        if raw is not None:
-            setattr(cfg.grid, name, _parse_list(name, raw))
-    for section, key, value in settings:
-        if value is not None:
-            setattr(getattr(cfg, section), key, value)
-    return cfg
 
 
 @app.command("sweep")
@@ -160,103 +118,40 @@ def sweep_command(
     no_backward: Annotated[bool, typer.Option("--no-backward", hidden=True)] = False,
 ) -> None:
     """Run a grid of (configuration, variant) jobs in isolated workers; store every result; resume."""
-    from attnprof.sweep import run_sweep
-    from attnprof.sweep.grid import expand, render_config
+    from attnprof.api.sweep import SweepFlags, SweepRequest, nothing_useful
 
-    for name, off, given in (("causal", no_causal, causal), ("compile", no_compile, compile),
-                             ("backward", no_backward, backward)):  # fmt: skip
-        if off and given is not None:
-            raise UserError(f"--no-{name} and --{name} {given} contradict each other: give one of them")
-    causal = "false" if no_causal else causal
-    compile = "false" if no_compile else compile
-    backward = "false" if no_backward else backward
-    axes = {
-        "batch": batch, "heads": heads, "kv_heads": kv_heads, "seq": seq, "kv_seq": kv_seq,
-        "head_dim": head_dim, "dtype": dtype, "causal": causal, "variants": variants, "compile": compile,
-        "mask": mask, "backward": backward,
-        "phase": phase.replace("both", "prefill,decode") if phase else None,
-    }  # fmt: skip
-    settings: list[tuple[str, str, Any]] = [
-        ("grid", "device", device),
-        ("sweep", "store", str(store) if store else None),
-        ("sweep", "executor", executor),
-        ("sweep", "ray_address", ray_address),
-        ("sweep", "ray_num_cpus", ray_num_cpus),
-        ("sweep", "workers", workers),
-        ("sweep", "timeout_s", timeout),
-        ("sweep", "keep_traces", str(keep_traces) if keep_traces else None),
-        ("sweep", "retry", _parse_list("retry", retry) if retry else None),
-        ("run", "time_budget_s", time_budget),
-        ("run", "min_samples", min_samples),
-        ("run", "warmup_s", warmup),
-        ("run", "profile", False if no_profile else None),
-        ("run", "tensorboard_dir", str(tensorboard.resolve()) if tensorboard else None),
-    ]
-    positive(time_budget, "--time-budget", "0.5")
-    positive(warmup, "--warmup", "0.1")
-    positive(timeout, "--timeout", "600")
-    positive(ray_num_cpus, "--ray-num-cpus", "1")
-    if min_samples is not None:
-        positive(min_samples, "--min-samples", "10")
-    if tensorboard is not None:
-        from attnprof.cli.options import check_tensorboard_dir
-
-        check_tensorboard_dir(tensorboard)
-    cfg = _config(config, axes, settings)
-    if cfg.sweep.executor not in ("local", "ray"):
-        raise UserError(f"unknown --executor {cfg.sweep.executor!r}: use local or ray")
-    if cfg.sweep.workers < 0:
-        raise UserError("--workers must be >= 1 (or 0 for the default)")
-    if cfg.sweep.timeout_s < 0:
-        raise UserError("--timeout must be positive seconds (0 for none)")
-    if print_config:
-        jobs, notes = expand(cfg)
-        sys.stdout.write(render_config(cfg, jobs, notes))
+    flags = SweepFlags(
+        config=config, batch=batch, heads=heads, kv_heads=kv_heads, seq=seq, kv_seq=kv_seq,
+        head_dim=head_dim, dtype=dtype, causal=causal, mask=mask, backward=backward, phase=phase,
+        variants=variants, compile=compile, device=device, store=store, executor=executor,
+        ray_address=ray_address, ray_num_cpus=ray_num_cpus, workers=workers, timeout=timeout,
+        keep_traces=keep_traces, tensorboard=tensorboard, time_budget=time_budget,
+        min_samples=min_samples, warmup=warmup, no_profile=no_profile, retry=retry,
+        print_config=print_config, json_out=json_out, no_causal=no_causal, no_compile=no_compile,
+        no_backward=no_backward,
+    )  # fmt: skip
+    req = SweepRequest.from_flags(flags)
+    if req.print_config:
+        sys.stdout.write(req.render_config())
         return
-
-    from attnprof.sweep.grid import check_size, default_variants
-
-    # before the store is made or opened: a grid too large is refused with nothing written
-    check_size(cfg, len(dict.fromkeys(cfg.grid.variants)) or len(default_variants()))
-    require("torch", "attnprof sweep")  # --print-config above needs none: it only expands the grid
-    if cfg.sweep.executor == "local" and cfg.sweep.workers > 1:
-        from attnprof.sweep.local import worker_cap
-
-        cap, why = worker_cap()
-        if cfg.sweep.workers > cap:  # 1000 workers for one job made 400 processes and 20 GB
-            sys.stderr.write(f"note: --workers {cfg.sweep.workers} lowered to {cap}: {why}\n")
-            cfg.sweep.workers = cap
+    for note in req.notes:
+        sys.stderr.write(f"note: {note}\n")
     from attnprof.report.sweep_view import SweepProgress, print_summary, summary_dict
 
     reporter = SweepProgress(enabled=not no_progress and not json_out)
     try:
-        summary = run_sweep(cfg, on_start=reporter.start, on_result=reporter.update)
+        summary = req.execute(on_start=reporter.start, on_result=reporter.update)
     except KeyboardInterrupt:
         reporter.stop()
-        raise _interrupted(cfg, reporter) from None
+        raise _interrupted(req.config, reporter) from None
     finally:
         reporter.stop()
     if json_out:
         sys.stdout.write(json.dumps(summary_dict(summary), indent=2) + "\n")
     else:
         print_summary(summary)
-    # nothing useful: jobs ran and none finished, and none was stored before (a resumed sweep
-    # that only re-ran its crashing job has its earlier results; that first sweep said so)
-    if summary.ran and not summary.counts.get("ok") and not summary.already:
-        raise _nothing_useful(summary.counts, summary.store)
-
-
-def _nothing_useful(counts: Mapping[str, int], store: Path) -> AttnprofError:
-    """A sweep that ran jobs and finished none: not a success. Every one refused or unsupported
-    is what was asked of this machine (exit 2); any failure is exit 1."""
-    shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    text = (
-        f"no job of this sweep finished ({shown}); the stored reasons: attnprof results --store {store} "
-        "--status " + ",".join(sorted(counts))
-    )
-    if set(counts) <= {"refused", "unsupported", "skipped"}:
-        return UserError(text)
-    return AttnprofError(text)
+    if (err := nothing_useful(summary)) is not None:
+        raise err
 
 
 def _interrupted(cfg: SweepConfig, reporter: SweepProgress) -> Interrupted:
@@ -302,30 +197,18 @@ def results_command(
     no_color: NoColor = False,
 ) -> None:
     """List, filter and export the results in a store."""
-    from attnprof.store import Filters, Store, check_statuses
-    from attnprof.store.export import FORMATS, export_rows
+    from attnprof.api.sweep import ResultsRequest
+    from attnprof.outputs import write_atomic
+    from attnprof.store.export import export_rows
 
-    if fmt not in FORMATS:
-        raise UserError(f"unknown --format {fmt!r}: use one of {', '.join(FORMATS)}")
-    f = Filters()
     lists = {
         "variant": variant, "status": status, "dtype": dtype, "seq": seq, "head_dim": head_dim,
         "batch": batch, "heads": heads, "device": device,
     }  # fmt: skip
-    for name, raw in lists.items():
-        if not raw:
-            continue
-        setattr(f, name, _parse_list(name, raw))
-        f.status = check_statuses(f.status, "--status")  # checked as soon as --status is read
-    if causal:
-        values = _parse_list("causal", causal)
-        if len(values) == 1:
-            f.causal = values[0]
-    from attnprof.outputs import refuse_inputs, write_atomic
-
-    refuse_inputs(output, [store], option="-o/--output")
-    with Store(store, readonly=True) as st:
-        rows = st.query(f, samples=samples)
+    req = ResultsRequest.from_flags(
+        store, fmt=fmt, output=output, samples=samples, lists=lists, causal=causal
+    )
+    rows = req.rows()
     if fmt == "table":
         from attnprof.report.console import MAX_TTY_WIDTH, make_console
         from attnprof.report.sweep_view import print_results
