@@ -23,11 +23,13 @@ def test_a_rank_folder_refuses_the_options_its_view_cannot_apply(tmp_path: Path)
         (["--threads", "all"], "--threads"),
         (["--peak", "100"], "--peak"),
         (["--ops"], "--ops"),
-        (["--lang", "th"], "--lang"),
     ):
         p = attnprof("analyze", str(folder), *flags)
         assert p.returncode == 2, (flags, p.stdout, p.stderr)
         assert named in one_error_line(p) and "Traceback" not in p.stderr, flags
+    # --lang was refused too (the terminal view was English only): now it applies (tests/test_ranks.py)
+    th = attnprof("analyze", str(folder), "--lang", "th")
+    assert th.returncode == 0 and "แรงก์" in th.stdout and "slowest rank" not in th.stdout, th.stderr
 
 
 def _interrupted(out: Path) -> bytes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,9 @@ from _paths import trace
 from attnprof.analysis import analyze
 from attnprof.analysis.ranks.folder import analyze_folder, find_runs
 from attnprof.errors import UserError
+from attnprof.report.i18n import Translator, load_catalog
+from attnprof.report.ranks_report import slowest_line
+from attnprof.units import number_locale
 
 ATTNPROF = [sys.executable, "-c", "from attnprof.cli import main; main()"]
 GEMM = "ampere_sgemm_128x64_nn"
@@ -172,6 +176,95 @@ def test_cli_prints_the_view_and_json(folder: Path) -> None:
     )
     items = json.loads(p.stdout)
     assert [i["schema"] for i in items] == ["attnprof.analysis/1", "attnprof.folder/1"]
+
+
+def _folder_view(folder: Path, *flags: str) -> str:
+    """`attnprof analyze FOLDER` as a pipe prints it (100 columns)."""
+    env = {**os.environ, "COLUMNS": "100"}
+    p = subprocess.run(
+        [*ATTNPROF, "analyze", *flags, str(folder)], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def _squeezed(text: str) -> str:
+    """Without whitespace: a sentence the view wrapped at 100 columns still matches."""
+    return "".join(text.split())
+
+
+def _english_clauses(view: str, folder: Path) -> list[str]:
+    """The clauses of the English view's prose lines (not its tables, which start with a space),
+    of three words or more, the folder's name left out."""
+    prose = [line.replace(str(folder), "") for line in view.splitlines() if line and not line[0].isspace()]
+    clauses = [c.strip() for line in prose for c in re.split(r"[.;:,()]\s*", line)]
+    return [c for c in clauses if len(re.findall(r"[A-Za-z]{2,}", c)) >= 3]
+
+
+def _headers(view: str) -> set[str]:
+    """The headers of the view's tables: the line above each rule."""
+    lines = view.splitlines()
+    rules = [i for i, line in enumerate(lines) if line.strip().startswith("─")]
+    return {h for i in rules for h in re.split(r"\s{2,}", lines[i - 1].strip()) if len(h) > 1}
+
+
+@pytest.mark.parametrize("lang", ["id", "th"])
+def test_a_folder_s_terminal_view_speaks_the_readers_language(tmp_path: Path, lang: str) -> None:
+    """Issue 30: `analyze DIR --lang id|th` was refused (the folder's terminal view was English
+    only). Two real ranks of a shared folder (links): the view in the catalog's words, the ones
+    the folder's --html page and --md file say, its numbers in the reader's locale, and none of
+    the English view's sentences or headers left; English unchanged."""
+    for r in (0, 1):
+        src = trace(f"{SAMPLED}{r}")
+        os.symlink(src, tmp_path / src.name)
+    en = _folder_view(tmp_path)
+    assert _folder_view(tmp_path, "--lang", "en") == en
+    assert "slowest rank: 1, mean step time 619 ms: +0.3% over the median (617 ms)" in " ".join(en.split())
+    assert "busy: union of GPU op intervals;" in en and "Collectives across ranks" in en
+
+    text = _folder_view(tmp_path, "--lang", lang)
+    cat, flat = load_catalog(lang), _squeezed(text)
+    sentences = (
+        "ranks.h.ranks",
+        "ranks.legend",
+        "ranks.h.families",
+        "ranks.spread_legend",
+        "coll.h.collectives",
+    )
+    for key in (*sentences, "coll.legend"):
+        assert _squeezed(cat[key]) in flat, key
+    for key in (
+        "ranks.col.rank",
+        "ranks.col.steps",
+        "ranks.col.step",
+        "ranks.col.family",
+        "ranks.col.max_on",
+    ):
+        assert cat[key] in text, key
+    (run,) = analyze_folder(tmp_path, workers=1)
+    with number_locale(lang):
+        summary = Translator(lang)("ranks.summary", folder=str(tmp_path), files=2, ranks=2)
+        slowest = slowest_line(run, Translator(lang))  # the page's sentence, figures and all
+    assert text.startswith(summary + "\n") and _squeezed(slowest) in flat
+    if lang == "id":  # CLDR: a decimal comma
+        assert "+0,3%" in slowest and "55,2" in text and "1,22 s" in text and "55.2" not in text
+    else:
+        assert "+0.3%" in slowest and "55.2" in text
+    clauses = _english_clauses(en, tmp_path)
+    left = [c for c in clauses if _squeezed(c) in flat]
+    assert len(clauses) > 20 and not left, left
+    assert _headers(text) and not _headers(en) & _headers(text)
+    assert "trace(s)" not in text and "rank(s)" not in text and "left out to fit" not in text
+
+
+def test_a_folder_s_notes_speak_the_readers_language(folder: Path) -> None:
+    """What the view cannot compare (one rank) in the catalog's words; JSON stays English."""
+    text = _folder_view(folder, "--lang", "th")
+    assert load_catalog("th")["ranks.note.one_rank"] in text and "one rank: nothing to compare" not in text
+    (_, run_b) = analyze_folder(folder, workers=1)
+    assert (
+        run_b.cross_rank.note == load_catalog("en")["ranks.note.one_rank"] == "one rank: nothing to compare"
+    )
 
 
 def test_a_folder_without_traces_is_a_user_error(tmp_path: Path) -> None:

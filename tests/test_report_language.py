@@ -121,6 +121,7 @@ CODE_NAMES = {
     "matplotlib", "inductor", "C++", "Python",
     # variant, op and trace-event names
     "sdpa", "flex", "aten", "softmax", "Memcpy",
+    "ProfilerStep",  # the record_function name of a profiler step (ProfilerStep#N)
     "dq", "dk", "dv",  # the gradients' names, as run.json and the tables give them
     "loadavg",  # /proc/loadavg, the file the figure is read from
     # the collectives' names as c10d records them (the kind column), and nccl-tests' two figures
@@ -147,6 +148,7 @@ INDONESIAN = {
     "per", "data", "median", "status", "interval", "model", "parameter", "info", "tensor", "kernel",
     "register", "minor", "min",
     "bus",  # a computer's bus (KBBI: bus)
+    "terminal",  # a computer's terminal (KBBI: terminal)
 }  # fmt: skip
 _CODE = re.compile(
     r"\{[^{}]*\}"  # {placeholders}

@@ -6,9 +6,9 @@ option either applies on every route it is given with or is refused here with on
 
 - --threads, --peak and --ops shape the analysis of one trace; a folder's rank view has no
   place for them (its per-trace summaries are region-wide), so with a folder they are refused.
-- --lang translates the terminal view of a trace and a folder's --html page and --md file; the
-  folder's terminal view is in English only, so a folder with --lang and neither --html nor --md
-  is refused rather than printed in English.
+- --lang translates the terminal view of a trace and of a folder, and a folder's --html page and
+  --md file; with --json alone (data) it is refused, and so with --ops (the per-op model's view
+  is in English only).
 - --executor and --ray-address say where a folder's traces are analysed: without a folder they
   are refused.
 """
@@ -123,11 +123,6 @@ class AnalyzeRequest:
                         f"{flag} applies to the analysis of one trace; a folder's cross-rank view "
                         f"({named}) has no place for it: give the folder's trace files, or drop {flag.split()[0]}"
                     )
-            if lang not in (None, "en") and html is None and md is None and not as_json:
-                raise UserError(
-                    f"--lang {lang}: a folder's terminal view ({named}) is in English only; --lang "
-                    "translates its --html page and --md file: add --html FILE or --md FILE, or drop --lang"
-                )
         elif executor is not None and executor != "local":
             raise UserError(
                 f"--executor {executor} says where a folder's traces are analysed: give a folder, or drop it"

@@ -202,7 +202,7 @@ def analyze_command(
             from attnprof.report.ranks_view import render_folder
 
             for run in got:
-                render_folder(run, console=console)
+                render_folder(run, console=console, lang=req.lang or "en")
         elif req.ops:
             from attnprof.report.perf_view import render_ops
 

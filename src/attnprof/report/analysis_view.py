@@ -245,7 +245,7 @@ def _replayed(d: TraceAnalysis, console: Console, t: Translator) -> None:
     )
     for k in ks:
         table.add_row(k.name, fmt_us(k.time_us), k.op, k.frame or "-")
-    print_table(console, table)
+    print_table(console, table, t=t)
 
 
 def _compiled(d: TraceAnalysis, console: Console, t: Translator) -> None:
@@ -276,7 +276,7 @@ def _compiled(d: TraceAnalysis, console: Console, t: Translator) -> None:
     for k in fused:
         ops = ", ".join(k.fused_ops or []) or t("av.not_in_name")
         table.add_row(k.name, fmt_num(k.count, ","), fmt_us(k.time_us), ops)
-    print_table(console, table)
+    print_table(console, table, t=t)
 
 
 def _phases(d: TraceAnalysis, console: Console, t: Translator) -> None:
@@ -395,7 +395,7 @@ def _render(d: TraceAnalysis, console: Console, t: Translator) -> None:
                 fmt_us(k.mean_us),
                 _occ(k.occupancy, t),
             )
-        print_table(console, table)
+        print_table(console, table, t=t)
         console.print(Text(t("av.legend"), style="dim"))
 
     _replayed(d, console, t)

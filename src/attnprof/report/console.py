@@ -186,11 +186,18 @@ TERMINAL_WORDS: dict[str, str] = {
     "col.pytorch_choice": "PyTorch",
     "col.differs": "pin?",
     "rec.within_noise": "~",
-    "ranks.h.ranks": "Ranks",
     "ranks.col.step": "step time",
     "ranks.col.busy": "busy",
     "ranks.col.comm": "comm %",
     "ranks.col.attn": "attn %",
+    "ranks.col.family": "family",
+    "ranks.legend": "busy: union of GPU op intervals; idle: GPU window - busy; comm % and attn %: of the "
+    "summed GPU op time",
+    "ranks.spread_legend": "spread: (max - min) / mean of the family's time across ranks",
+    "ranks.slowest.step_time": "slowest rank: {rank}, mean step time {value}: {over_median}% over the median "
+    "({median}), {over_fastest}% over the fastest (rank {fastest_rank}, {fastest})",
+    "ranks.slowest.gpu_window": "slowest rank: {rank}, device active window {value}: {over_median}% over the "
+    "median ({median}), {over_fastest}% over the fastest (rank {fastest_rank}, {fastest})",
     "perf.col.time": "time",
     "perf.col.cpu_time": "CPU time",
     "perf.col.share": "%time",
@@ -201,10 +208,13 @@ TERMINAL_WORDS: dict[str, str] = {
 
 
 @cache
-def terminal_words() -> Translator:
-    """The terminal's Translator: English with TERMINAL_WORDS over it."""
+def terminal_words(lang: str = "en") -> Translator:
+    """The terminal's Translator: English with TERMINAL_WORDS over it; another language (a view
+    that --lang translates) speaks its catalog's words, which the reports use too."""
     from attnprof.report.i18n import Translator
 
+    if lang != "en":
+        return Translator(lang, names=("check.", "status."))
     return Translator("en", words=TERMINAL_WORDS, names=("check.", "status."))
 
 
@@ -213,20 +223,19 @@ def _columns() -> int | None:
     return int(text) if text.isdigit() and int(text) > 0 else None
 
 
-def print_table(console: Console, table: Table, *, keep: int = 1) -> list[str]:
+def print_table(console: Console, table: Table, *, keep: int = 1, t: Translator | None = None) -> list[str]:
     """Print `table` without cutting any cell: when its natural width (every cell whole) is more
     than the console's, columns are left out from the right (never the first `keep`), and a
-    line under it names them. Returns the headers left out."""
+    line under it names them (in `t`'s language; English when None). Returns the headers left out."""
     dropped: list[str] = []
     table = fit_encoding(console, table)  # measured as it will be printed
     while len(table.columns) > keep and _cuts(console, table):
         dropped.append(str(table.columns.pop().header))
     console.print(table)
     if dropped:
-        console.print(
-            f"[dim]left out to fit {console.width} columns: {', '.join(reversed(dropped))} "
-            "(a wider terminal, or --json, shows them)[/]"
-        )
+        words = t if t is not None else terminal_words()
+        line = words("console.left_out", width=console.width, columns=", ".join(reversed(dropped)))
+        console.print(Text(line, style="dim"))
     return dropped
 
 

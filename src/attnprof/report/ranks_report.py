@@ -18,7 +18,7 @@ from attnprof.units import fmt_num, fmt_us
 if TYPE_CHECKING:
     from attnprof.analysis.ranks.folder import FolderRun
 
-__all__ = ["ranks_table", "render_ranks_html", "render_ranks_markdown"]
+__all__ = ["ranks_table", "render_ranks_html", "render_ranks_markdown", "slowest_line"]
 
 
 def _pct(v: float | None) -> Cell:
@@ -38,7 +38,7 @@ def ranks_table(run: FolderRun, t: Translator) -> Table:
     table = Table(
         columns=[Column(t("ranks.col.rank"), no_wrap=True)]
         + [Column(t(f"ranks.col.{c}"), numeric=True, no_wrap=True) for c in keys],
-        title=t.maybe("ranks.h.ranks", ""),  # the terminal titles it; the page has its heading
+        title=t("ranks.h.ranks"),  # the terminal titles it; the page has its heading
     )
     for r in view.ranks:
         window = r.window_us > 0
@@ -76,7 +76,8 @@ def _families_table(run: FolderRun, t: Translator) -> Table:
     return table
 
 
-def _slowest_line(run: FolderRun, t: Translator) -> str:
+def slowest_line(run: FolderRun, t: Translator) -> str:
+    """Which rank is slowest, by how much (the terminal's view and the page's say it alike)."""
     s = run.cross_rank.slowest
     if s is None:
         return t("ranks.slowest.none")
@@ -100,7 +101,7 @@ def render_ranks_html(runs: Sequence[FolderRun], t: Translator, *, folder: str) 
         {
             "folder": run.folder,
             "ranks": ranks_table(run, t),
-            "slowest": _slowest_line(run, t),
+            "slowest": slowest_line(run, t),
             "families": _families_table(run, t),
             "traces": [d.source for d in run.traces],
             "collectives": _collectives(run, t),
@@ -129,7 +130,7 @@ def render_ranks_markdown(runs: Sequence[FolderRun], t: Translator, *, folder: s
     """The folder's view as Markdown: the same sections and tables as the HTML page."""
     lines = [f"# {md_text(t('ranks.title', folder=folder))}", ""]
     for run in runs:
-        lines += [f"## {md_code(run.folder)}", "", md_text(_slowest_line(run, t)), ""]
+        lines += [f"## {md_code(run.folder)}", "", md_text(slowest_line(run, t)), ""]
         lines += [*to_markdown(ranks_table(run, t)), "", md_text(t("ranks.legend")), ""]
         if run.cross_rank.families:
             lines += [f"### {md_text(t('ranks.h.families'))}", "", *to_markdown(_families_table(run, t)), ""]

@@ -52,6 +52,7 @@ __all__ = [
     "analyze_folder",
     "cross_rank",
     "find_runs",
+    "note_key",
     "rank_stats",
     "summarize",
 ]
@@ -320,17 +321,14 @@ def cross_rank(stats: Sequence[RankStats], collectives: Sequence[RankCollectives
         by_rank.setdefault(s.rank, []).append(s)
     ranks = [_merge(by_rank[r]) for r in sorted(by_rank, key=_rank_key)]
     if len(ranks) < 2:
-        return CrossRank(ranks=ranks, slowest=None, families=[], note="one rank: nothing to compare")
+        return _noted(CrossRank(ranks=ranks, slowest=None, families=[]))
 
-    note = None
     if all(r.step_time_us is not None for r in ranks):
         basis, values = "step_time", {r.rank: float(r.step_time_us or 0.0) for r in ranks}
     elif all(r.window_us > 0 for r in ranks):
         basis, values = "gpu_window", {r.rank: r.window_us for r in ranks}
-        note = "not every rank has ProfilerStep#N steps: ranks compared by the device's active window"
     else:
         basis, values = "", {}
-        note = "not every rank has steps or GPU ops: the slowest rank is unknown"
     slowest = None
     if values:
         worst = max(values, key=lambda r: values[r])
@@ -370,7 +368,27 @@ def cross_rank(stats: Sequence[RankStats], collectives: Sequence[RankCollectives
             )
         )
     colls = cross_rank_collectives(collectives, [r.rank for r in ranks]) if collectives else None
-    return CrossRank(ranks=ranks, slowest=slowest, families=families, note=note, collectives=colls)
+    return _noted(CrossRank(ranks=ranks, slowest=slowest, families=families, collectives=colls))
+
+
+def note_key(view: CrossRank) -> str | None:
+    """The catalog message (report/i18n, ranks.note.*) that says what the view cannot compare:
+    `note` holds its English; a view in another language says it from the same message."""
+    if len(view.ranks) < 2:
+        return "ranks.note.one_rank"
+    if view.slowest is None:
+        return "ranks.note.unknown"
+    if view.slowest.basis == "gpu_window":
+        return "ranks.note.gpu_window"
+    return None
+
+
+def _noted(view: CrossRank) -> CrossRank:
+    from attnprof.catalogs import english
+
+    key = note_key(view)
+    view.note = english(key) if key is not None else None
+    return view
 
 
 # -- the folder, in parallel ----------------------------------------------------------------------
