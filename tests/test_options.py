@@ -179,15 +179,15 @@ def test_model_defaults_are_the_librarys(capsys: pytest.CaptureFixture[str]) -> 
     home for the defaults), and its --help states the library's values."""
     import typer
 
+    from attnprof.api.model import ModelFlags, model_options
     from attnprof.cli import _register, app, main
-    from attnprof.cli.model import model_options
     from attnprof.models.options import ModelOptions
 
     _register(["model"])
     cmd = typer.main.get_command(app).commands["model"]  # type: ignore[attr-defined]
     given = cmd.make_context("model", ["gpt2"]).params  # the command line's defaults
     keys = ("attn", "phase", "backward", "size", "batch", "seq", "dtype", "seed", "steps", "budget")
-    opts = model_options(device="cpu", **{k: given[k] for k in keys})
+    opts = model_options(ModelFlags(model="gpt2", **{k: given[k] for k in keys}), device="cpu")
     assert opts == ModelOptions(device="cpu")
     # and what --help says the defaults are
     assert main(["model", "--help"]) == 0

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -16,53 +15,10 @@ from attnprof.cli.options import (
     JsonOut,
     NoColor,
     TensorboardDir,
-    check_tensorboard_dir,
-    parse_steps,
-    positive,
-    removed_if_empty,
-    split_list,
 )
-from attnprof.device import resolve_device
 from attnprof.extras import require
 
-if TYPE_CHECKING:
-    from attnprof.models.options import ModelOptions
-
-__all__ = ["model_options"]
-
-
-def model_options(
-    *,
-    attn: list[str] | None,
-    phase: str | None,
-    backward: bool,
-    size: str | None,
-    batch: int | None,
-    seq: int | None,
-    dtype: str | None,
-    device: str,
-    seed: int | None,
-    steps: str | None,
-    budget: float | None,
-) -> ModelOptions:
-    """The command line's ModelOptions: what it was not given is the library's default, so that
-    `attnprof model` and `run_model(model, ModelOptions())` run the same thing."""
-    from attnprof.models.options import ModelOptions
-
-    lib = ModelOptions()
-    return ModelOptions(
-        implementations=split_list(attn) or None,
-        phase=phase if phase is not None else lib.phase,
-        backward=backward,
-        size=size,
-        batch=batch,
-        seq=seq,
-        dtype=dtype,
-        device=device,
-        seed=seed if seed is not None else lib.seed,
-        steps=parse_steps(steps) if steps is not None else lib.steps,
-        time_budget_s=budget if budget is not None else lib.time_budget_s,
-    )
+__all__: list[str] = []
 
 
 @app.command("model")
@@ -124,54 +80,30 @@ def model_command(
     """Profile attention inside a Hugging Face transformers model: step time, attention's share,
     per-layer attention time, memory and output difference for each attention implementation."""
     require("torch", "attnprof model", extra="models")  # [models] brings torch with transformers
-    from attnprof.harness.run import default_out_dir, prepare_out_dir
-    from attnprof.models.harness import check_model, run_model
-    from attnprof.models.load import require_transformers
+    from attnprof.api.model import ModelFlags, ModelRequest
+    from attnprof.api.run import nothing_ran
+    from attnprof.harness.run import ran_any
     from attnprof.report.model_view import ModelProgress, render_model
 
-    require_transformers()  # before anything else: the one-line install hint
-    positive(budget, "--time-budget", "0.3")
-    dev = resolve_device(device)
-    opts = model_options(
-        attn=attn,
-        phase=phase,
-        backward=backward,
-        size=size,
-        batch=batch,
-        seq=seq,
-        dtype=dtype,
-        device=dev,
-        seed=seed,
-        steps=steps,
-        budget=budget,
-    )
-    plan = check_model(model, opts)  # bad input fails here, in one line, before any output
-    if tensorboard is not None:
-        check_tensorboard_dir(tensorboard)
-    target = out if out is not None else default_out_dir()
-    existed = target.exists()
-    out_dir = prepare_out_dir(target)
-    if tensorboard is not None:
-        opts = dataclasses.replace(opts, tensorboard_dir=str(tensorboard / out_dir.name))
-    what = "train step" if backward else opts.phase
-    title = f"{model} ({what}, {plan.workload.dtype} on {dev})"
+    flags = ModelFlags(
+        model=model, attn=attn, phase=phase, backward=backward, size=size, batch=batch, seq=seq,
+        dtype=dtype, device=device, seed=seed, steps=steps, budget=budget, out=out, tensorboard=tensorboard,
+    )  # fmt: skip
+    req = ModelRequest.from_flags(flags)
     reporter = ModelProgress(
-        total=len(plan.implementations),
-        title=title,
-        workload=plan.workload,
+        total=len(req.plan.implementations),
+        title=req.title,
+        workload=req.plan.workload,
         quiet=json_out,
         no_color=no_color,
     )
-    with removed_if_empty(out_dir, existed=existed), reporter:
-        record = run_model(model, opts, out=out_dir, progress=reporter)
+    with reporter:
+        record = req.execute(progress=reporter)
     if json_out:
         from attnprof.records import encode_json
 
         sys.stdout.write(encode_json(record).decode() + "\n")
     else:
-        render_model(record, out_dir, no_color=no_color)
-    from attnprof.api.run import nothing_ran
-    from attnprof.harness.run import ran_any
-
+        render_model(record, req.out, no_color=no_color)
     if not ran_any(record):  # run.json is written; one line for why nothing ran, exit non-zero
         raise nothing_ran(record)
