@@ -7,6 +7,8 @@ any model is built (attnprof.models.plan.check_model: every error a run can rais
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -95,9 +97,10 @@ class ModelRequest:
         what = "train step" if self.options.backward else self.options.phase
         return f"{self.model} ({what}, {self.plan.workload.dtype} on {self.options.device})"
 
-    def execute(self, progress: Progress | None = None) -> RunRecord:
-        """Run every implementation; run.json is written however the run ends. A run directory
-        this made is removed again when the run fails before writing a file."""
+    @contextmanager
+    def prepared(self) -> Iterator[Callable[[Progress | None], RunRecord]]:
+        """The run directory made (or refused) before anything is shown, and the run to call
+        inside it; a directory this made is removed again when the run fails before writing."""
         from attnprof.api.flags import removed_if_empty
         from attnprof.harness.run import prepare_out_dir
         from attnprof.models.harness import run_model
@@ -105,4 +108,9 @@ class ModelRequest:
         existed = self.out.exists()
         out_dir = prepare_out_dir(self.out)
         with removed_if_empty(out_dir, existed=existed):
-            return run_model(self.model, self.options, out=out_dir, progress=progress)
+            yield lambda progress: run_model(self.model, self.options, out=out_dir, progress=progress)
+
+    def execute(self, progress: Progress | None = None) -> RunRecord:
+        """Run every implementation (see prepared); run.json is written however the run ends."""
+        with self.prepared() as go:
+            return go(progress)

@@ -20,7 +20,8 @@ A flag is "given" when it differs from the CLI's default: typer cannot tell `--s
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,21 +99,32 @@ class RunRequest:
             load_expectations(flags.expect)
         return req
 
-    def execute(self, progress: Progress | None = None) -> RunRecord:
-        """Run (or finish) the variants; run.json is written however the run ends. A new run
+    @contextmanager
+    def prepared(self) -> Iterator[Callable[[Progress | None], RunRecord]]:
+        """The run directory made (or refused: one holding an earlier run) before anything is
+        shown, and the run to call inside it; run.json is written however the run ends. A new
         directory this made is removed again when the run fails before writing a file."""
         from attnprof.api.flags import removed_if_empty
         from attnprof.harness.run import prepare_out_dir, run
 
         if self.resumed is not None:
-            return run(
+            resumed = self.resumed
+            yield lambda progress: run(
                 self.workload, self.variants, out=self.out, options=self.options, progress=progress,
-                resume=self.resumed,
+                resume=resumed,
             )  # fmt: skip
+            return
         existed = self.out.exists()
         out_dir = prepare_out_dir(self.out)
         with removed_if_empty(out_dir, existed=existed):
-            return run(self.workload, self.variants, out=out_dir, options=self.options, progress=progress)
+            yield lambda progress: run(
+                self.workload, self.variants, out=out_dir, options=self.options, progress=progress
+            )
+
+    def execute(self, progress: Progress | None = None) -> RunRecord:
+        """Run (or finish) the variants (see prepared)."""
+        with self.prepared() as go:
+            return go(progress)
 
 
 def _new(flags: RunFlags) -> RunRequest:

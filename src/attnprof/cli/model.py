@@ -97,8 +97,8 @@ def model_command(
         quiet=json_out,
         no_color=no_color,
     )
-    with reporter:
-        record = req.execute(progress=reporter)
+    with req.prepared() as go, reporter:  # the directory is checked before the header shows
+        record = go(reporter)
     if json_out:
         from attnprof.records import encode_json
 

@@ -112,8 +112,8 @@ def run_command(
     reporter = ProgressReporter(
         total=len(req.variants), workload=req.workload, quiet=json_out, no_color=no_color
     )
-    with reporter:
-        record = req.execute(progress=reporter)
+    with req.prepared() as go, reporter:  # the directory is checked before the header shows
+        record = go(reporter)
     if json_out:
         from attnprof.records import encode_json
 
