@@ -100,3 +100,22 @@ def test_sweep_print_config_refuses_json_and_results_refuses_samples_where_they_
         line = one_error_line(attnprof("results", "--store", str(store), "--format", fmt, "--samples"))
         assert "--samples" in line and fmt in line, line
     assert not store.exists()  # refused before the store is opened
+
+
+def test_the_compare_command_prints_what_its_request_finds() -> None:
+    import json
+
+    import msgspec
+
+    from attnprof.api.compare import CompareRequest
+
+    t = trace(H100)
+    got = CompareRequest.from_flags([t], expect="cpu").run()
+    p = attnprof("compare", str(t), "--json", "--expect", "cpu")
+    assert p.returncode == 0, p.stderr
+    shown = json.loads(p.stdout)
+    assert shown["rows"] == json.loads(msgspec.json.encode(got.comparison.rows))
+    assert shown["expectations"] == json.loads(msgspec.json.encode(got.expectations))
+    assert got.spec is not None and shown["expectation_file"] == got.spec.path
+    with pytest.raises(UserError, match="--strict"):
+        CompareRequest.from_flags([t], strict=True)

@@ -20,11 +20,20 @@ from typing import TYPE_CHECKING, Any
 from attnprof.errors import AttnprofError, UserError
 
 if TYPE_CHECKING:
+    from attnprof.recommend import Recommendation
     from attnprof.store import Filters, StoredResult
     from attnprof.sweep import SweepConfig
     from attnprof.sweep.run import OnResult, OnStart, SweepSummary
 
-__all__ = ["ResultsRequest", "SweepFlags", "SweepRequest", "nothing_useful", "parse_list"]
+__all__ = [
+    "RecommendRequest",
+    "RecommendResult",
+    "ResultsRequest",
+    "SweepFlags",
+    "SweepRequest",
+    "nothing_useful",
+    "parse_list",
+]
 
 # how the comma list of each list-valued flag parses; the flag is --NAME with "-" for "_"
 _LIST_KINDS = {
@@ -265,3 +274,46 @@ class ResultsRequest:
 
         with Store(self.store, readonly=True) as st:
             return st.query(self.filters, samples=self.samples)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecommendRequest:
+    """`attnprof recommend`: the store's results ranked per bucket, and the policy file to write."""
+
+    store: Path
+    policy_out: Path | None = None
+
+    @classmethod
+    def from_flags(cls, store: Path, *, policy_out: Path | None = None) -> RecommendRequest:
+        from attnprof.outputs import refuse_inputs
+
+        refuse_inputs(policy_out, [store], option="--policy-out")
+        return cls(store=store, policy_out=policy_out)
+
+    def run(self) -> RecommendResult:
+        """The recommendations; with policy_out, the policy written (whole or not at all)."""
+        import json
+
+        from attnprof.outputs import write_atomic
+        from attnprof.recommend import build_policy, recommend
+        from attnprof.store import Store
+
+        with Store(self.store, readonly=True) as st:
+            rows = st.query(samples=True)  # the samples give pinning's gain its interval
+        if not rows:
+            raise UserError(
+                f"store {self.store} holds no results: run attnprof sweep --store {self.store} first"
+            )
+        recs = recommend(rows)
+        left_out: list[str] = []
+        if self.policy_out is not None:
+            policy = build_policy(recs, source=str(self.store.resolve()))
+            write_atomic(self.policy_out, json.dumps(policy, indent=2) + "\n", option="--policy-out")
+            left_out = policy["left_out"]
+        return RecommendResult(recommendations=recs, left_out=left_out)
+
+
+@dataclass(frozen=True)
+class RecommendResult:
+    recommendations: list[Recommendation]
+    left_out: list[str]  # the buckets the policy has no rule for (attnprof.policy: plain forwards)

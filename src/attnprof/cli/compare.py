@@ -44,22 +44,13 @@ def compare_cmd(
     """Compare variants and traces side by side; optionally diff kernels and check expectations."""
     import msgspec
 
-    from attnprof.api.flags import check_strict
-    from attnprof.compare.compare import compare
-    from attnprof.compare.expect import check_comparison, enforce, load_expectations
-    from attnprof.errors import UserError
-    from attnprof.store import is_store_file
+    from attnprof.api.compare import CompareRequest
 
-    for p in paths:
-        if is_store_file(p):
-            raise UserError(
-                f"{p} is a sweep's results store, not a run or a trace: see it with "
-                f"`attnprof results --store {p}`, `attnprof recommend --store {p}` or `attnprof report {p}`"
-            )
-    check_strict(strict, expect)
-    spec = load_expectations(expect) if expect else None  # a bad file fails before any work
-    comp = compare(paths, baseline=baseline, diff=diff, mixed_workloads=mixed_workloads)
-    results = check_comparison(comp, spec) if spec is not None else []
+    req = CompareRequest.from_flags(
+        paths, baseline=baseline, expect=expect, strict=strict, diff=diff, mixed_workloads=mixed_workloads
+    )
+    got = req.run()
+    comp, spec, results = got.comparison, got.spec, got.expectations
     if json_out:
         payload = msgspec.to_builtins(comp)
         if spec is not None:  # same top level either way; scripts find the results beside the rows
@@ -76,7 +67,7 @@ def compare_cmd(
             render_diff(console, d)
         if spec is not None:
             render_expectations(console, results, title=f"Expectations: {spec.title or Path(spec.path).name}")
-    enforce(results, strict=strict)
+    got.enforce()
 
 
 @app.command("report")

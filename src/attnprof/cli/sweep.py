@@ -12,7 +12,7 @@ import typer
 
 from attnprof.cli import app
 from attnprof.cli.options import NoColor, Variants
-from attnprof.errors import Interrupted, UserError
+from attnprof.errors import Interrupted
 
 if TYPE_CHECKING:
     from attnprof.report.sweep_view import SweepProgress
@@ -248,21 +248,10 @@ def recommend_command(
     and the backend PyTorch's own dispatch picks, flagged where they differ."""
     import msgspec
 
-    from attnprof.outputs import refuse_inputs, write_atomic
-    from attnprof.recommend import build_policy, recommend
-    from attnprof.store import Store
+    from attnprof.api.sweep import RecommendRequest
 
-    refuse_inputs(policy_out, [store], option="--policy-out")
-    with Store(store, readonly=True) as st:
-        rows = st.query(samples=True)  # the samples give pinning's gain its interval
-    if not rows:
-        raise UserError(f"store {store} holds no results: run attnprof sweep --store {store} first")
-    recs = recommend(rows)
-    left_out: list[str] = []
-    if policy_out is not None:
-        policy = build_policy(recs, source=str(store.resolve()))
-        write_atomic(policy_out, json.dumps(policy, indent=2) + "\n", option="--policy-out")
-        left_out = policy["left_out"]
+    got = RecommendRequest.from_flags(store, policy_out=policy_out).run()
+    recs, left_out = got.recommendations, got.left_out
     if json_out:
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(recs), indent=2).decode() + "\n")
         return
