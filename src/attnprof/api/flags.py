@@ -13,11 +13,14 @@ from pathlib import Path
 from attnprof.device import resolve_device
 from attnprof.errors import UserError
 from attnprof.units import fmt_num
-from attnprof.workload import Workload, parse_shape
+from attnprof.workload import (
+    Workload,
+    default_dtype,
+    default_shape,
+    parse_shape,
+)
 
 __all__ = [
-    "CPU_DEFAULT_SHAPE",
-    "CUDA_DEFAULT_SHAPE",
     "build_workload",
     "check_strict",
     "check_tensorboard_dir",
@@ -26,10 +29,6 @@ __all__ = [
     "removed_if_empty",
     "split_list",
 ]
-
-# The blog's shape on a GPU; on a 2-core CPU a shape whose default suite runs in well under 60 s
-CUDA_DEFAULT_SHAPE = (8, 16, 1024, 64)
-CPU_DEFAULT_SHAPE = (1, 8, 512, 64)
 
 
 def parse_steps(text: str) -> tuple[int, int, int]:
@@ -127,8 +126,7 @@ def build_workload(
     if mask is not None and not causal and mask.strip().lower() not in ("none", "full"):
         raise UserError(f"--no-causal and --mask {mask} contradict each other: give only --mask {mask}")
     dev = resolve_device(device)
-    cuda = dev.startswith("cuda")
-    b, h, s, d = parse_shape(shape) if shape else (CUDA_DEFAULT_SHAPE if cuda else CPU_DEFAULT_SHAPE)
+    b, h, s, d = parse_shape(shape) if shape else default_shape(dev)
     b = batch if batch is not None else b
     h = heads if heads is not None else h
     s = seq if seq is not None else s
@@ -143,7 +141,7 @@ def build_workload(
         head_dim=d,
         kv_heads=kv_heads or 0,
         kv_seq=kv_seq or 0,
-        dtype=dtype or ("bf16" if cuda else "fp32"),
+        dtype=dtype or default_dtype(dev),
         device=dev,
         causal=causal,
         seed=seed,

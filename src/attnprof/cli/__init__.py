@@ -72,6 +72,7 @@ _COMMANDS = {
     "recommend": "sweep",
     "bundle": "bundle",
     "model": "model",
+    "env": "env",
 }
 
 

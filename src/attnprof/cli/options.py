@@ -9,8 +9,6 @@ import typer
 
 # the flags' meaning is the api's (one home: attnprof.api.flags); the CLI only declares them
 from attnprof.api.flags import (
-    CPU_DEFAULT_SHAPE,
-    CUDA_DEFAULT_SHAPE,
     build_workload,
     check_tensorboard_dir,
     parse_steps,
@@ -20,8 +18,6 @@ from attnprof.api.flags import (
 )
 
 __all__ = [
-    "CPU_DEFAULT_SHAPE",
-    "CUDA_DEFAULT_SHAPE",
     "Backward",
     "Batch",
     "Causal",
