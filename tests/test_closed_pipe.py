@@ -31,3 +31,21 @@ def test_list_into_a_closed_pipe_exits_0() -> None:
     done = _piped(["list"])
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compare", "{t}"],
+        ["compare", "{t}", "--json"],
+        ["report", "{t}", "--format", "md"],
+        ["env"],
+        ["--help"],
+    ],
+    ids=["compare", "compare-json", "report-md", "env", "help"],
+)
+def test_every_printing_command_into_a_closed_pipe_exits_0(args: list[str]) -> None:
+    # the closed pipe is handled once, in cli.main, for every command: these print many lines
+    done = _piped([a.format(t=trace(BERT)) for a in args])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
