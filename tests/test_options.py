@@ -3,9 +3,8 @@ was used; and the Markdown report copying nothing from a trace or a path that a 
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
