@@ -121,6 +121,33 @@ def test_memory_refusal_names_the_estimate() -> None:
     assert res.estimate_bytes >= 3 * huge.score_bytes()
 
 
+# issue 31 item 4: the same gate on CUDA, against the GPU's free memory (docs/run.md, "The
+# GPU-marked tests"); its parts on CPU: tests/test_cuda_paths.py, test_memory_honesty.py
+@pytest.mark.gpu
+def test_gpu_memory_gate_refuses_past_the_free_memory_before_building_anything() -> None:
+    import torch
+
+    from attnprof.harness.memory import available_bytes
+    from attnprof.variants.registry import get_variant
+
+    w = Workload(batch=1, heads=8, seq=131072, head_dim=64, dtype="bf16", device="cuda")
+    free, _ = torch.cuda.mem_get_info()
+    assert get_variant("naive").estimate_bytes(w) > free  # three 256 GiB score tensors
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    res = run_variant(w, "naive", options=FAST)
+    assert res.status == "refused", (res.status, res.reason)
+    assert "GiB" in (res.reason or "") and "--force" in (res.reason or "")
+    why = res.reason_code
+    assert why is not None and why.code == "memory" and why.args["device"] == "cuda", why
+    assert int(why.args["need_bytes"]) > int(why.args["free_bytes"])
+    assert abs(int(why.args["free_bytes"]) - available_bytes("cuda")) < 2**30
+    assert "memory.flush" in {p.code for p in why.parts}  # the L2 flush buffer is counted on CUDA
+    # refused before launching: not even the inputs (384 MiB of q, k, v) were allocated
+    assert torch.cuda.max_memory_allocated() - base < 64 * 2**20
+
+
 def test_failing_variant_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
     f = tmp_path / "broken.py"
     f.write_text(
@@ -130,6 +157,65 @@ def test_failing_variant_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None
     broken, ok = rec.results
     assert broken.status == "error" and "shape mismatch in my kernel" in (broken.reason or "")
     assert ok.status == "ok"
+
+
+_ASSERTS = (
+    "import os\n"
+    "import torch\n"
+    "def asserts(q, k, v, *, is_causal, scale):\n"
+    "    with open(os.environ['ATTNPROF_TEST_PIDS'], 'a') as fh:\n"
+    "        fh.write(f'{os.getpid()}\\n')\n"
+    "    if q.is_cuda:  # a real device-side assert: an index out of bounds in a CUDA kernel\n"
+    "        q.flatten()[torch.full((1,), q.numel() * 4, dtype=torch.long, device=q.device)]\n"
+    "        torch.cuda.synchronize()\n"
+    "    raise RuntimeError('CUDA error: device-side assert triggered')  # its words, on CPU\n"
+)
+
+
+def test_a_sticky_cuda_error_in_a_trial_is_recorded_and_not_rerun_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user variant whose trial run ends in a sticky CUDA error (harness/cuda.py) would poison
+    this process's CUDA context if it ran here too, and every later variant would fail with its
+    error: it is recorded from the trial, and the variants after it run. On CPU only the error's
+    words are sticky; the variant writes its pid, so a second call in this process shows."""
+    import os
+
+    f = tmp_path / "uv.py"
+    f.write_text(_ASSERTS)
+    pids = tmp_path / "pids.txt"
+    monkeypatch.setenv("ATTNPROF_TEST_PIDS", str(pids))
+    rec = run(TINY, [f"{f}:asserts", "naive-inplace"], out=tmp_path / "r", options=FAST)
+    bad, ok = rec.results
+    assert bad.status == "error" and "device-side assert" in (bad.reason or ""), bad.reason
+    assert "trial" in (bad.reason or "")
+    assert ok.status == "ok", ok.reason
+    called = pids.read_text().split()
+    assert called and str(os.getpid()) not in called  # the trial's process only
+
+
+@pytest.mark.gpu
+def test_gpu_a_device_side_assert_fails_its_variant_alone(tmp_path: Path) -> None:
+    """The same with a real device-side assert on CUDA, through the command (its own process, so
+    that this one's CUDA context is not the one poisoned): run.json is written, the variant is
+    recorded with CUDA's words, and the built-in after it runs and is timed."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "uv.py").write_text(_ASSERTS)
+    env = {**os.environ, "ATTNPROF_TEST_PIDS": str(tmp_path / "pids.txt")}
+    p = subprocess.run(
+        [sys.executable, "-m", "attnprof", "run", "--device", "cuda", "--shape", "1,2,64,64", "--dtype", "bf16",
+         "-v", "uv.py:asserts,naive-inplace", "--no-profile", "--time-budget", "0.05", "-o", str(tmp_path / "r")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert (tmp_path / "r" / "run.json").exists(), (p.returncode, p.stderr[-3000:])
+    results = {r.variant: r for r in decode_run((tmp_path / "r" / "run.json").read_bytes()).results}
+    bad, ok = results["asserts"], results["naive-inplace"]
+    assert bad.status == "error" and "device-side assert" in (bad.reason or ""), bad.reason
+    assert ok.status == "ok" and ok.timing is not None and ok.timing.median_ms > 0, ok.reason
+    assert p.returncode == 0, p.stderr[-3000:]
 
 
 def test_user_variant_from_file_is_profiled(tmp_path: Path) -> None:
@@ -164,12 +250,86 @@ def test_gqa_and_unequal_lengths_run_correctly() -> None:
         assert res.status == "ok" and res.accuracy and res.accuracy.ok, (name, res.reason, res.accuracy)
 
 
+# issue 31 item 4: decode dispatch on each device (docs/run.md, "The GPU-marked tests"); its
+# mechanism on CPU in detail: tests/test_decode.py, test_sdpa_dispatch.py
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_decode_records_the_backend_that_ran_and_matches_math(device: str) -> None:
+    """Four new queries against a 512-token cache (lower-right causal, a CausalBias): plain sdpa
+    records the backend that ran (from the aten ops under the profiled forward), which is the
+    one PyTorch's dispatch picks; on CUDA a fused kernel that takes the CausalBias without a
+    mask, on CPU the materialised mask. Its output matches sdpa-math's on the same inputs."""
+    import torch
+
+    from attnprof.variants.registry import get_variant
+    from attnprof.variants.sdpa import lower_right_path, pytorch_choice
+
+    cuda = device == "cuda"
+    w = Workload(
+        batch=2, heads=8, seq=4, kv_seq=512, head_dim=64, dtype="bf16" if cuda else "fp32",
+        device=device, phase="decode",
+    )  # fmt: skip
+    res = run_variant(w, "sdpa", options=FAST)  # profiled: the backend is read from the trace's ops
+    assert res.status == "ok" and res.accuracy is not None and res.accuracy.ok, (res.reason, res.accuracy)
+    assert res.backend is not None and res.backend == res.pytorch_choice == pytorch_choice(w)
+    path = lower_right_path(w)
+    if cuda:
+        assert path in ("flash", "efficient") and res.backend == path, (path, res.backend)
+        assert res.flops_executed == w.flops_executed(False)  # the visible pairs, not the square
+    else:
+        assert path == "materialised" and res.flops_executed == w.flops_dense()
+    inputs = w.make_inputs()
+    with torch.no_grad():
+        out = get_variant("sdpa").build(w, inputs).call()
+        ref = get_variant("sdpa-math").build(w, inputs).call()
+    tol = 2e-2 if cuda else 1e-5
+    torch.testing.assert_close(out.float(), ref.float(), atol=tol, rtol=tol)
+
+
 def test_timing_summary_statistics() -> None:
     s = summarize([1.0, 2.0, 3.0, 4.0, 100.0], threads=2, method="perf_counter")
     assert s.median_ms == 3.0 and s.iqr_ms == 2.0 and s.n == 5 and s.min_ms == 1.0
     assert s.noisy  # IQR is 67% of the median
     quiet = summarize([10.0, 10.1, 10.0, 9.9, 10.0], threads=1, method="perf_counter")
     assert not quiet.noisy and quiet.samples_ms == [10.0, 10.1, 10.0, 9.9, 10.0]
+
+
+# issue 31 item 4: the clock each device is timed with (docs/run.md, "The GPU-marked tests")
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_clean_timing_names_its_clock_and_agrees_with_the_wall_clock(device: str) -> None:
+    """perf_counter on CPU, CUDA events (on the run device's stream) on a GPU: the method says
+    which, and the median agrees with the wall-clock time of the same call back to back, with
+    a synchronize at the end. Events recorded on another stream than the work would read ~0."""
+    import statistics
+    import time
+
+    import torch
+
+    from attnprof.harness.timing import time_call
+
+    cuda = device == "cuda"
+    n = 8192 if cuda else 256  # about 1.5 ms of bf16 GEMM on an H100; 0.1-1 ms of fp32 on 2 cores
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16 if cuda else torch.float32)
+
+    def call() -> torch.Tensor:
+        return a @ a
+
+    def wall_ms(k: int) -> float:  # k calls back to back, synchronised: ms per call
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(k):
+            call()
+        if cuda:
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t0) * 1e3 / k
+
+    s = time_call(call, device=device, budget_s=0.3, min_samples=10)
+    # the median of 15 batches, as robust to a burst of load on a shared machine as the timer's
+    wall = statistics.median(wall_ms(5 if cuda else 20) for _ in range(15))
+    assert s.method == ("cuda events, L2 flushed between calls" if cuda else "perf_counter")
+    assert s.n >= 10 and min(s.samples_ms) > 0
+    low, high = (0.75, 1.33) if cuda else (0.33, 3.0)  # 2 shared cores: a wide band
+    assert low < s.median_ms / wall < high, (s.median_ms, wall)
 
 
 @pytest.mark.gpu
@@ -292,6 +452,39 @@ def environment_tf32_recorded(device: str) -> bool:
 
     env = environment(device)
     return env.cuda_matmul_allow_tf32 is not None and env.cudnn_allow_tf32 is not None
+
+
+# issue 31 item 4: --device cuda:N end to end (its mechanism on CPU: tests/test_cuda_paths.py,
+# test_device.py); the two-GPU case is test_gpu_cuda_n_times_on_its_own_device below
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_device_cuda_n_runs_there_or_is_refused_in_one_line(device: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import torch
+
+    def attnprof_run(dev: str, out: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "attnprof", "run", "--device", dev, "--shape", "1,2,128,64", "--dtype", "bf16",
+             "-v", "naive-inplace", "--no-profile", "--time-budget", "0.05", "-o", str(out)],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    n = torch.cuda.device_count() if device == "cuda" else 0
+    p = attnprof_run(f"cuda:{n}", tmp_path / "absent")  # out of range (on CPU: no GPU at all)
+    assert p.returncode == 2 and p.stdout == "", (p.returncode, p.stdout, p.stderr)
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    expected = f"this machine has {n} GPU(s)" if device == "cuda" else "no CUDA GPU is visible to torch"
+    assert expected in p.stderr and f"--device cuda:{n}" in p.stderr, p.stderr
+    assert not (tmp_path / "absent").exists()
+    if device == "cuda":
+        p = attnprof_run("cuda:0", tmp_path / "r")
+        assert p.returncode == 0, p.stderr[-3000:]
+        rec = decode_run((tmp_path / "r" / "run.json").read_bytes())
+        assert rec.workload.device == "cuda:0"
+        (r,) = rec.results
+        assert r.status == "ok" and r.timing is not None and "cuda events" in r.timing.method, r.reason
+        assert r.timing.median_ms > 0
 
 
 @pytest.mark.gpu

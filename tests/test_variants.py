@@ -35,6 +35,27 @@ def test_cpu_runs_math_flash_naive() -> None:
     assert {"naive", "naive-inplace", "sdpa", "sdpa-math", "sdpa-flash"} <= ok
 
 
+# issue 31 item 4: the same probes on CUDA (docs/run.md, "The GPU-marked tests")
+@pytest.mark.gpu
+def test_gpu_fused_backends_probe_runnable_at_bf16_and_a_refusal_carries_pytorchs_reason() -> None:
+    import torch
+
+    bf16 = Workload(batch=1, heads=2, seq=128, head_dim=64, dtype="bf16", device="cuda")
+    decisions = {v.name: d for v, d in list_variants(bf16)}
+    major, _ = torch.cuda.get_device_capability()
+    runnable = {"naive", "naive-inplace", "sdpa", "sdpa-math", "sdpa-efficient"}
+    if major >= 8:  # flash and cuDNN need sm80 (the capability check says so below it)
+        runnable |= {"sdpa-flash", "sdpa-cudnn"}
+    for name in sorted(runnable):
+        assert decisions[name].accepted, (name, decisions[name].reason)
+    # fp32: cuDNN is refused by PyTorch's own check, and its words (not a generic line) are the reason
+    cudnn = check(get_variant("sdpa-cudnn"), bf16.replace(dtype="fp32"))
+    assert not cudnn.accepted and cudnn.reason_code is not None
+    assert cudnn.reason_code.code == "said", cudnn.reason_code
+    why = cudnn.reason or ""
+    assert ("dtype" in why.lower() or "float" in why.lower()) and "No viable backend" not in why, why
+
+
 def test_memory_estimates_separate_materialising_from_fused() -> None:
     big = Workload(batch=1, heads=8, seq=4096, head_dim=64)
     naive = get_variant("naive").estimate_bytes(big)

@@ -8,6 +8,9 @@ is first run alone in a child, through the same `run_variant` (build, warm-up, t
 steps, the accuracy check, a short clean timing), with `--timeout` on the child. Only a
 variant whose trial ends normally then runs in the run's own process, where its figures come
 from; one whose trial died is recorded as crashed (how it died) or timeout, and the rest go on.
+One whose trial failed with a sticky CUDA error (harness/cuda.py: an illegal address, a
+device-side assert) is recorded with that error and not run again here: in this process the
+error would leave the CUDA context unusable, and every variant after it would fail with it.
 A `sys.exit` is caught in-process too (variants/user.py turns it into an error at the call).
 
 What the trial cannot promise: a variant that dies only on a later call than the trial made,
@@ -34,16 +37,19 @@ if TYPE_CHECKING:
     from attnprof.variants.base import Variant
     from attnprof.workload import Workload
 
-__all__ = ["DONE", "TrialFailure", "trial"]
+__all__ = ["DONE", "STICKY", "TrialFailure", "trial"]
 
 # the trial's clean timing: enough calls to exercise the timer's path, not to measure anything
 _TRIAL_BUDGET_S = 0.02
 _TRIAL_SAMPLES = 3
 DONE = "attnprof-trial-done"  # what the child prints once run_variant returned
+# what it prints after DONE when the variant failed with a sticky CUDA error: then a JSON object
+# of the result's status and reason
+STICKY = "attnprof-trial-sticky: "
 
 
 class TrialFailure(msgspec.Struct, kw_only=True):
-    status: str  # "crashed" or "timeout"
+    status: str  # "crashed" or "timeout"; "error" or "oom" after a sticky CUDA error
     reason: str
 
 
@@ -61,6 +67,21 @@ def _kill(proc: subprocess.Popen[str]) -> None:
     with contextlib.suppress(OSError):  # already gone
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def _sticky(stdout: str) -> TrialFailure | None:
+    """The trial's failure when the child reported a sticky CUDA error (STICKY), else None."""
+    import json
+
+    line = next((ln for ln in stdout.splitlines() if ln.startswith(STICKY)), None)
+    if line is None:
+        return None
+    said = json.loads(line[len(STICKY) :])
+    return TrialFailure(
+        status=said["status"],
+        reason=f"{said['reason']} (in its trial run in a separate process; not run again in this one, "
+        "where the error would leave the CUDA context unusable for the variants after it)",
+    )
 
 
 def trial(workload: Workload, variant: Variant, opts: RunOptions) -> TrialFailure | None:
@@ -103,8 +124,12 @@ def trial(workload: Workload, variant: Variant, opts: RunOptions) -> TrialFailur
         finally:
             if proc.poll() is None:
                 _kill(proc)
-        if proc.returncode == 0 and DONE in stdout:
-            return None
+        if DONE in stdout:  # run_variant returned (a poisoned context may fail the exit after it)
+            sticky = _sticky(stdout)
+            if sticky is not None:
+                return sticky
+            if proc.returncode == 0:
+                return None
         tail = next((ln.strip() for ln in reversed(stderr.splitlines()) if ln.strip()), "")
         said = f"; its last words: {tail[:200]}" if tail else ""
         return TrialFailure(
