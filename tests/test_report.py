@@ -7,6 +7,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from markupsafe import escape as html_escape
 
 from _records import environment
 from attnprof.analysis.attribution.classify import cpu_category
@@ -272,7 +273,17 @@ def test_html_report_is_self_contained(
     summary = html[
         html.index('<ul class="summary">') : html.index("</ul>", html.index('<ul class="summary">'))
     ]
-    assert summary_word in summary and "sdpa-math" in summary
+    assert "sdpa-math" in summary
+    # on a quiet machine the summary ranks ("faster"); when other processes took the CPUs while
+    # timing (a busy laptop, a shared CI box) it first says the timing is unreliable instead
+    data = build_report_data(cpu_run[0])
+    t = Translator(lang)
+    if any(r.load_reasons for r in data.comparison.rows if r.ok):
+        lead = t("summary.unreliable", reasons="\x00").split("\x00")[0]
+        first = re.search(r"<li>(.*?)</li>", summary, re.S)
+        assert first is not None and first.group(1).startswith(str(html_escape(lead))), summary
+    else:
+        assert summary_word in summary, summary
     assert "1_2_64_16_naive_eager.json.gz" in html
 
 
