@@ -103,6 +103,11 @@ SLOW_MODULES = frozenset(
         "test_options",
         "test_store",
         "test_shared_missing",
+        "test_non_finite",
+        "test_env_command",
+        "test_requests",
+        "test_closed_pipe",
+        "test_no_color",
     }
 )
 # single tests that decode the largest shared traces several ways
