@@ -71,7 +71,6 @@ class ModelRequest:
     options: ModelOptions
     plan: Plan  # what will run, resolved by check_model
     out: Path
-    tensorboard: Path | None = None
 
     @classmethod
     def from_flags(cls, flags: ModelFlags) -> ModelRequest:
@@ -85,12 +84,11 @@ class ModelRequest:
         positive(flags.budget, "--time-budget", "0.3")
         opts = model_options(flags, device=resolve_device(flags.device))
         plan = check_model(flags.model, opts)  # bad input fails here, in one line, before any output
-        if flags.tensorboard is not None:
-            check_tensorboard_dir(flags.tensorboard)
         out = flags.out if flags.out is not None else default_out_dir()
         if flags.tensorboard is not None:
+            check_tensorboard_dir(flags.tensorboard)
             opts = dataclasses.replace(opts, tensorboard_dir=str(flags.tensorboard / out.name))
-        return cls(model=flags.model, options=opts, plan=plan, out=out, tensorboard=flags.tensorboard)
+        return cls(model=flags.model, options=opts, plan=plan, out=out)
 
     @property
     def title(self) -> str:

@@ -88,10 +88,9 @@ class RunRequest:
     @classmethod
     def from_flags(cls, flags: RunFlags) -> RunRequest:
         """The request, or UserError naming the first flag that is wrong or cannot apply."""
-        if flags.strict and not flags.expect:
-            raise UserError(
-                "--strict makes a failed --expect check exit 3: add --expect FILE, or drop --strict"
-            )
+        from attnprof.api.flags import check_strict
+
+        check_strict(flags.strict, flags.expect)
         req = _resumed(flags) if flags.resume is not None else _new(flags)
         if flags.expect:  # a bad expectations file fails before the run, not after it
             from attnprof.compare.expect import load_expectations

@@ -73,8 +73,9 @@ def probes(device: str = "auto") -> list[Probe]:
         _ask("platform", platform.platform),
         _ask("cpu", cpu_model),
     ]
-    out += [_ask(p, lambda p=p: _version(p)) for p in PACKAGES]  # type: ignore[misc]
-    if out[len(out) - len(PACKAGES)].value is None:
+    packages = [_ask(p, lambda p=p: _version(p)) for p in PACKAGES]  # type: ignore[misc]
+    out += packages
+    if next(p for p in packages if p.name == "torch").value is None:
         return out  # no torch: nothing below can be asked
     import torch
 
