@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from attnprof.analysis.timeline import intervals as iv
 
@@ -45,3 +46,53 @@ def test_intersect_of_sets_not_in_order_takes_the_general_sweep() -> None:
     b = (np.array([1.0, 6.0]), np.array([3.0, 7.0]))
     got = iv.intersect(a, b)
     assert got[0].tolist() == [1.0, 6.0] and got[1].tolist() == [2.0, 7.0]
+
+
+def test_measure_within_agrees_with_measuring_each_clipped_window() -> None:
+    rng = np.random.default_rng(29)
+    for i in range(300):
+        b = _set(rng, int(rng.integers(1, 200)), whole=i % 3 == 0)
+        ends = rng.uniform(-10, 110, (50, 2))
+        if i % 3 == 0:  # windows whose bounds fall on the set's own ends, and empty windows
+            ends = np.floor(ends)
+        lo, hi = ends.min(axis=1), ends.max(axis=1)
+        hi[:5] = lo[:5]
+        want = [iv.measure(iv.clip(b, float(x), float(y))) for x, y in zip(lo, hi, strict=True)]
+        np.testing.assert_allclose(iv.measure_within(b, lo, hi), want, rtol=0, atol=1e-9, err_msg=str(i))
+    none = (np.zeros(0), np.zeros(0))
+    assert iv.measure_within(none, np.array([0.0]), np.array([5.0])).tolist() == [0.0]
+
+
+def test_idle_cut_once_equals_the_idle_cut_per_window() -> None:
+    """idle_breakdowns cuts the idle time into causes once over all windows: each window must
+    read what cutting only that window gives (the definition, by clip, intersect and subtract)."""
+    from attnprof.analysis.timeline.idle import CAUSES, HostActivity, idle_breakdowns
+
+    rng = np.random.default_rng(7)
+    busy = _set(rng, 60, whole=False)
+    priority = [
+        (k, _set(rng, int(rng.integers(1, 40)), whole=False)) for k in ("sync", "launching", "sync", "python")
+    ]
+    host = HostActivity(priority=priority, named={}, busy=busy, launch_calls=0, has_python=True)
+    windows = [
+        (float(a), float(a + w), float(a + w / 3) if k % 2 else None)
+        for k, (a, w) in enumerate(zip(rng.uniform(0, 90, 30), rng.uniform(0, 20, 30), strict=True))
+    ]
+    windows.append((40.0, 40.0, None))
+    for (lo, hi, first), got in zip(windows, idle_breakdowns(host, windows), strict=True):
+        window = (np.array([lo]), np.array([hi]))
+        idle = iv.subtract(window, iv.clip(busy, lo, hi), lo, hi) if hi > lo else (np.zeros(0), np.zeros(0))
+        rest, want = idle, dict.fromkeys(CAUSES, 0.0)
+        for key, cause in priority:
+            part = iv.intersect(rest, iv.clip(cause, lo, hi))
+            want[key] += iv.measure(part)
+            rest = iv.subtract(rest, part, lo, hi)
+        want["nothing_recorded"] = iv.measure(rest)
+        assert got.idle_us == pytest.approx(iv.measure(idle), abs=1e-9)
+        assert got.causes == pytest.approx(want, abs=1e-9)
+        assert sum(got.causes.values()) == pytest.approx(got.idle_us, abs=1e-9)
+        if first is None:
+            assert got.before_first_launch_us is None
+        else:
+            cut = min(max(first, lo), hi)
+            assert got.before_first_launch_us == pytest.approx(iv.measure(iv.clip(idle, lo, cut)), abs=1e-9)

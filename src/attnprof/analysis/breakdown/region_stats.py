@@ -24,7 +24,7 @@ from attnprof.analysis.records.result import (
     ThreadOps,
     TopCpuOp,
 )
-from attnprof.analysis.timeline.idle import HostActivity, IdleBreakdown, idle_breakdown
+from attnprof.analysis.timeline.idle import HostActivity, IdleBreakdown, idle_breakdowns
 from attnprof.analysis.timeline.intervals import Intervals, union
 from attnprof.analysis.timeline.overlap import comm_overlap
 from attnprof.trace.model import Trace
@@ -38,19 +38,17 @@ def idle_per_instance(
 ) -> list[IdleBreakdown]:
     """Per instance, the device's idle time in its window and what the host did meanwhile
     (g_end: each GPU op's end with overruns clipped, attnprof.analysis.timeline.sanitize)."""
-    out = []
+    windows: list[tuple[float, float, float | None]] = []
     for inst in reg.instances:
         if inst.row < 0:  # whole trace: from the first device op to the last
-            if not host.busy[0].size:
-                out.append(idle_breakdown(host, 0.0, 0.0))
-                continue
-            out.append(idle_breakdown(host, float(host.busy[0][0]), float(host.busy[1][-1])))
+            b = host.busy
+            windows.append((float(b[0][0]), float(b[1][-1]), None) if b[0].size else (0.0, 0.0, None))
             continue
         end = max(inst.end, float(g_end[inst.gpu].max())) if inst.gpu.size else inst.end
         la = links.launch[inst.gpu]
         first = float(trace.ts[la[la >= 0]].min()) if (la >= 0).any() else None
-        out.append(idle_breakdown(host, inst.start, end, first))
-    return out
+        windows.append((inst.start, end, first))
+    return idle_breakdowns(host, windows)
 
 
 def region_stats(

@@ -28,7 +28,7 @@ Interval sets are sorted, disjoint (start, end) arrays; every operation is a sor
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,10 +38,9 @@ import numpy.typing as npt
 from attnprof.analysis.attribution.devices import is_launch
 from attnprof.analysis.attribution.links import Links
 from attnprof.analysis.records.result import InstanceIdle
-from attnprof.analysis.timeline.intervals import F64, Intervals, union, union_sorted
+from attnprof.analysis.timeline.intervals import F64, Intervals, measure_within, union, union_sorted
 from attnprof.analysis.timeline.intervals import clip as _clip
 from attnprof.analysis.timeline.intervals import intersect as _intersect
-from attnprof.analysis.timeline.intervals import measure as _measure
 from attnprof.analysis.timeline.intervals import subtract as _subtract
 from attnprof.analysis.timeline.runtime_calls import RUNTIME_KINDS, runtime_kind
 from attnprof.analysis.timeline.stream_waits import stream_waits
@@ -56,6 +55,7 @@ __all__ = [
     "IdleBreakdown",
     "host_activity",
     "idle_breakdown",
+    "idle_breakdowns",
     "innermost",
     "union",
 ]
@@ -451,19 +451,50 @@ def _names_matching(names: list[str], rx: re.Pattern[str]) -> npt.NDArray[np.boo
 def idle_breakdown(
     host: HostActivity, lo: float, hi: float, first_launch: float | None = None
 ) -> IdleBreakdown:
-    window = max(hi - lo, 0.0)
-    busy = _clip(host.busy, lo, hi)
-    idle = _subtract((np.array([lo]), np.array([hi])), busy, lo, hi) if window > 0 else busy
-    causes = dict.fromkeys(CAUSES, 0.0)
-    rest = idle
+    """The device's idle time in [lo, hi] and what the host did meanwhile (idle_breakdowns of
+    one window)."""
+    return idle_breakdowns(host, [(lo, hi, first_launch)])[0]
+
+
+def idle_breakdowns(
+    host: HostActivity, windows: Sequence[tuple[float, float, float | None]]
+) -> list[IdleBreakdown]:
+    """Per window (lo, hi, first launch or None), its idle time and what the host did meanwhile.
+
+    Who holds an idle microsecond does not depend on the window it is seen from, so the idle time
+    is cut into its causes once, over the span of all the windows, and each window measures each
+    cause's set within its bounds with two binary searches (measure_within). Cut again per window
+    (a clip, an intersect and a subtract per cause and window), the causes took a third of the
+    analysis of a 48 MB training trace with 20 steps, and grew with steps x device ops."""
+    if not windows:
+        return []
+    lo = np.array([w[0] for w in windows], np.float64)
+    hi = np.array([w[1] for w in windows], np.float64)
+    width = np.maximum(hi - lo, 0.0)
+    span = width > 0
+    g_lo = float(lo[span].min()) if span.any() else 0.0
+    g_hi = float(hi[span].max()) if span.any() else 0.0
+    busy = _clip(host.busy, g_lo, g_hi)
+    rest = _subtract((np.array([g_lo]), np.array([g_hi])), busy, g_lo, g_hi)
+    idle = rest
+    causes = {k: np.zeros(lo.size) for k in CAUSES}
     for key, iv in host.priority:
         if not rest[0].size:
             break
-        part = _intersect(rest, _clip(iv, lo, hi))
-        causes[key] += _measure(part)
-        rest = _subtract(rest, part, lo, hi)
-    causes["nothing_recorded"] = _measure(rest)
-    before = None
-    if first_launch is not None:
-        before = _measure(_clip(idle, lo, min(max(first_launch, lo), hi)))
-    return IdleBreakdown(window, _measure(busy), _measure(idle), causes, before)
+        part = _intersect(rest, _clip(iv, g_lo, g_hi))
+        causes[key] += measure_within(part, lo, hi)
+        rest = _subtract(rest, part, g_lo, g_hi)
+    causes["nothing_recorded"] = measure_within(rest, lo, hi)
+    busy_us, idle_us = measure_within(busy, lo, hi), measure_within(idle, lo, hi)
+    first = np.array([np.nan if w[2] is None else w[2] for w in windows], np.float64)
+    before = measure_within(idle, lo, np.minimum(np.maximum(np.nan_to_num(first, nan=0.0), lo), hi))
+    return [
+        IdleBreakdown(
+            float(width[i]),
+            float(busy_us[i]),
+            float(idle_us[i]),
+            {k: float(v[i]) for k, v in causes.items()},
+            None if windows[i][2] is None else float(before[i]),
+        )
+        for i in range(lo.size)
+    ]

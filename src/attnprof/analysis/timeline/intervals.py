@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["F64", "Intervals", "clip", "intersect", "measure", "subtract", "union", "union_sorted"]
+__all__ = ["F64", "Intervals", "clip", "intersect", "measure", "measure_within", "subtract", "union", "union_sorted"]
 
 F64 = npt.NDArray[np.float64]
 Intervals = tuple[F64, F64]
@@ -57,6 +57,23 @@ def clip(iv: Intervals, lo: float, hi: float) -> Intervals:
 
 def measure(iv: Intervals) -> float:
     return float((iv[1] - iv[0]).sum())
+
+
+def measure_within(iv: Intervals, lo: F64, hi: F64) -> F64:
+    """measure(clip(iv, lo[k], hi[k])) for every window k at once: the lengths' running sum
+    between the first interval ending after lo and the last starting before hi, less the parts
+    of those two outside the window (both ends of a sorted disjoint set ascend)."""
+    s, e = iv
+    if s.size == 0:
+        return np.zeros(lo.size)
+    run = np.concatenate([[0.0], np.cumsum(e - s)])
+    i0 = np.searchsorted(e, lo, side="right")
+    i1 = np.maximum(np.searchsorted(s, hi, side="left"), i0)
+    out = run[i1] - run[i0]
+    some = i1 > i0
+    a, b = np.minimum(i0, s.size - 1), np.maximum(i1 - 1, 0)
+    out -= np.where(some, np.maximum(lo - s[a], 0.0) + np.maximum(e[b] - hi, 0.0), 0.0)
+    return np.where(some & (hi > lo), np.maximum(out, 0.0), 0.0)
 
 
 def _ascending(x: np.ndarray) -> bool:
