@@ -17,6 +17,7 @@ import numpy as np
 from attnprof.trace.comms import Comms
 from attnprof.trace.decode import Doc, Event
 from attnprof.trace.inputs import Inputs, among, dims_product, pick
+from attnprof.trace.interning import PairTable, intern
 from attnprof.trace.limits import MAX_DUR_US, MAX_NAME
 from attnprof.trace.model import KEEP_ALL, Keep, Kind, RowMap, Trace, unique
 from attnprof.trace.unread import Pid, UnreadCounter, device_named
@@ -84,7 +85,8 @@ _IGNORED_CATS = {
 _SEGMENT = 1 << 20
 
 _TS = attrgetter("ts")
-_CAT_PH = attrgetter("cat", "ph")
+_CAT = attrgetter("cat")
+_PH = attrgetter("ph")
 _LANE = attrgetter("pid", "tid")
 _NAME = attrgetter("name")
 _DUR = attrgetter("dur")
@@ -137,23 +139,6 @@ def _prods(dims: list[Any]) -> np.ndarray:
     return np.array([dims_product(d) for d in dims], np.int64)
 
 
-def _intern(table: dict[Any, int], field: attrgetter[Any], items: list[Any]) -> np.ndarray:
-    """Ids of field(item) in table, adding new ones in order of first appearance (so that ids do
-    not depend on how the events were cut into chunks); the per-event loops run in C."""
-    if len(table) > 0:
-        # after the first chunks nearly every key is known: one lookup pass straight from the
-        # events, no list of the keys (a key not yet known falls through to the pass that adds
-        # them in order)
-        try:
-            return np.fromiter(map(table.__getitem__, map(field, items)), np.int64, len(items))
-        except KeyError:
-            pass
-    keys = list(map(field, items))
-    for k in [k for k in dict.fromkeys(keys) if k not in table]:
-        table[k] = len(table)
-    return np.fromiter(map(table.__getitem__, keys), np.int64, len(keys))
-
-
 def cap(text: str) -> str:
     """A category (or another string shown as it is) cut to MAX_NAME characters, as names are."""
     return text if len(text) <= MAX_NAME else text[:MAX_NAME]
@@ -200,11 +185,11 @@ class Builder:
         self.keep = keep
         self.names: dict[str, int] = {}
         self.lanes: dict[tuple[int | str, int | str], int] = {}
-        self.cats: dict[str, int] = {}
         # (cat, ph) -> pair id, in order of first appearance; per pair: its cat id, its kind
         # (-1 dropped, -2 flow) and whether it starts a flow. One lookup per event gives all
-        # three (the pairs are few: a few dozen in a trace)
-        self.pairs: dict[tuple[str, str], int] = {}
+        # three (the pairs are few: a few dozen in a trace). Its first values are the categories
+        self.pairs = PairTable()
+        self.cats = self.pairs.first
         self.pair_cat = np.zeros(0, np.int64)
         self.pair_kind = np.zeros(0, np.int64)
         self.pair_start = np.zeros(0, bool)
@@ -270,12 +255,12 @@ class Builder:
         self.n_seen += n_all
         if not n_all:
             return
-        cats, pairs = self.cats, self.pairs
+        cats, pairs = self.cats, self.pairs.ids
         known = len(pairs)
-        pair_ids = _intern(pairs, _CAT_PH, events)
-        if len(pairs) > known:  # new pairs, in order of first appearance: so are their cats
+        pair_ids = self.pairs.add(_CAT, _PH, events)
+        if len(pairs) > known:  # new pairs, in order of first appearance
             new = list(pairs)[known:]
-            self.pair_cat = np.append(self.pair_cat, [cats.setdefault(c, len(cats)) for c, _ in new])
+            self.pair_cat = np.append(self.pair_cat, [cats[c] for c, _ in new])
             self.pair_kind = np.append(self.pair_kind, [self._kind_of(c, ph) for c, ph in new])
             self.pair_start = np.append(self.pair_start, [ph == "s" for _, ph in new])
         cat_ids = self.pair_cat[pair_ids]
@@ -299,14 +284,14 @@ class Builder:
         # on where the chunks were cut (streamed, parallel and whole-file loads agree)
         used = np.flatnonzero(ev_kind != -1)
         used_ev = pick(events, used)
-        lane_ids = _intern(lanes, _LANE, used_ev)
+        lane_ids = intern(lanes, _LANE, used_ev)
         is_flow = ev_kind[used] == -2
         del used_ev
         args = list(map(_ARGS_OF, kept))
         ext = _int_col(args, _EXT)
         ext_legacy = _int_col(args, _EXT_LEGACY)
         kind = ev_kind[keep].astype(np.int8)
-        name_col = _intern(names, _NAME, kept).astype(np.int32)
+        name_col = intern(names, _NAME, kept).astype(np.int32)
         dur = np.fromiter(map(_DUR, kept), np.float64, n)
         bad = ~((dur >= 0.0) & (dur <= MAX_DUR_US))
         if bad.any():
