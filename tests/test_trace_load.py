@@ -101,6 +101,51 @@ def test_field_of_unexpected_type_is_decoded_leniently() -> None:
     assert t.warnings
 
 
+def test_timestamps_read_exactly_and_cleaned_as_any_field_whatever_the_path(tmp_path: Path) -> None:
+    """ts is parsed a chunk at a time (decode.raw_floats): 17-digit microseconds since the epoch
+    read as json reads them (correctly rounded), and a timestamp of the wrong type cleaned as the
+    lenient decode cleans any field (a number in a string read, anything else 0), with the
+    warning, on the whole-file, streamed and forked paths alike."""
+    from attnprof.trace import stream
+    from attnprof.trace.decode import LENIENT
+
+    stamps = ["1712195495527379.2", "1712195495527384.0", "17", "1.5e3", "-0.0", "9007199254740993"]
+    good = [_kernel(0, 1.0) | {"ts": 0} for _ in stamps]
+    text = json.dumps({"traceEvents": good})
+    for i, st in enumerate(stamps):  # the numbers as written, not as Python would write them
+        text = (
+            text.replace('"ts": 0', f'"ts": {st}', 1)
+            if i == 0
+            else text.replace(', "ts": 0,', f', "ts": {st},', 1)
+        )
+    t = parse_trace(text.encode())
+    assert t.ts[t.kernel_rows].tolist() == [float(x) for x in stamps]
+    assert not t.warnings
+    odd = [
+        *good,
+        _kernel(0, 1.0) | {"ts": "123.25"},
+        _kernel(0, 1.0) | {"ts": None},
+        _kernel(0, 1.0) | {"ts": True},
+    ]
+    odd += [_kernel(0, 1.0) | {"ts": [1]}, _kernel(5, 1.0) | {"dur": [2]}]
+    # numbers beyond float range: msgspec refused them even untyped, and the load failed
+    raw = json.dumps({"traceEvents": odd}).encode().replace(b'"ts": [1]', b'"ts": 1e400')
+    raw = raw.replace(b'"dur": [2]', b'"dur": -1e400')
+    p = tmp_path / "odd.json"
+    p.write_bytes(raw)
+    small = stream.BLOCK
+    try:
+        stream.BLOCK = 512  # several blocks, and with parallel=True a forked process
+        loads = [parse_trace(raw), stream.streamed(p, parallel=False), stream.streamed(p, parallel=True)]
+    finally:
+        stream.BLOCK = small
+    for got in loads:
+        assert got is not None
+        assert got.ts[got.kernel_rows][-5:].tolist() == [123.25, 0.0, 0.0, 0.0, 5.0]
+        assert got.dur[got.kernel_rows][-1] == 0.0
+        assert got.warnings.count(LENIENT) == 1
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

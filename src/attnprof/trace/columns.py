@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from attnprof.trace.comms import Comms
-from attnprof.trace.decode import Doc, Event
+from attnprof.trace.decode import LENIENT, Doc, Event, raw_floats
 from attnprof.trace.inputs import Inputs, among, dims_product, pick
 from attnprof.trace.interning import PairTable, intern
 from attnprof.trace.limits import MAX_DUR_US, MAX_NAME
@@ -207,6 +207,9 @@ class Builder:
         self.bad_durs = 0
         self.bad_dur_example = 0.0
         self.uncategorised_ops = 0  # complete events without a category read as CPU ops
+        # some field had an unexpected type and was cleaned (decode_lenient, raw_floats): the
+        # trace's warnings say so once (LENIENT)
+        self.lenient = False
 
     def _put(self, **cols: np.ndarray) -> None:
         for k, v in cols.items():
@@ -223,6 +226,11 @@ class Builder:
                 parts[-n:] = [np.concatenate(parts[-n:])]
                 n, nbytes = 0, 0
             self.fresh[k] = (n, nbytes)
+
+    def _floats(self, raws: Any) -> np.ndarray:
+        values, cleaned = raw_floats(raws)
+        self.lenient |= cleaned
+        return values
 
     def _kind_of(self, cat: str, ph: str) -> int:
         low = cat.lower()
@@ -303,7 +311,7 @@ class Builder:
             kind=kind,
             name=name_col,
             lane=lane_ids[~is_flow].astype(np.int32),
-            ts=np.fromiter(map(_TS, kept), np.float64, n),
+            ts=self._floats(map(_TS, kept)),
             dur=dur,
             corr=_int_col(args, _CORR),
             ext=np.where(ext >= 0, ext, ext_legacy),
@@ -337,7 +345,7 @@ class Builder:
             flow_fwdbwd=among(cat_ids[flows], fwdbwd, len(cats)) if fwdbwd else np.zeros(nf, bool),
             flow_id=_flow_ids(fl),
             flow_lane=lane_ids[is_flow].astype(np.int32),
-            flow_ts=np.fromiter(map(_TS, fl), np.float64, nf),
+            flow_ts=self._floats(map(_TS, fl)),
         )
         self.n_rows += n
 
@@ -379,6 +387,7 @@ class Builder:
             self.bad_dur_example = other.bad_dur_example
         self.bad_durs += other.bad_durs
         self.uncategorised_ops += other.uncategorised_ops
+        self.lenient |= other.lenient
         self.n_rows += other.n_rows
         self.n_seen += other.n_seen
 
@@ -457,6 +466,8 @@ class Builder:
                 f"{self.bad_dur_example:g} us; longer than a day counts as impossible): they are "
                 "counted with 0 us"
             )
+        if self.lenient:
+            warnings.append(LENIENT)
         trace = Trace(
             source=source,
             names=names,

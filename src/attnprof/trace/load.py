@@ -46,7 +46,7 @@ from typing import Any
 
 from attnprof.errors import UserError
 from attnprof.trace.columns import Builder
-from attnprof.trace.decode import LENIENT, as_utf8, decode_chunk, scan
+from attnprof.trace.decode import as_utf8, decode_chunk, scan
 from attnprof.trace.limits import MAX_MEMORY, WHOLE_FACTOR, check_input, raw_limit, too_large
 from attnprof.trace.model import KEEP_ALL, Keep, Trace
 from attnprof.trace.stream import PROGRESS, Once, TooLarge, is_gzip, streamed
@@ -152,14 +152,13 @@ def _parse(box: list[bytes], source: str, label: str, keep: Keep = KEEP_ALL) -> 
     if raws is None:
         raise UserError(f"{label}: no traceEvents list, so not a PyTorch profiler trace")
     builder = Builder(keep)
-    lenient = False
     for i in range(0, len(raws), CHUNK):
         chunk = raws[i : i + CHUNK]
         # drop the slices as they are used: their memory goes to the columns being built
         raws[i : i + CHUNK] = [None] * len(chunk)
         events, was_lenient, repair = decode_chunk(chunk, label)
         del chunk
-        lenient |= was_lenient
+        builder.lenient |= was_lenient
         if repair and repair not in repairs:
             repairs.append(repair)
         builder.add(events)
@@ -169,8 +168,6 @@ def _parse(box: list[bytes], source: str, label: str, keep: Keep = KEEP_ALL) -> 
     trace = builder.finish(doc, source)
     trace.repairs.extend(repairs)
     trace.raw_bytes = raw_bytes
-    if lenient:
-        trace.warnings.append(LENIENT)
     return trace
 
 

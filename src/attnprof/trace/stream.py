@@ -14,15 +14,16 @@ import os
 import re
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from attnprof.trace.columns import Builder
-from attnprof.trace.decode import BOM, DOC, EVENTS, LENIENT, Event, decode_lenient, first_byte
+from attnprof.trace.decode import BOM, DOC, EVENTS, Event, decode_lenient, first_byte
 from attnprof.trace.limits import MAX_NAME
 from attnprof.trace.model import KEEP_ALL, Keep, Trace
 
@@ -169,12 +170,16 @@ class _Reader:
 
 
 _STREAM_ERRORS = (msgspec.DecodeError, RecursionError, EOFError, zlib.error, UnicodeError, ValueError)
-# plain JSON at least this large is decoded by two processes, each taking half the events
+# plain JSON at least this large is decoded by two processes
 PARALLEL_MIN = 16 << 20
-# the forked process's share of the bytes when the caller has work to do meanwhile (load_trace):
-# analyze imports its analysis modules then, about 5% of the decoding's time on the 48 MB
-# benchmark trace (docs/benchmarks.md)
-FORK_SHARE = 0.52
+# the file is cut between events into segments of about this many bytes (at least 2, at most
+# MAX_SEGMENTS), and this process and the forked one each take the next segment nobody has taken
+# until none is left: a CPU slower than the other (a shared machine), the caller's work meanwhile
+# and the forked process's writing back then delay neither. Split in two fixed halves, one
+# process waited 0.1-0.15 s for the other on the 48 MB benchmark trace (docs/benchmarks.md)
+SEGMENT_BYTES = 4 << 20
+MAX_SEGMENTS = 64
+_SPLIT_TRIES = 64  # cuts tried for one between two events near a segment's bounds
 
 
 def streamed(
@@ -189,17 +194,15 @@ def streamed(
 
     parallel: split the events between this process and a forked one (None: when the file is
     plain JSON of PARALLEL_MIN bytes or more, this process may use two CPUs and the machine is
-    not busy: _cpu_to_spare). The result is
-    the same as one process's: the second half's strings are re-interned in order (extend).
+    not busy: _cpu_to_spare). The result is the same as one process's: each segment's strings
+    are re-interned in order (extend).
     """
     size = path.stat().st_size
     if parallel is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         parallel = size >= PARALLEL_MIN and cpus >= 2 and hasattr(os, "fork") and _cpu_to_spare(cpus)
     if parallel and not is_gzip(path):
-        share = FORK_SHARE if meanwhile is not None and meanwhile.fn is not None else 0.5
-        split = _split_point(path, size, share)
-        trace = _stream_parallel(path, split, meanwhile, keep) if split is not None else None
+        trace = _stream_parallel(path, size, meanwhile, keep)
         if trace is not None:
             return trace
     reader = _Reader(path, limit)
@@ -241,8 +244,9 @@ def _split_point(path: Path, size: int, share: float = 0.5) -> tuple[int, int] |
     with open(path, "rb") as f:
         f.seek(at)
         window = f.read(4 * BLOCK)
-    cuts = list(_CUT.finditer(window))
-    for i, m in enumerate(cuts[:64]):
+    # the first cuts only: a search of the whole window per cut was a few ms a segment
+    cuts = list(islice(_CUT.finditer(window), _SPLIT_TRIES + 4))
+    for i, m in enumerate(cuts[:_SPLIT_TRIES]):
         for nxt in cuts[i + 1 : i + 5]:
             try:
                 EVENTS.decode(b"".join((b"[", window[m.end() - 1 : nxt.start() + 1], b"]")))
@@ -255,68 +259,107 @@ def _split_point(path: Path, size: int, share: float = 0.5) -> tuple[int, int] |
 
 
 def _stream_parallel(
-    path: Path, split: tuple[int, int], meanwhile: Once | None = None, keep: Keep = KEEP_ALL
+    path: Path, size: int, meanwhile: Once | None = None, keep: Keep = KEEP_ALL
 ) -> Trace | None:
+    """The trace decoded by this process and a forked one, segment by segment (SEGMENT_BYTES);
+    None when a segment could not be cut or decoded (the caller streams the file in one process)."""
     import pickle
 
-    # the child's part comes back in an anonymous in-memory file where there is one (Linux): the
-    # child writes it whole and exits, where through a pipe it waited on the parent 64 KB at a
-    # time (6 MB on the 48 MB benchmark trace: 40-60 ms at a load of 5)
+    n = min(MAX_SEGMENTS, max(2, size // SEGMENT_BYTES))
+    # the segments not yet taken, one byte each: a one-byte read of a pipe takes one of them
+    # whichever process reads, and reads nothing once all are taken (the writing end is closed)
+    todo_r, todo_w = os.pipe()
+    os.write(todo_w, bytes(range(n)))
+    os.close(todo_w)
+    # the child's parts come back in an anonymous in-memory file where there is one (Linux): the
+    # child writes each as it is done and exits, where through a pipe it waited on the parent
+    # 64 KB at a time (6 MB on the 48 MB benchmark trace: 40-60 ms at a load of 5)
     memfd = _memfd()
     r, w = (memfd, os.dup(memfd)) if memfd is not None else os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: the second part, from the event after the cut to the end
+    if pid == 0:  # the child: segments until none is left, each written back as it is done
         PROGRESS.set(None)  # the parent reports; the child's blocks are not its to show
         try:
             os.close(r)
-            try:
-                part: _Part | None = _Part(first=False, last=True, keep=keep)
-                assert part is not None
-                part.consume(_file_blocks(path, split[1], None))
-            except _STREAM_ERRORS:
-                part = None
             with os.fdopen(w, "wb") as out:
-                pickle.dump(part, out, protocol=pickle.HIGHEST_PROTOCOL)
+                for k, part in _segments(path, size, n, todo_r, keep):
+                    pickle.dump((k, part), out, protocol=pickle.HIGHEST_PROTOCOL)
+                    if part is None:
+                        break
         finally:
             os._exit(0)
     os.close(w)
     waited = False
+    parts: dict[int, _Part | None] = {}
     with os.fdopen(r, "rb") as inp:
         try:
             if meanwhile is not None:
                 try:
                     meanwhile()
                 except BaseException:
-                    _stop(pid)  # its part is not wanted any more
+                    _stop(pid)  # its parts are not wanted any more
                     raise
-            first = _Part(first=True, last=False, keep=keep)
-            try:
-                first.consume(_file_blocks(path, 0, split[0]))
-            except _STREAM_ERRORS:
-                _stop(pid)  # the file is streamed again in one process
-                return None
-            if memfd is not None:  # the file holds the whole part once the child has exited
+            for k, part in _segments(path, size, n, todo_r, keep, report=True):
+                parts[k] = part
+                if part is None:
+                    _stop(pid)  # the file is streamed again in one process
+                    return None
+            if memfd is not None:  # the file holds all the child's parts once it has exited
                 os.waitpid(pid, 0)
                 waited = True
                 inp.seek(0)
-            try:
-                second = pickle.load(inp)
-            except (EOFError, pickle.UnpicklingError):  # the child died before it answered
-                second = None
+            while True:
+                try:
+                    k, part = pickle.load(inp)
+                except (EOFError, pickle.UnpicklingError):
+                    break
+                parts[k] = part
         finally:
+            os.close(todo_r)
             if not waited:
                 os.waitpid(pid, 0)
-    if second is None:
-        return None
-    first.join(second)
-    del second  # its columns are first's now; what extend replaced goes before they are joined
+    if len(parts) < n or any(p is None for p in parts.values()):
+        return None  # the child failed on a segment, or died before it answered
+    first = parts.pop(0)
+    assert first is not None
+    for k in range(1, n):
+        nxt = parts.pop(k)
+        assert nxt is not None
+        first.join(nxt)
+        del nxt  # its columns are first's now; what extend replaced goes before they are joined
     try:
         trace = first.trace(path.name)
     except _STREAM_ERRORS:
         return None
     if trace is not None:
-        trace.raw_bytes = path.stat().st_size  # with the separator between the halves
+        trace.raw_bytes = path.stat().st_size  # with the separators between the segments
     return trace
+
+
+def _segments(
+    path: Path, size: int, n: int, todo: int, keep: Keep, report: bool = False
+) -> Iterator[tuple[int, _Part | None]]:
+    """(k, its part) for each segment k this process takes until none is left; (k, None) for a
+    segment that could not be cut or decoded, and nothing after it."""
+    events = 0
+    while took := os.read(todo, 1):
+        k = took[0]
+        # cut k ends segment k - 1 and starts segment k: whoever takes either finds the same one
+        lo = (0, 0) if k == 0 else _split_point(path, size, 1.0 - k / n)
+        hi = (None, None) if k == n - 1 else _split_point(path, size, 1.0 - (k + 1) / n)
+        if lo is None or hi is None:
+            yield k, None
+            return
+        part = _Part(first=k == 0, last=k == n - 1, keep=keep)
+        if report:  # progress as far into the file as this process reads, events as it decoded
+            part.reported = (lo[1], events)
+        try:
+            part.consume(_file_blocks(path, lo[1], hi[0]))
+        except _STREAM_ERRORS:
+            yield k, None
+            return
+        events += part.n_items
+        yield k, part
 
 
 def _memfd() -> int | None:
@@ -373,12 +416,13 @@ class _Part:
     def __init__(self, *, first: bool, last: bool, keep: Keep = KEEP_ALL) -> None:
         self.first, self.last = first, last
         self.builder = Builder(keep)
-        self.lenient = False
         self.n_items = 0
         self.total = 0
         self.header = b""
         self.tail = b""
         self.squeezed = 0  # bytes of long whitespace runs left out (_squeezed)
+        # (bytes, events) before this part's, added to its own in the progress it reports
+        self.reported = (0, 0)
 
     def _add(self, events: list[Event]) -> None:
         self.n_items += len(events)
@@ -392,7 +436,7 @@ class _Part:
             n, events = decode_lenient(buf)
             self.n_items += n
             self.builder.add(events)
-            self.lenient = True
+            self.builder.lenient = True
 
     def _squeezed(self, blocks: Any) -> Any:
         """The blocks, with any run of whitespace longer than _WS_KEEP shortened to about
@@ -404,7 +448,7 @@ class _Part:
         for block in blocks:
             self.total += len(block)
             if hook is not None:
-                hook(self.total, self.n_items, False)
+                hook(self.reported[0] + self.total, self.reported[1] + self.n_items, False)
             if block.isspace():
                 if kept >= _WS_KEEP:
                     self.squeezed += len(block)
@@ -497,7 +541,6 @@ class _Part:
     def join(self, other: _Part) -> None:
         """Append the part that follows this one."""
         self.builder.extend(other.builder)
-        self.lenient |= other.lenient
         self.n_items += other.n_items
         self.total += other.total
         self.tail, self.last = other.tail, other.last
@@ -508,6 +551,4 @@ class _Part:
             return None  # not the top-level array, or events that are not objects
         trace = self.builder.finish(doc, source)
         trace.raw_bytes = self.total
-        if self.lenient:
-            trace.warnings.append(LENIENT)
         return trace
