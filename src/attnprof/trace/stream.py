@@ -172,13 +172,14 @@ class _Reader:
 _STREAM_ERRORS = (msgspec.DecodeError, RecursionError, EOFError, zlib.error, UnicodeError, ValueError)
 # plain JSON at least this large is decoded by two processes
 PARALLEL_MIN = 16 << 20
-# the file is cut between events into segments of about this many bytes (at least 2, at most
-# MAX_SEGMENTS), and this process and the forked one each take the next segment nobody has taken
-# until none is left: a CPU slower than the other (a shared machine), the caller's work meanwhile
-# and the forked process's writing back then delay neither. Split in two fixed halves, one
-# process waited 0.1-0.15 s for the other on the 48 MB benchmark trace (docs/benchmarks.md)
-SEGMENT_BYTES = 4 << 20
-MAX_SEGMENTS = 64
+# the file is cut between events into segments, and this process and the forked one each take
+# the next segment nobody has taken until none is left: a CPU slower than the other (a shared
+# machine), the caller's work meanwhile and the forked process's writing back then delay
+# neither. Split in two fixed halves, one process waited 0.05-0.15 s for the other on the 48 MB
+# benchmark trace (docs/benchmarks.md). Each segment is a quarter of what is left (at least
+# SEGMENT_MIN bytes), so that the last ones are small: the one that ends last ends soon after
+# the other process runs out (guided self-scheduling, with two workers)
+SEGMENT_MIN = 1 << 20
 _SPLIT_TRIES = 64  # cuts tried for one between two events near a segment's bounds
 
 
@@ -232,15 +233,14 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
-def _split_point(path: Path, size: int, share: float = 0.5) -> tuple[int, int] | None:
-    """(end of the first part, start of the second): a cut between two events near where the
-    second part takes `share` of the bytes.
+def _split_point(path: Path, at: int) -> tuple[int, int] | None:
+    """(end of the part before, start of the part after): a cut between two events at or soon
+    after byte `at`.
 
     A cut is taken when what follows it, up to one of the next few cuts, decodes as JSON objects:
     that skips cuts inside strings and most inside nested lists. A wrong one left is caught when
     the first half's last piece fails to decode, and the file is then streamed in one process.
     """
-    at = int(size * (1.0 - share))
     with open(path, "rb") as f:
         f.seek(at)
         window = f.read(4 * BLOCK)
@@ -261,11 +261,12 @@ def _split_point(path: Path, size: int, share: float = 0.5) -> tuple[int, int] |
 def _stream_parallel(
     path: Path, size: int, meanwhile: Once | None = None, keep: Keep = KEEP_ALL
 ) -> Trace | None:
-    """The trace decoded by this process and a forked one, segment by segment (SEGMENT_BYTES);
+    """The trace decoded by this process and a forked one, segment by segment (SEGMENT_MIN);
     None when a segment could not be cut or decoded (the caller streams the file in one process)."""
     import pickle
 
-    n = min(MAX_SEGMENTS, max(2, size // SEGMENT_BYTES))
+    starts = _segment_starts(size)
+    n = len(starts)
     # the segments not yet taken, one byte each: a one-byte read of a pipe takes one of them
     # whichever process reads, and reads nothing once all are taken (the writing end is closed)
     todo_r, todo_w = os.pipe()
@@ -282,7 +283,7 @@ def _stream_parallel(
         try:
             os.close(r)
             with os.fdopen(w, "wb") as out:
-                for k, part in _segments(path, size, n, todo_r, keep):
+                for k, part in _segments(path, starts, todo_r, keep):
                     pickle.dump((k, part), out, protocol=pickle.HIGHEST_PROTOCOL)
                     if part is None:
                         break
@@ -299,7 +300,7 @@ def _stream_parallel(
                 except BaseException:
                     _stop(pid)  # its parts are not wanted any more
                     raise
-            for k, part in _segments(path, size, n, todo_r, keep, report=True):
+            for k, part in _segments(path, starts, todo_r, keep, report=True):
                 parts[k] = part
                 if part is None:
                     _stop(pid)  # the file is streamed again in one process
@@ -336,17 +337,29 @@ def _stream_parallel(
     return trace
 
 
+def _segment_starts(size: int) -> list[int]:
+    """Where each segment is cut from, in bytes (each process works them out alike): a quarter of
+    what is left each, at least SEGMENT_MIN, at most 256 segments (one byte names one)."""
+    starts = [0]
+    while len(starts) < 256:
+        nxt = starts[-1] + max(SEGMENT_MIN, (size - starts[-1]) // 4)
+        if size - nxt < SEGMENT_MIN // 2:  # a last piece this small joins the one before
+            break
+        starts.append(nxt)
+    return starts if len(starts) > 1 else [0, size // 2]
+
+
 def _segments(
-    path: Path, size: int, n: int, todo: int, keep: Keep, report: bool = False
+    path: Path, starts: list[int], todo: int, keep: Keep, report: bool = False
 ) -> Iterator[tuple[int, _Part | None]]:
     """(k, its part) for each segment k this process takes until none is left; (k, None) for a
     segment that could not be cut or decoded, and nothing after it."""
-    events = 0
+    events, n = 0, len(starts)
     while took := os.read(todo, 1):
         k = took[0]
         # cut k ends segment k - 1 and starts segment k: whoever takes either finds the same one
-        lo = (0, 0) if k == 0 else _split_point(path, size, 1.0 - k / n)
-        hi = (None, None) if k == n - 1 else _split_point(path, size, 1.0 - (k + 1) / n)
+        lo = (0, 0) if k == 0 else _split_point(path, starts[k])
+        hi = (None, None) if k == n - 1 else _split_point(path, starts[k + 1])
         if lo is None or hi is None:
             yield k, None
             return
