@@ -237,6 +237,8 @@ def _capture_pairs(
 ) -> dict[Path, tuple[Path, Path]]:
     """argument -> (execution trace, capture trace): the one trace given with --capture, and each
     folder laid out as vLLM writes an execution trace and its capture trace."""
+    if capture is None and not folders:
+        return {}  # the replay module (and the analysis modules it needs) loads with the analysis
     from attnprof.analysis.replay.replay import find_pair
 
     if capture is not None:
