@@ -3,9 +3,9 @@
 The file is read in blocks of 256 KB (gunzipped in a second thread, gzip detected by its magic
 bytes, not its name), each block is cut between two events, and the events before the cut are
 decoded and turned into columns before the next block is read. Plain JSON of 16 MB or more is
-split at an event near its middle and, where a CPU is free, the second half decoded by a forked
-process at the same time; its columns are appended with their strings re-interned, so the trace
-is identical to a one-process load (tested).
+cut between events into segments (_segment_starts) and, where a CPU is free, this process and a
+forked one take them in turn (_stream_parallel); their columns are appended in file order with
+their strings re-interned, so the trace is identical to a one-process load (tested).
 """
 
 from __future__ import annotations

@@ -10,7 +10,17 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["F64", "Intervals", "clip", "intersect", "measure", "measure_within", "subtract", "union", "union_sorted"]
+__all__ = [
+    "F64",
+    "Intervals",
+    "clip",
+    "intersect",
+    "measure",
+    "measure_within",
+    "subtract",
+    "union",
+    "union_sorted",
+]
 
 F64 = npt.NDArray[np.float64]
 Intervals = tuple[F64, F64]
