@@ -6,9 +6,9 @@ and the events before the cut are decoded by msgspec into small typed structs th
 the fields the analysis reads (msgspec skips the rest without building them) and turned into numpy
 columns before the next block is read: neither the whole file nor its decoded form is ever held
 (peak memory below the raw JSON size on the benchmark traces, docs/benchmarks.md). Plain JSON of
-16 MB or more is cut between events into segments that this process and a forked one take in
-turn; their columns are appended in file order with their strings re-interned, so the trace is
-identical to a one-process load (tested). What the streaming path cannot cut safely (a bare
+16 MB or more is split at an event near its middle and the second half decoded by a forked
+process at the same time; its columns are appended with their strings re-interned, so the trace
+is identical to a one-process load (tested). What the streaming path cannot cut safely (a bare
 array, invalid JSON to repair, damaged gzip) takes the whole-file path (parse_trace): msgspec
 scans the document keeping each event as a raw slice (msgspec.Raw, no copy), then decodes them
 CHUNK at a time.
@@ -73,8 +73,8 @@ def load_trace(
     memory available (0: no limit). parallel: decode a large plain-JSON file in two processes
     (None: when it is 16 MB or more, two CPUs are there and the load average leaves one free;
     False where the caller already runs one process per CPU). meanwhile: called once, in this process, while the forked process
-    decodes (work the caller needs next, its imports say, then overlaps the decoding; the
-    forked process takes more segments meanwhile); where nothing is forked, after
+    decodes its part (work the caller needs next, its imports say, then overlaps the decoding;
+    the forked process takes a larger part for it, FORK_SHARE); where nothing is forked, after
     the load. An exception it raises stops the forked process and propagates. keep: what is
     kept beyond the events every analysis reads (Python frames, recorded inputs; model.Keep).
     """

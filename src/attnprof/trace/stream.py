@@ -3,9 +3,9 @@
 The file is read in blocks of 256 KB (gunzipped in a second thread, gzip detected by its magic
 bytes, not its name), each block is cut between two events, and the events before the cut are
 decoded and turned into columns before the next block is read. Plain JSON of 16 MB or more is
-cut between events into segments (_segment_starts) and, where a CPU is free, this process and a
-forked one take them in turn (_stream_parallel); their columns are appended in file order with
-their strings re-interned, so the trace is identical to a one-process load (tested).
+split at an event near its middle and, where a CPU is free, the second half decoded by a forked
+process at the same time; its columns are appended with their strings re-interned, so the trace
+is identical to a one-process load (tested).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import re
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextvars import ContextVar
 from itertools import islice
 from pathlib import Path
@@ -170,17 +170,12 @@ class _Reader:
 
 
 _STREAM_ERRORS = (msgspec.DecodeError, RecursionError, EOFError, zlib.error, UnicodeError, ValueError)
-# plain JSON at least this large is decoded by two processes
+# plain JSON at least this large is decoded by two processes, each taking half the events
 PARALLEL_MIN = 16 << 20
-# the file is cut between events into segments, and this process and the forked one each take
-# the next segment nobody has taken until none is left: a CPU slower than the other (a shared
-# machine), the caller's work meanwhile and the forked process's writing back then delay
-# neither. Split in two fixed halves, one process waited 0.05-0.15 s for the other on the 48 MB
-# benchmark trace (docs/benchmarks.md). Each segment is a quarter of what is left (at least
-# SEGMENT_MIN bytes), so that the last ones are small: the one that ends last ends soon after
-# the other process runs out (guided self-scheduling, with two workers)
-SEGMENT_MIN = 1 << 20
-_SPLIT_TRIES = 64  # cuts tried for one between two events near a segment's bounds
+# the forked process's share of the bytes when the caller has work to do meanwhile (load_trace):
+# analyze imports its analysis modules then, about 5% of the decoding's time on the 48 MB
+# benchmark trace (docs/benchmarks.md)
+FORK_SHARE = 0.52
 
 
 def streamed(
@@ -195,15 +190,17 @@ def streamed(
 
     parallel: split the events between this process and a forked one (None: when the file is
     plain JSON of PARALLEL_MIN bytes or more, this process may use two CPUs and the machine is
-    not busy: _cpu_to_spare). The result is the same as one process's: each segment's strings
-    are re-interned in order (extend).
+    not busy: _cpu_to_spare). The result is
+    the same as one process's: the second half's strings are re-interned in order (extend).
     """
     size = path.stat().st_size
     if parallel is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         parallel = size >= PARALLEL_MIN and cpus >= 2 and hasattr(os, "fork") and _cpu_to_spare(cpus)
     if parallel and not is_gzip(path):
-        trace = _stream_parallel(path, size, meanwhile, keep)
+        share = FORK_SHARE if meanwhile is not None and meanwhile.fn is not None else 0.5
+        split = _split_point(path, size, share)
+        trace = _stream_parallel(path, split, meanwhile, keep) if split is not None else None
         if trace is not None:
             return trace
     reader = _Reader(path, limit)
@@ -233,20 +230,21 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
-def _split_point(path: Path, at: int) -> tuple[int, int] | None:
-    """(end of the part before, start of the part after): a cut between two events at or soon
-    after byte `at`.
+def _split_point(path: Path, size: int, share: float = 0.5) -> tuple[int, int] | None:
+    """(end of the first part, start of the second): a cut between two events near where the
+    second part takes `share` of the bytes.
 
     A cut is taken when what follows it, up to one of the next few cuts, decodes as JSON objects:
     that skips cuts inside strings and most inside nested lists. A wrong one left is caught when
     the first half's last piece fails to decode, and the file is then streamed in one process.
     """
+    at = int(size * (1.0 - share))
     with open(path, "rb") as f:
         f.seek(at)
         window = f.read(4 * BLOCK)
-    # the first cuts only: a search of the whole window per cut was a few ms a segment
-    cuts = list(islice(_CUT.finditer(window), _SPLIT_TRIES + 4))
-    for i, m in enumerate(cuts[:_SPLIT_TRIES]):
+    # the first cuts only: the window's every cut was found for the 64 tried
+    cuts = list(islice(_CUT.finditer(window), 68))
+    for i, m in enumerate(cuts[:64]):
         for nxt in cuts[i + 1 : i + 5]:
             try:
                 EVENTS.decode(b"".join((b"[", window[m.end() - 1 : nxt.start() + 1], b"]")))
@@ -259,120 +257,68 @@ def _split_point(path: Path, at: int) -> tuple[int, int] | None:
 
 
 def _stream_parallel(
-    path: Path, size: int, meanwhile: Once | None = None, keep: Keep = KEEP_ALL
+    path: Path, split: tuple[int, int], meanwhile: Once | None = None, keep: Keep = KEEP_ALL
 ) -> Trace | None:
-    """The trace decoded by this process and a forked one, segment by segment (SEGMENT_MIN);
-    None when a segment could not be cut or decoded (the caller streams the file in one process)."""
     import pickle
 
-    starts = _segment_starts(size)
-    n = len(starts)
-    # the segments not yet taken, one byte each: a one-byte read of a pipe takes one of them
-    # whichever process reads, and reads nothing once all are taken (the writing end is closed)
-    todo_r, todo_w = os.pipe()
-    os.write(todo_w, bytes(range(n)))
-    os.close(todo_w)
-    # the child's parts come back in an anonymous in-memory file where there is one (Linux): the
-    # child writes each as it is done and exits, where through a pipe it waited on the parent
-    # 64 KB at a time (6 MB on the 48 MB benchmark trace: 40-60 ms at a load of 5)
+    # the child's part comes back in an anonymous in-memory file where there is one (Linux): the
+    # child writes it whole and exits, where through a pipe it waited on the parent 64 KB at a
+    # time (6 MB on the 48 MB benchmark trace: 40-60 ms at a load of 5)
     memfd = _memfd()
     r, w = (memfd, os.dup(memfd)) if memfd is not None else os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: segments until none is left, each written back as it is done
+    if pid == 0:  # the child: the second part, from the event after the cut to the end
         PROGRESS.set(None)  # the parent reports; the child's blocks are not its to show
         try:
             os.close(r)
+            try:
+                part: _Part | None = _Part(first=False, last=True, keep=keep)
+                assert part is not None
+                part.consume(_file_blocks(path, split[1], None))
+            except _STREAM_ERRORS:
+                part = None
             with os.fdopen(w, "wb") as out:
-                for k, part in _segments(path, starts, todo_r, keep):
-                    pickle.dump((k, part), out, protocol=pickle.HIGHEST_PROTOCOL)
-                    if part is None:
-                        break
+                pickle.dump(part, out, protocol=pickle.HIGHEST_PROTOCOL)
         finally:
             os._exit(0)
     os.close(w)
     waited = False
-    parts: dict[int, _Part | None] = {}
     with os.fdopen(r, "rb") as inp:
         try:
             if meanwhile is not None:
                 try:
                     meanwhile()
                 except BaseException:
-                    _stop(pid)  # its parts are not wanted any more
+                    _stop(pid)  # its part is not wanted any more
                     raise
-            for k, part in _segments(path, starts, todo_r, keep, report=True):
-                parts[k] = part
-                if part is None:
-                    _stop(pid)  # the file is streamed again in one process
-                    return None
-            if memfd is not None:  # the file holds all the child's parts once it has exited
+            first = _Part(first=True, last=False, keep=keep)
+            try:
+                first.consume(_file_blocks(path, 0, split[0]))
+            except _STREAM_ERRORS:
+                _stop(pid)  # the file is streamed again in one process
+                return None
+            if memfd is not None:  # the file holds the whole part once the child has exited
                 os.waitpid(pid, 0)
                 waited = True
                 inp.seek(0)
-            while True:
-                try:
-                    k, part = pickle.load(inp)
-                except (EOFError, pickle.UnpicklingError):
-                    break
-                parts[k] = part
+            try:
+                second = pickle.load(inp)
+            except (EOFError, pickle.UnpicklingError):  # the child died before it answered
+                second = None
         finally:
-            os.close(todo_r)
             if not waited:
                 os.waitpid(pid, 0)
-    if len(parts) < n or any(p is None for p in parts.values()):
-        return None  # the child failed on a segment, or died before it answered
-    first = parts.pop(0)
-    assert first is not None
-    for k in range(1, n):
-        nxt = parts.pop(k)
-        assert nxt is not None
-        first.join(nxt)
-        del nxt  # its columns are first's now; what extend replaced goes before they are joined
+    if second is None:
+        return None
+    first.join(second)
+    del second  # its columns are first's now; what extend replaced goes before they are joined
     try:
         trace = first.trace(path.name)
     except _STREAM_ERRORS:
         return None
     if trace is not None:
-        trace.raw_bytes = path.stat().st_size  # with the separators between the segments
+        trace.raw_bytes = path.stat().st_size  # with the separator between the halves
     return trace
-
-
-def _segment_starts(size: int) -> list[int]:
-    """Where each segment is cut from, in bytes (each process works them out alike): a quarter of
-    what is left each, at least SEGMENT_MIN, at most 256 segments (one byte names one)."""
-    starts = [0]
-    while len(starts) < 256:
-        nxt = starts[-1] + max(SEGMENT_MIN, (size - starts[-1]) // 4)
-        if size - nxt < SEGMENT_MIN // 2:  # a last piece this small joins the one before
-            break
-        starts.append(nxt)
-    return starts if len(starts) > 1 else [0, size // 2]
-
-
-def _segments(
-    path: Path, starts: list[int], todo: int, keep: Keep, report: bool = False
-) -> Iterator[tuple[int, _Part | None]]:
-    """(k, its part) for each segment k this process takes until none is left; (k, None) for a
-    segment that could not be cut or decoded, and nothing after it."""
-    events, n = 0, len(starts)
-    while took := os.read(todo, 1):
-        k = took[0]
-        # cut k ends segment k - 1 and starts segment k: whoever takes either finds the same one
-        lo = (0, 0) if k == 0 else _split_point(path, starts[k])
-        hi = (None, None) if k == n - 1 else _split_point(path, starts[k + 1])
-        if lo is None or hi is None:
-            yield k, None
-            return
-        part = _Part(first=k == 0, last=k == n - 1, keep=keep)
-        if report:  # progress as far into the file as this process reads, events as it decoded
-            part.reported = (lo[1], events)
-        try:
-            part.consume(_file_blocks(path, lo[1], hi[0]))
-        except _STREAM_ERRORS:
-            yield k, None
-            return
-        events += part.n_items
-        yield k, part
 
 
 def _memfd() -> int | None:
@@ -434,8 +380,6 @@ class _Part:
         self.header = b""
         self.tail = b""
         self.squeezed = 0  # bytes of long whitespace runs left out (_squeezed)
-        # (bytes, events) before this part's, added to its own in the progress it reports
-        self.reported = (0, 0)
 
     def _add(self, events: list[Event]) -> None:
         self.n_items += len(events)
@@ -461,7 +405,7 @@ class _Part:
         for block in blocks:
             self.total += len(block)
             if hook is not None:
-                hook(self.reported[0] + self.total, self.reported[1] + self.n_items, False)
+                hook(self.total, self.n_items, False)
             if block.isspace():
                 if kept >= _WS_KEEP:
                     self.squeezed += len(block)
