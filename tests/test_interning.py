@@ -25,3 +25,17 @@ def test_pair_ids_are_those_of_a_table_of_tuples_however_the_items_are_chunked()
         assert got.tolist() == want_ids.tolist(), size
         # the first values' own table: in order of first appearance too
         assert list(table.first) == list(dict.fromkeys(c for c, _ in items)), size
+
+
+def test_value_ids_read_a_row_map_and_a_plain_mapping_alike() -> None:
+    from attnprof.trace.model import RowMap, row_columns, value_ids
+
+    rng = random.Random(9)
+    plain = {r: (b"[%d]" % rng.randrange(4), b"", b"") for r in rng.sample(range(500), 120)}
+    rows, idx, distinct = row_columns(plain)
+    packed = RowMap(rows, idx.astype(np.int32), distinct)
+    asked = np.array(sorted(rng.sample(range(520), 200)), np.int64)
+    for m in (plain, packed, {}, RowMap(np.zeros(0, np.int64), np.zeros(0, np.int32), [])):
+        ids, values = value_ids(m, asked)
+        got = [None if i < 0 else values[i] for i in ids.tolist()]
+        assert got == [m.get(r) for r in asked.tolist()]

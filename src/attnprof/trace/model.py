@@ -167,6 +167,21 @@ class RowMap(Mapping[int, V], Generic[V]):
         return zip(self.rows.tolist(), [distinct[i] for i in self.idx.tolist()], strict=True)
 
 
+def value_ids(
+    m: Mapping[int, V], rows: npt.NDArray[np.integer[Any]]
+) -> tuple[npt.NDArray[np.int64], list[V]]:
+    """Per row, an index into the returned distinct values (-1: the row has none): by one binary
+    search for a RowMap (the loader's), row by row for a plain mapping (a replay's merged one)."""
+    if isinstance(m, RowMap):
+        if not m.rows.size:
+            return np.full(rows.size, -1, np.int64), m.distinct
+        pos = np.minimum(np.searchsorted(m.rows, rows), m.rows.size - 1)
+        return np.where(m.rows[pos] == rows, m.idx[pos].astype(np.int64), -1), m.distinct
+    distinct: dict[Any, int] = {}
+    ids = [-1 if (v := m.get(r)) is None else distinct.setdefault(v, len(distinct)) for r in rows.tolist()]
+    return np.array(ids, np.int64), list(distinct)
+
+
 def row_columns(m: Mapping[int, V]) -> tuple[I64, npt.NDArray[np.signedinteger[Any]], list[V]]:
     """(rows ascending, per row its value's index into the distinct values, the distinct values)
     of a row -> value map: a RowMap's own arrays as they are (its index int32: no int64 copy of

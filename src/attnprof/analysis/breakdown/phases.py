@@ -37,7 +37,7 @@ from attnprof.analysis.attribution.links import Links, PointIndex
 from attnprof.analysis.perf.op_model import OpCost, decode_inputs, known, model_op
 from attnprof.analysis.perf.perf_model import roofs_for
 from attnprof.analysis.records.result import Device, Phase, PhaseOp, Phases, StepBatch
-from attnprof.trace.model import Kind, Trace, unique
+from attnprof.trace.model import Kind, Trace, unique, value_ids
 
 __all__ = ["PHASES", "phase_of_kernel", "phase_of_range", "phases"]
 
@@ -215,22 +215,27 @@ def _rated(
     """The phase with the per-op model's figures over the ops that launched its device work."""
     ph = Phase(**fields)  # type: ignore[arg-type]
     idx = np.flatnonzero(sel & (links.cpu_op >= 0))
-    costs: dict[int, OpCost | None] = {}
-    # one decode and one formula per distinct (name, inputs), not per launching op
-    by_key: dict[tuple[int, object], OpCost | None] = {}
-    for r in unique(links.cpu_op[idx]).tolist():
-        sig = trace.inputs.get(r)
-        name_id = int(trace.name[r])
-        key = (name_id, sig)
-        if key not in by_key:
-            name = trace.names[name_id]
-            args = decode_inputs(sig) if sig is not None and known(name) else None
-            c = model_op(name, args) if args is not None else None
-            # FLOPs or bytes not measured (op_varlen.py; a dtype of unknown size): the phase's
-            # rates leave the op out, so both rates read the same ops
-            by_key[key] = c if c is not None and c.flops is not None and c.bytes is not None else None
-        costs[r] = by_key[key]
-    modelled = np.array([costs[int(r)] is not None for r in links.cpu_op[idx].tolist()], bool)
+    # one decode and one formula per distinct (name, inputs): the launching ops and their keys
+    # are matched as arrays, and only each distinct key is looked at in Python (a loop per
+    # launching op is a loop per kernel where each op launches one)
+    ops = links.cpu_op[idx]
+    uniq, back = np.unique(ops, return_inverse=True)
+    sig, distinct = value_ids(trace.inputs, uniq)
+    key = trace.name[uniq].astype(np.int64) * (len(distinct) + 1) + (sig + 1)
+    _, firsts, key_of = np.unique(key, return_index=True, return_inverse=True)
+    by_key: list[OpCost | None] = []
+    for j in firsts.tolist():
+        name = trace.names[int(trace.name[uniq[j]])]
+        s_id = int(sig[j])
+        args = decode_inputs(distinct[s_id]) if s_id >= 0 and known(name) else None
+        c = model_op(name, args) if args is not None else None
+        # FLOPs or bytes not measured (op_varlen.py; a dtype of unknown size): the phase's
+        # rates leave the op out, so both rates read the same ops
+        by_key.append(c if c is not None and c.flops is not None and c.bytes is not None else None)
+    op_cost = [by_key[k] for k in key_of.reshape(-1).tolist()]  # per distinct launching op
+    costs = dict(zip(uniq.tolist(), op_cost, strict=True))
+    ok = np.array([c is not None for c in op_cost], bool)
+    modelled = ok[back.reshape(-1)] if ops.size else np.zeros(0, bool)
     if not modelled.any():
         return ph
     m_idx = idx[modelled]
