@@ -39,3 +39,31 @@ def test_the_op_at_each_point_is_the_one_the_definition_picks() -> None:
             assert got[k] == want or (
                 want >= 0 and t.dur[got[k]] == t.dur[want] and t.ts[got[k]] == t.ts[want]
             )
+
+
+def test_linked_backward_ops_are_those_of_the_forward_ops_inside_the_given_ones() -> None:
+    """device_share.linked_backward_ops against its definition, op by op, on a real training
+    trace whose backward ops are linked by sequence numbers and fwdbwd flows."""
+    from _paths import trace
+    from attnprof.analysis.attribution.regions import backward_links
+    from attnprof.analysis.breakdown.device_share import linked_backward_ops
+    from attnprof.trace.load import load_trace
+
+    t = load_trace(trace("pytorch__kineto__tb_plugin__samples__resnet50"))
+    cpu = t.own(t.rows(Kind.CPU_OP))
+    links, _ = backward_links(t, cpu)
+    assert links  # the trace links its backward ops
+    fwd = np.array(sorted(links), np.int64)
+    rng = np.random.default_rng(1)
+    for size in (1, 5, 40, 400):
+        ops = np.sort(rng.choice(cpu, size, replace=False))
+        want: set[int] = set()
+        for r in ops.tolist():
+            inside = fwd[
+                (t.lane[fwd] == t.lane[r])
+                & (t.ts[fwd] >= t.ts[r])
+                & (t.ts[fwd] + t.dur[fwd] <= t.ts[r] + t.dur[r] + 1e-3)
+            ]
+            for f in inside.tolist():
+                want.update(links[f])
+        assert linked_backward_ops(t, cpu, ops).tolist() == sorted(want), size

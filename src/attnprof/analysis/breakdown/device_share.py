@@ -10,7 +10,7 @@ from attnprof.analysis.attribution.classify import CAT_INDEX, Classification
 from attnprof.analysis.attribution.links import Links
 from attnprof.analysis.attribution.provenance import NAME_RULE, Provenance
 from attnprof.analysis.attribution.provenance import RULE_NAMES as PROVENANCE_RULES
-from attnprof.analysis.attribution.regions import backward_links
+from attnprof.analysis.attribution.regions import backward_pairs
 from attnprof.analysis.records.result import (
     AttentionShare,
     AttentionSideShare,
@@ -29,23 +29,27 @@ _MEMORY = ("memcpy", "memset", "copy")
 
 
 def linked_backward_ops(trace: Trace, cpu_rows: np.ndarray, ops: np.ndarray) -> np.ndarray:
-    """The backward ops of the given forward ops (or of ops inside them), by autograd links."""
+    """The backward ops of the given forward ops (or of ops inside them), by autograd links.
+
+    A linked forward op counts when one of ops on its thread starts at or before it and ends
+    (within 1e-3 us) at or after its end: per thread, the furthest end of the ops started so far
+    says so for every forward op at once (a scan of every forward op per op was ops x links)."""
     if ops.size == 0:
         return np.zeros(0, np.int64)
-    links_map, _ = backward_links(trace, cpu_rows)
-    if not links_map:
+    fwd, bwd, _ = backward_pairs(trace, cpu_rows)
+    if not fwd.size:
         return np.zeros(0, np.int64)
-    fwd = np.array(sorted(links_map), np.int64)
-    out: list[int] = []
-    for r in ops.tolist():
-        inside = fwd[
-            (trace.lane[fwd] == trace.lane[r])
-            & (trace.ts[fwd] >= trace.ts[r])
-            & (trace.ts[fwd] + trace.dur[fwd] <= trace.ts[r] + trace.dur[r] + 1e-3)
-        ]
-        for f in inside.tolist():
-            out.extend(links_map[f])
-    return unique(np.array(out, np.int64)) if out else np.zeros(0, np.int64)
+    keep = np.zeros(fwd.size, bool)
+    o_lane, f_lane = trace.lane[ops], trace.lane[fwd]
+    for lane in sorted(set(unique(o_lane).tolist()) & set(unique(f_lane).tolist())):
+        o = ops[o_lane == lane]
+        o = o[np.argsort(trace.ts[o], kind="stable")]
+        reach = np.maximum.accumulate(trace.ts[o] + trace.dur[o]) + 1e-3
+        sel = np.flatnonzero(f_lane == lane)
+        f = fwd[sel]
+        j = np.searchsorted(trace.ts[o], trace.ts[f], "right") - 1
+        keep[sel] = (j >= 0) & (reach[np.maximum(j, 0)] >= trace.ts[f] + trace.dur[f])
+    return unique(bwd[keep].astype(np.int64)) if keep.any() else np.zeros(0, np.int64)
 
 
 def device_share(
