@@ -67,3 +67,36 @@ def test_linked_backward_ops_are_those_of_the_forward_ops_inside_the_given_ones(
             for f in inside.tolist():
                 want.update(links[f])
         assert linked_backward_ops(t, cpu, ops).tolist() == sorted(want), size
+
+
+def test_ops_without_a_launch_pair_with_the_kth_free_launch_of_their_external_id() -> None:
+    """links._pair_by_external against its definition: per External id, a queue of the free
+    launches by time, popped by the ops in order of start."""
+    from attnprof.analysis.attribution.links import _pair_by_external
+
+    rng = random.Random(4)
+    events = []
+    for i in range(400):  # launches and kernels whose correlations never meet: only ids link them
+        ext = rng.randrange(30)
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                       "ts": rng.randrange(1000), "dur": 1, "args": {"External id": ext, "correlation": 10_000 + i}})  # fmt: skip
+        if rng.random() < 0.8:
+            events.append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": rng.randrange(1000),
+                           "dur": 1, "args": {"External id": rng.choice([ext, rng.randrange(40)]), "correlation": i}})  # fmt: skip
+    t = parse_trace(json.dumps({"traceEvents": events}).encode())
+    gpu = t.rows(Kind.KERNEL)
+    launches = t.rows(Kind.RUNTIME)
+    launch = np.full(gpu.size, -1, np.int64)
+    launch[: gpu.size // 5] = launches[: gpu.size // 5]  # some already paired: not free any more
+    got, n = _pair_by_external(t, gpu, launches, launch)
+    used = set(launch[launch >= 0].tolist())
+    queues: dict[int, list[int]] = {}
+    for r in sorted((r for r in launches.tolist() if r not in used), key=lambda r: (t.ext[r], t.ts[r])):
+        queues.setdefault(int(t.ext[r]), []).append(r)
+    want = launch.copy()
+    for i in sorted(np.flatnonzero(launch < 0).tolist(), key=lambda i: t.ts[gpu[i]]):
+        q = queues.get(int(t.ext[gpu[i]]))
+        if q:
+            want[i] = q.pop(0)
+    assert got.tolist() == want.tolist()
+    assert n == int(((want >= 0) & (launch < 0)).sum()) > 0

@@ -160,17 +160,19 @@ def _pair_by_external(
     free = launch_rows[puts[trace.name[launch_rows]] & ~used[launch_rows] & (trace.ext[launch_rows] >= 0)]
     if free.size == 0:
         return launch, 0
-    by_ext: dict[int, list[int]] = {}
-    for r in free[np.lexsort((trace.ts[free], trace.ext[free]))].tolist():
-        by_ext.setdefault(int(trace.ext[r]), []).append(r)
+    # as arrays, not a queue per id: the free launches by (id, time), the ops by (id, start),
+    # and the k-th op of an id gets its k-th launch where the id has that many
+    free = free[np.lexsort((trace.ts[free], trace.ext[free]))]
+    f_ext = trace.ext[free]
+    w = want[np.argsort(trace.ts[gpu_rows[want]], kind="stable")]
+    w = w[np.argsort(g_ext[w], kind="stable")]
+    w_ext = g_ext[w]
+    rank = np.arange(w.size) - np.searchsorted(w_ext, w_ext, "left")
+    lo = np.searchsorted(f_ext, w_ext, "left")
+    ok = rank < np.searchsorted(f_ext, w_ext, "right") - lo
     out = launch.copy()
-    n = 0
-    for i in want[np.argsort(trace.ts[gpu_rows[want]], kind="stable")].tolist():
-        queue = by_ext.get(int(g_ext[i]))
-        if queue:
-            out[i] = queue.pop(0)
-            n += 1
-    return out, n
+    out[w[ok]] = free[(lo + rank)[ok]]
+    return out, int(ok.sum())
 
 
 def launch_ops(trace: Trace, launch_rows: np.ndarray) -> np.ndarray:
