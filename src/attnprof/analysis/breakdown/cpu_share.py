@@ -62,13 +62,15 @@ def cpu_share(trace: Trace, chain_ops: npt.NDArray[np.int64]) -> Share | None:
     proj = np.array([n in PROJECTION_OPS for n in names], dtype=np.bool_)[trace.name[cpu]]
     is_att &= ~proj | np.isin(cpu, chain_ops)
 
-    group_of_name: dict[int, str] = {}
+    # each distinct name's group once, then read per op through the name ids (an object array
+    # built per op was a Python loop over every CPU op)
+    group_of_name = np.full(len(names), "other", dtype=object)
     for i in unique(trace.name[cpu]).tolist():
         n = names[int(i)]
         group_of_name[int(i)] = (
             "communication" if _COMM.search(n) else _GROUP_OF.get(cpu_category(n), "other")
         )
-    group = np.array([group_of_name[int(i)] for i in trace.name[cpu].tolist()], dtype=object)
+    group = group_of_name[trace.name[cpu]]
     group[is_att] = "attention"
 
     def part(g: str) -> TimeShare:
