@@ -110,8 +110,19 @@ SLOW_MODULES = frozenset(
         "test_no_color",
     }
 )
-# single tests that decode the largest shared traces several ways
-SLOW_TESTS = frozenset({"test_streamed_parallel_and_whole_file_loads_are_identical"})
+# single tests of 3 s or more: the largest shared traces decoded several ways, a search per
+# launch, the CLI over a vLLM folder, plotted reports, a report or folder view in each language
+SLOW_TESTS = frozenset(
+    {
+        "test_streamed_parallel_and_whole_file_loads_are_identical",
+        "test_containing_finds_what_a_search_per_launch_finds",
+        "test_cli_reads_vllm_folder_and_capture_option",
+        "test_gpu_run_report_draws_gpu_plots",
+        "test_scaling_curves_when_a_folder_holds_several_shapes",
+        "test_a_folder_s_terminal_view_speaks_the_readers_language",
+        "test_trace_report_has_the_per_shape_table_and_roofline_in_each_language",
+    }
+)
 SLOW_FIXTURES = frozenset(
     {
         "cpu_run",
