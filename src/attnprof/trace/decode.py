@@ -335,7 +335,7 @@ def _is_num(v: Any) -> bool:
 
 def _num(v: Any) -> float | None:
     """A usable number field: a number, or a number in a string, finite and below 1e300."""
-    if isinstance(v, int | float) and not isinstance(v, bool):
+    if _is_num(v):
         return float(v) if abs(v) < 1e300 else None
     if isinstance(v, str):
         try:

@@ -232,10 +232,9 @@ def _rated(
         # FLOPs or bytes not measured (op_varlen.py; a dtype of unknown size): the phase's
         # rates leave the op out, so both rates read the same ops
         by_key.append(c if c is not None and c.flops is not None and c.bytes is not None else None)
-    op_cost = [by_key[k] for k in key_of.reshape(-1).tolist()]  # per distinct launching op
-    costs = dict(zip(uniq.tolist(), op_cost, strict=True))
-    ok = np.array([c is not None for c in op_cost], bool)
-    modelled = ok[back.reshape(-1)] if ops.size else np.zeros(0, bool)
+    key_of = key_of.reshape(-1)
+    costs = dict(zip(uniq.tolist(), [by_key[k] for k in key_of.tolist()], strict=True))
+    modelled = np.array([c is not None for c in by_key], bool)[key_of][back.reshape(-1)]
     if not modelled.any():
         return ph
     m_idx = idx[modelled]

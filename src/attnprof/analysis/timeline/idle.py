@@ -54,7 +54,6 @@ __all__ = [
     "HostActivity",
     "IdleBreakdown",
     "host_activity",
-    "idle_breakdown",
     "idle_breakdowns",
     "innermost",
     "union",
@@ -448,14 +447,6 @@ def _names_matching(names: list[str], rx: re.Pattern[str]) -> npt.NDArray[np.boo
     return np.array([bool(rx.search(n)) for n in names], bool) if names else np.zeros(0, bool)
 
 
-def idle_breakdown(
-    host: HostActivity, lo: float, hi: float, first_launch: float | None = None
-) -> IdleBreakdown:
-    """The device's idle time in [lo, hi] and what the host did meanwhile (idle_breakdowns of
-    one window)."""
-    return idle_breakdowns(host, [(lo, hi, first_launch)])[0]
-
-
 def idle_breakdowns(
     host: HostActivity, windows: Sequence[tuple[float, float, float | None]]
 ) -> list[IdleBreakdown]:
@@ -486,8 +477,9 @@ def idle_breakdowns(
         rest = _subtract(rest, part, g_lo, g_hi)
     causes["nothing_recorded"] = measure_within(rest, lo, hi)
     busy_us, idle_us = measure_within(busy, lo, hi), measure_within(idle, lo, hi)
-    first = np.array([np.nan if w[2] is None else w[2] for w in windows], np.float64)
-    before = measure_within(idle, lo, np.minimum(np.maximum(np.nan_to_num(first, nan=0.0), lo), hi))
+    # up to the first launch (a window without one: read as empty, and not reported)
+    first = np.array([w[0] if w[2] is None else w[2] for w in windows], np.float64)
+    before = measure_within(idle, lo, np.minimum(np.maximum(first, lo), hi))
     return [
         IdleBreakdown(
             float(width[i]),
