@@ -227,6 +227,16 @@ class Builder:
                 n, nbytes = 0, 0
             self.fresh[k] = (n, nbytes)
 
+    def compact(self) -> None:
+        """Each column's parts merged into one array, for a builder about to be sent whole to
+        another process (stream.py's forked decoder): pickling costs per array, and a column of
+        a block's parts is about a hundred of them (on the 48 MB benchmark trace: 11 ms to dump
+        the forked decoder's part, 7 to load it, against 3.4 and 1.3 once merged)."""
+        for parts in self.cols.values():
+            if len(parts) > 1:
+                parts[:] = [np.concatenate(parts)]
+        self.fresh.clear()
+
     def _floats(self, raws: Any) -> np.ndarray:
         values, cleaned = raw_floats(raws)
         self.lenient |= cleaned

@@ -276,6 +276,7 @@ def _stream_parallel(
                 part: _Part | None = _Part(first=False, last=True, keep=keep)
                 assert part is not None
                 part.consume(_file_blocks(path, split[1], None))
+                part.builder.compact()
             except _STREAM_ERRORS:
                 part = None
             with os.fdopen(w, "wb") as out:

@@ -6,21 +6,20 @@ Attention and softmax kernels also get a direction (_DIRECTION): "bwd-aux" for t
 helpers (attention pre/post-processing), "bwd" for names saying bwd / backward / bprop
 (fmha_cutlassB), else "fwd". Memcpy and memset events are classified by their event kind, not
 by a rule. Precision is read from the name separately (_PRECISION) and is None when the name
-does not say. Classification runs once per unique name, never per event. `first_match` is the
-one ordered matcher of every name table in the analysis. An aten op's coarse group is
+does not say. Classification runs once per unique name, never per event. `first_match`
+(matching.py, re-exported here) is the one ordered matcher of every name table in the analysis. An aten op's coarse group is
 cpu_groups.py `cpu_category` (re-exported here).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TypeVar
 
 from attnprof.analysis.attribution.cpu_groups import cpu_category
 from attnprof.analysis.attribution.kernel_rules import RULES, Rule
+from attnprof.analysis.attribution.matching import first_match
 
 __all__ = [
     "CATEGORIES",
@@ -34,8 +33,6 @@ __all__ = [
     "first_match",
     "precision_of",
 ]
-
-L = TypeVar("L")
 
 CATEGORIES = (
     "attention",
@@ -99,17 +96,6 @@ _DEVICE_EVENT = (
     ("memcpy", re.compile(r"(?i)dma|memcpy")),
     ("sync", re.compile(r"(?i)wait|event_record|sync|barrier")),
 )
-
-
-def first_match(table: Iterable[tuple[L, re.Pattern[str]]], name: str) -> L | None:
-    """The label of the first (label, pattern) row whose pattern is found in `name`, else None:
-    the one ordered matcher of every name table in the analysis (kernel rules, precisions,
-    directions, device events here; attention ops in provenance.py; runtime-call kinds in
-    runtime_calls.py). Order is the rule: a row wins over every row after it."""
-    for label, pattern in table:
-        if pattern.search(name):
-            return label
-    return None
 
 
 def device_event_category(name: str) -> str:
