@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from attnprof.analysis.timeline import intervals as iv
+from attnprof.trace.model import nesting_order
 
 
 def _set(rng: np.random.Generator, n: int, whole: bool) -> iv.Intervals:
@@ -96,3 +97,21 @@ def test_idle_cut_once_equals_the_idle_cut_per_window() -> None:
         else:
             cut = min(max(first, lo), hi)
             assert got.before_first_launch_us == pytest.approx(iv.measure(iv.clip(idle, lo, cut)), abs=1e-9)
+
+
+@pytest.mark.parametrize("with_lane", [False, True])
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 5000])
+def test_nesting_order_is_lexsorts_order(n: int, with_lane: bool) -> None:
+    # starts and durations from few values (many ties, equal durations among them), nearly in
+    # time order as a trace writes them, plus some out of order
+    rng = np.random.default_rng(n)
+    ts = np.sort(rng.integers(0, max(n // 3, 1), n)).astype(np.float64)
+    swap = rng.integers(0, max(n, 1), n // 10)
+    ts[swap] = ts[swap[::-1]]
+    dur = rng.integers(0, 4, n).astype(np.float64)
+    lane = rng.integers(0, 3, n).astype(np.int32)
+    if with_lane:
+        want, got = np.lexsort((-dur, ts, lane)), nesting_order(ts, dur, lane)
+    else:
+        want, got = np.lexsort((-dur, ts)), nesting_order(ts, dur)
+    assert got.tolist() == want.tolist()

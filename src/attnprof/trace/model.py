@@ -50,6 +50,7 @@ __all__ = [
     "RowMap",
     "Trace",
     "Unread",
+    "nesting_order",
     "row_columns",
     "unique",
 ]
@@ -292,6 +293,33 @@ class Trace:
         mask = self.kind == kinds[0] if len(kinds) == 1 else np.isin(self.kind, [int(k) for k in kinds])
         # copy=False: flatnonzero's index is int64 already where intp is (no second n-sized copy)
         return np.flatnonzero(mask).astype(np.int64, copy=False)
+
+
+def nesting_order(ts: np.ndarray, dur: np.ndarray, lane: np.ndarray | None = None) -> np.ndarray:
+    """The order a walk of nested ranges needs: by lane (when given), by start, the longer first
+    at one start, ties as given; the same as np.lexsort((-dur, ts)) or ((-dur, ts, lane)).
+
+    Two stable sorts of keys that come nearly in order (a trace's events are written about in
+    time order, which timsort takes in about linear time), then only the runs of equal starts
+    sorted by duration. lexsort sorts every duration first, and durations come in no order: 12 ms
+    against 1.9 over the 95k CPU ops of the 48 MB benchmark trace. The loader's times are finite
+    numbers (no NaN, which compares unequal to itself)."""
+    o = np.argsort(ts, kind="stable")
+    if lane is not None:
+        o = o[np.argsort(lane[o], kind="stable")]
+    t = ts[o]
+    same = t[1:] == t[:-1]
+    if lane is not None:
+        ln = lane[o]
+        same &= ln[1:] == ln[:-1]
+    if same.any():
+        run = np.concatenate([[0], np.cumsum(~same)])  # per position, its run of equal keys
+        tied = np.zeros(o.size, bool)
+        tied[1:] = same
+        tied[:-1] |= same
+        p = np.flatnonzero(tied)
+        o[p] = o[p[np.lexsort((-dur[o[p]], run[p]))]]
+    return o
 
 
 def unique(values: npt.NDArray[Any]) -> npt.NDArray[Any]:

@@ -27,7 +27,7 @@ import numpy as np
 
 from attnprof.analysis.attribution.cpu_groups import GEMM_OPS, MASK_BUILDERS
 from attnprof.analysis.attribution.regions import Region, backward_links, backward_ops, inside
-from attnprof.trace.model import Trace, unique
+from attnprof.trace.model import Trace, nesting_order, unique
 
 __all__ = [
     "OUT_OF_PLACE_CLONERS",
@@ -197,7 +197,7 @@ def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
         ops = inst.cpu_ops
         if ops.size == 0:
             continue
-        order = np.lexsort((-trace.dur[ops], trace.ts[ops]))
+        order = nesting_order(trace.ts[ops], trace.dur[ops])
         ops = ops[order]
         nm = trace.name[ops]
         if len(region.instances) <= 2000:  # per-op-name counts; skipped for huge regex regions
@@ -354,7 +354,7 @@ def unfused_chains(trace: Trace, region: Region, window: int = 8) -> UnfusedChai
         ops = ops[~inside(trace, np.concatenate([backward_ops(trace, ops), targets]), ops)]
         for lane in unique(trace.lane[ops]).tolist():
             lo = ops[trace.lane[ops] == lane]
-            lo = lo[np.lexsort((-trace.dur[lo], trace.ts[lo]))]
+            lo = lo[nesting_order(trace.ts[lo], trace.dur[lo])]
             nm = trace.name[lo]
             is_g = np.isin(nm, gemm_ids)
             sp = np.flatnonzero(np.isin(nm, soft_ids))

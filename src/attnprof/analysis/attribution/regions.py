@@ -50,7 +50,7 @@ import numpy.typing as npt
 
 from attnprof.analysis.attribution.links import Links
 from attnprof.errors import UserError
-from attnprof.trace.model import Kind, Trace, unique
+from attnprof.trace.model import Kind, Trace, nesting_order, unique
 
 __all__ = [
     "DEFAULT_REGION",
@@ -218,7 +218,7 @@ def _at(trace: Trace, ops: I64, lanes: np.ndarray, ts: np.ndarray) -> I64:
         o = o[(at >= 0) & (trace.ts[o] - pts[np.maximum(at, 0)] < 1e-3)]
         if not o.size:
             continue
-        o = o[np.lexsort((-trace.dur[o], trace.ts[o]))]
+        o = o[nesting_order(trace.ts[o], trace.dur[o])]
         ot = trace.ts[o]
         j = np.searchsorted(ot, ts[sel], "left")
         jc = np.minimum(j, o.size - 1)
@@ -551,7 +551,7 @@ def cpu_nesting(trace: Trace, rows: I64) -> tuple[I64, F64]:
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.float64)
     lane, ts, dur = trace.lane[rows], trace.ts[rows], trace.dur[rows]
-    order = np.lexsort((-dur, ts, lane))
+    order = nesting_order(ts, dur, lane)
     # one column at a time: the old and the new of all three at once was the peak
     lane = lane[order]
     ts = ts[order]

@@ -33,7 +33,7 @@ import numpy as np
 from attnprof.analysis.attribution.classify import cpu_category
 from attnprof.analysis.attribution.cpu_groups import GEMM_OPS as _GEMM_OPS
 from attnprof.analysis.attribution.cpu_ops import _FUSED
-from attnprof.trace.model import Kind, Trace
+from attnprof.trace.model import Kind, Trace, nesting_order
 
 __all__ = ["BWD_RANGE", "FWD_RANGE", "STEP_RANGE", "StepShares", "model_shares"]
 
@@ -115,7 +115,7 @@ def _analyser_spans(trace: Trace, ops: np.ndarray, chained: set[int] | None) -> 
     the order alone decides), widened over the layout, copy and repeat ops right next to it at
     the same nesting level (GQA's repeat_kv before, the output transpose and contiguous copy
     after), which move the attention's own inputs and output."""
-    ops = ops[np.lexsort((-trace.dur[ops], trace.ts[ops]))]
+    ops = ops[nesting_order(trace.ts[ops], trace.dur[ops])]
     names = trace.names
     nm = [names[int(i)] for i in trace.name[ops].tolist()]
     ts = trace.ts[ops]

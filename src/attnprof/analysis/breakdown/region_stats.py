@@ -27,7 +27,7 @@ from attnprof.analysis.records.result import (
 from attnprof.analysis.timeline.idle import HostActivity, IdleBreakdown, idle_breakdowns
 from attnprof.analysis.timeline.intervals import Intervals, union
 from attnprof.analysis.timeline.overlap import comm_overlap
-from attnprof.trace.model import Trace
+from attnprof.trace.model import Trace, nesting_order
 from attnprof.units import short_name
 
 __all__ = ["idle_per_instance", "region_comm", "region_stats"]
@@ -215,7 +215,7 @@ def _cpu_ops(trace: Trace, insts: list[Instance]) -> tuple[list[CpuOp], list[Cpu
     del seen
     depth, self_us = cpu_nesting(trace, rows)
     first = insts[0].cpu_ops
-    first = first[np.lexsort((-trace.dur[first], trace.ts[first]))][:_FIRST_OPS]
+    first = first[nesting_order(trace.ts[first], trace.dur[first])][:_FIRST_OPS]
     at = np.searchsorted(rows, first)
     level = depth[at] - (int(depth[at].min()) if at.size else 0)
     ordered = [

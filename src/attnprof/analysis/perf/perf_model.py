@@ -32,7 +32,7 @@ from attnprof.analysis.perf.op_model import OpCost, decode_inputs, known, model_
 from attnprof.analysis.records.perf_records import OpPerf, OpTime, PerfModel, Unmodelled
 from attnprof.analysis.timeline.idle import union
 from attnprof.device import peak_for, spec_device
-from attnprof.trace.model import Kind, Trace, row_columns, unique
+from attnprof.trace.model import Kind, Trace, nesting_order, row_columns, unique
 
 if TYPE_CHECKING:
     from attnprof.analysis.attribution.links import Links
@@ -377,7 +377,7 @@ def _nested(trace: Trace, rows: np.ndarray) -> np.ndarray:
     for lane in unique(lanes).tolist() if rows.size else []:
         on = np.flatnonzero(lanes == lane)
         r = rows[on]
-        o = np.lexsort((-trace.dur[r], trace.ts[r]))
+        o = nesting_order(trace.ts[r], trace.dur[r])
         r = r[o]
         end = trace.ts[r]  # the ends in that order, read once (the same sum as ts + dur)
         end += trace.dur[r]

@@ -44,7 +44,7 @@ from attnprof.analysis.timeline.intervals import intersect as _intersect
 from attnprof.analysis.timeline.intervals import subtract as _subtract
 from attnprof.analysis.timeline.runtime_calls import RUNTIME_KINDS, runtime_kind
 from attnprof.analysis.timeline.stream_waits import stream_waits
-from attnprof.trace.model import Kind, Trace, unique
+from attnprof.trace.model import Kind, Trace, nesting_order, unique
 
 __all__ = [
     "CAUSES",
@@ -229,7 +229,7 @@ def innermost(trace: Trace, rows: np.ndarray) -> tuple[F64, F64, npt.NDArray[np.
     pieces: list[tuple[float, float, int]] = []
     for lane in unique(trace.lane[rows]).tolist():
         r = rows[trace.lane[rows] == lane]
-        r = r[np.lexsort((-trace.dur[r], trace.ts[r]))]  # by start, the outer range first
+        r = r[nesting_order(trace.ts[r], trace.dur[r])]  # by start, the outer range first
         starts = trace.ts[r].astype(np.float64).tolist()
         ends = (trace.ts[r] + trace.dur[r]).astype(np.float64).tolist()
         stack: list[tuple[float, int]] = []  # (end, row), the innermost open range last

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from attnprof.analysis.attribution.links import Links
 from attnprof.analysis.records.result import Overrun, Sanitation
-from attnprof.trace.model import Trace, unique
+from attnprof.trace.model import Trace, nesting_order, unique
 from attnprof.units import fmt_us, short_name
 
 __all__ = ["OVERLAP_TOLERANCE_US", "Sanitized", "sanitize"]
@@ -60,7 +60,7 @@ def sanitize(trace: Trace, links: Links, busy_mask: npt.NDArray[np.bool_]) -> Sa
     sel = np.flatnonzero(busy_mask)
     # by lane, then start, then the longer first (an op that contains others comes first)
     gs = g[sel]
-    order = sel[np.lexsort((-trace.dur[gs], trace.ts[gs], trace.lane[gs]))]
+    order = sel[nesting_order(trace.ts[gs], trace.dur[gs], trace.lane[gs])]
     del sel, gs
     # every array below is one per busy GPU op: each is freed once read for the last time
     # (this stage ran at about fifteen of them at once)
