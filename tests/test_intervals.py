@@ -49,6 +49,16 @@ def test_intersect_of_sets_not_in_order_takes_the_general_sweep() -> None:
     assert got[0].tolist() == [1.0, 6.0] and got[1].tolist() == [2.0, 7.0]
 
 
+def test_intersect_of_overlapping_sets_whose_ends_ascend() -> None:
+    # starts and ends ascend, so the binary search reads them, but the pieces of two
+    # overlapping intervals come out of order (2, 9, 2, 9) and must be merged in order
+    a = (np.array([0.0, 1.0]), np.array([10.0, 11.0]))
+    b = (np.array([2.0, 9.0]), np.array([3.0, 12.0]))
+    got, want = iv.intersect(a, b), _sweep(a, b)
+    assert got[0].tolist() == want[0].tolist() == [2.0, 9.0]
+    assert got[1].tolist() == want[1].tolist() == [3.0, 11.0]
+
+
 def test_measure_within_agrees_with_measuring_each_clipped_window() -> None:
     rng = np.random.default_rng(29)
     for i in range(300):

@@ -113,7 +113,11 @@ def intersect(a: Intervals, b: Intervals) -> Intervals:
         k = np.arange(total) - np.repeat(np.cumsum(n) - n - lo, n)
         s, e = np.maximum(a[0][j], b[0][k]), np.minimum(a[1][j], b[1][k])
         keep = e > s
-        return union(s[keep], e[keep])
+        s, e = s[keep], e[keep]
+        # of two disjoint sets the pieces come in order already: only touching ones to merge,
+        # without union's sort (a third of this function's time in the idle analysis); sets
+        # whose starts and ends ascend but overlap can give pieces out of order, and are sorted
+        return union_sorted(s, e) if _ascending(s) else union(s, e)
     pts = np.concatenate([a[0], a[1], b[0], b[1]])
     da = np.concatenate([np.ones(a[0].size), -np.ones(a[0].size), np.zeros(2 * b[0].size)])
     db = np.concatenate([np.zeros(2 * a[0].size), np.ones(b[0].size), -np.ones(b[0].size)])
