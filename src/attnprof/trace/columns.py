@@ -55,6 +55,7 @@ _X_KINDS: dict[str, Kind] = {
     "cuda_sync": Kind.SYNC,
 }
 # kept kinds whose events run on the device: their pids are device pids (Builder._device_pids)
+_KERNEL = int(Kind.KERNEL)  # a plain int for numpy comparisons (inputs.py says why)
 _DEVICE_SIDE = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.DEVICE, Kind.GPU_ANNOTATION)
 # launch flows (CPU launch -> GPU op), and fwdbwd flows (forward op -> its backward op), told
 # apart by Trace.flow_fwdbwd
@@ -329,7 +330,7 @@ class Builder:
             cat=cat_ids[keep].astype(np.int32),
         )
 
-        krows = np.flatnonzero(kind == Kind.KERNEL)
+        krows = np.flatnonzero(kind == _KERNEL)
         kargs = pick(args, krows)
         self._put(
             kernel_rows=krows.astype(np.int64) + self.n_rows,

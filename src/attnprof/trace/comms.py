@@ -18,6 +18,8 @@ from attnprof.trace.decode import Args
 from attnprof.trace.limits import MAX_NAME
 from attnprof.trace.model import CommArgs, Kind
 
+_CPU_OP = int(Kind.CPU_OP)  # a plain int for numpy comparisons (inputs.py says why)
+
 __all__ = ["PARAM_COMMS", "Comms", "comm_args"]
 
 PARAM_COMMS = "record_param_comms"  # c10d's record function that carries a collective's args
@@ -74,7 +76,7 @@ class Comms:
                     self.rows[r + offset] = meta
         pc = names.get(PARAM_COMMS)
         if pc is not None:
-            for r in np.flatnonzero((name_col == pc) & (kind == Kind.CPU_OP)).tolist():
+            for r in np.flatnonzero((name_col == pc) & (kind == _CPU_OP)).tolist():
                 meta = comm_args(args[r])
                 if meta is not None:
                     self.rows[r + offset] = meta

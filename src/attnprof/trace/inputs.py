@@ -55,6 +55,10 @@ _KERNEL = attrgetter("kernel")
 _DIMS = attrgetter("input_dims")
 _TRIPLE = attrgetter("input_dims", "input_type", "concrete")
 _SEP = b"\x00"
+# the kinds as plain ints for the per-chunk comparisons: numpy looks up __array_ufunc__ on an
+# IntEnum member's class, which Python 3.11's EnumType answers in Python (3 us a comparison,
+# 4x the comparison of a chunk's kinds itself)
+_CPU_OP, _RUNTIME, _DRIVER, _SYNC = int(Kind.CPU_OP), int(Kind.RUNTIME), int(Kind.DRIVER), int(Kind.SYNC)
 
 
 def pick(items: list[Any], idx: np.ndarray) -> list[Any]:
@@ -132,7 +136,7 @@ class Inputs:
         chunk's (rows with recorded inputs, their signature ids)."""
         conv_ids = [names[c] for c in _CONVERSIONS if c in names] if self.keep else []
         if conv_ids:
-            for r in np.flatnonzero(among(name_col, conv_ids, len(names)) & (kind == Kind.CPU_OP)).tolist():
+            for r in np.flatnonzero(among(name_col, conv_ids, len(names)) & (kind == _CPU_OP)).tolist():
                 types, concrete = _raw_list(args[r].input_type), _raw_list(args[r].concrete)
                 if types:
                     src = types[0] if isinstance(types[0], str) else None
@@ -143,7 +147,7 @@ class Inputs:
 
         shaped_ids = [names[c] for c in _SHAPED if c in names] if self.keep else []
         if shaped_ids:
-            for r in np.flatnonzero(among(name_col, shaped_ids, len(names)) & (kind == Kind.CPU_OP)).tolist():
+            for r in np.flatnonzero(among(name_col, shaped_ids, len(names)) & (kind == _CPU_OP)).tolist():
                 given = args[r].input_dims
                 if given:
                     i = self._dims_index(bytes(given))
@@ -151,7 +155,7 @@ class Inputs:
                         self.shape_rows.append(r + offset)
                         self.shape_idx.append(i)
 
-        rt = np.flatnonzero((kind == Kind.RUNTIME) | (kind == Kind.DRIVER))
+        rt = np.flatnonzero((kind == _RUNTIME) | (kind == _DRIVER))
         if rt.size:
             rt_args = pick(args, rt)
             named = np.fromiter(map(is_not, map(_KERNEL, rt_args), repeat(None)), bool, len(rt_args))
@@ -160,7 +164,7 @@ class Inputs:
                 a = args[r]
                 assert a.kernel is not None
                 self.launch_kernels[r + offset] = (a.kernel, dims_product(a.grid), dims_product(a.block))
-        for r in np.flatnonzero(kind == Kind.SYNC).tolist():
+        for r in np.flatnonzero(kind == _SYNC).tolist():
             ws, rc = args[r].wait_on_stream, args[r].wait_record
             self.sync_waits[r + offset] = (ws if _whole(ws) else -1, rc if _whole(rc) else -1)
         # every cpu op's recorded inputs (decoded by the per-op performance model, once per
@@ -168,7 +172,7 @@ class Inputs:
         # per distinct raw text, so the same inputs read the same whatever the file's spacing and
         # whichever decode path (whole file, streamed blocks, a repaired event) produced them.
         # The per-op work is C loops (map): a Python loop over every op was a fifth of the load
-        ops = np.flatnonzero(kind == Kind.CPU_OP) if self.keep else np.zeros(0, np.int64)
+        ops = np.flatnonzero(kind == _CPU_OP) if self.keep else np.zeros(0, np.int64)
         op_args = pick(args, ops)
         has = np.fromiter(map(len, map(_DIMS, op_args)), np.int64, len(op_args)) > 0
         rows = ops[has]

@@ -1,6 +1,6 @@
 """Load a PyTorch profiler (Kineto / Chrome) trace into the columnar model, fast.
 
-How (the usual case, streamed): the file is read in blocks of 256 KB (gunzipped in a second
+How (the usual case, streamed): the file is read in blocks of 512 KB (stream.py BLOCK; gunzipped in a second
 thread, gzip detected by its magic bytes, not its name), each block is cut between two events,
 and the events before the cut are decoded by msgspec into small typed structs that declare only
 the fields the analysis reads (msgspec skips the rest without building them) and turned into numpy

@@ -1,6 +1,6 @@
 """Streaming: the usual way a trace is read, in blocks, never whole (load.py says when not).
 
-The file is read in blocks of 256 KB (gunzipped in a second thread, gzip detected by its magic
+The file is read in blocks of BLOCK bytes, 512 KB (gunzipped in a second thread, gzip detected by its magic
 bytes, not its name), each block is cut between two events, and the events before the cut are
 decoded and turned into columns before the next block is read. Plain JSON of 16 MB or more is
 split at an event near its middle and, where a CPU is free, the second half decoded by a forked
@@ -67,11 +67,13 @@ class Once:
 # invalid JSON that needs repair, damaged gzip, deep nesting) returns None and the caller takes
 # the whole-file path (parse_trace), which repairs what can be repaired and names the problem.
 
-# 256 KB: a block's decoded events (about 1,500 on a modern trace) stay in the CPU's cache while
-# their columns are built, and a process's working set is a few MB. On the 48 MB benchmark
-# trace, against 1 MB blocks: 4% fewer instructions (valgrind), the forked decoder's peak RSS
-# growth 1 MB instead of 7-12 (docs/benchmarks.md)
-BLOCK = 1 << 18
+# 512 KB: each block costs the builder about 190 us whatever its size (a few dozen numpy calls),
+# and its decoded events (about 3,000 on a modern trace) are held while their columns are built.
+# On the 48 MB benchmark trace, one process's load: 256 KB 0.485 s, 512 KB 0.465, 1 MB 0.452
+# (best of 8, alternating); the peak of both processes together +32 MB, +34 and +48 (0.68x,
+# 0.72x and 1.00x the raw JSON): the middle keeps most of the time and little of the memory
+# (docs/benchmarks.md)
+BLOCK = 1 << 19
 _HEADER_MAX = 4 << 20  # Kineto writes traceEvents after a few KB of metadata
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _CUT = re.compile(rb"\}\s*,\s*\{")
