@@ -106,7 +106,7 @@ def test_timestamps_read_exactly_and_cleaned_as_any_field_whatever_the_path(tmp_
     read as json reads them (correctly rounded), and a timestamp of the wrong type cleaned as the
     lenient decode cleans any field (a number in a string read, anything else 0), with the
     warning, on the whole-file, streamed and forked paths alike."""
-    from attnprof.trace import stream
+    from attnprof.trace import forked, stream
     from attnprof.trace.decode import LENIENT
 
     stamps = ["1712195495527379.2", "1712195495527384.0", "17", "1.5e3", "-0.0", "9007199254740993"]
@@ -136,7 +136,7 @@ def test_timestamps_read_exactly_and_cleaned_as_any_field_whatever_the_path(tmp_
     small = stream.BLOCK
     try:
         stream.BLOCK = 512  # several blocks, and with parallel=True a forked process
-        loads = [parse_trace(raw), stream.streamed(p, parallel=False), stream.streamed(p, parallel=True)]
+        loads = [parse_trace(raw), forked.streamed(p, parallel=False), forked.streamed(p, parallel=True)]
     finally:
         stream.BLOCK = small
     for got in loads:
@@ -336,7 +336,7 @@ def _fields_equal(a: object, b: object) -> list[str]:
 )
 def test_streamed_parallel_and_whole_file_loads_are_identical(tmp_path: Path, prefix: str) -> None:
     from attnprof.analysis.pipeline import analyze_trace
-    from attnprof.trace import stream
+    from attnprof.trace import forked, stream
 
     raw = _raw(prefix)
     plain = tmp_path / "t.json"
@@ -345,9 +345,9 @@ def test_streamed_parallel_and_whole_file_loads_are_identical(tmp_path: Path, pr
     small = stream.BLOCK
     try:
         stream.BLOCK = 8192  # many cuts, and events longer than a block
-        streamed = stream.streamed(plain, parallel=False)
-        parallel = stream.streamed(plain, parallel=True)  # this process and a forked one, half each
-        gz = stream.streamed(trace(prefix), parallel=False)  # gunzipped in a second thread
+        streamed = forked.streamed(plain, parallel=False)
+        parallel = forked.streamed(plain, parallel=True)  # this process and a forked one, half each
+        gz = forked.streamed(trace(prefix), parallel=False)  # gunzipped in a second thread
     finally:
         stream.BLOCK = small
     assert streamed is not None and parallel is not None and gz is not None
@@ -361,7 +361,7 @@ def test_streamed_parallel_and_whole_file_loads_are_identical(tmp_path: Path, pr
 
 
 def test_streaming_falls_back_to_the_whole_file_path_for_what_it_cannot_cut(tmp_path: Path) -> None:
-    from attnprof.trace import stream
+    from attnprof.trace import forked
 
     ev = {"ph": "X", "cat": "kernel", "name": "k}, {x", "pid": 0, "tid": 1, "ts": 1, "dur": 2}
     cases = {
@@ -375,8 +375,8 @@ def test_streaming_falls_back_to_the_whole_file_path_for_what_it_cannot_cut(tmp_
         whole = parse_trace(p.read_bytes(), source=name)
         got = load_trace(p)
         assert _fields_equal(got, whole) == [], name
-    assert stream.streamed(tmp_path / "bare.json") is None and stream.streamed(tmp_path / "nan.json") is None
-    assert stream.streamed(tmp_path / "tail.json") is not None  # "}, {" inside a name and after the array
+    assert forked.streamed(tmp_path / "bare.json") is None and forked.streamed(tmp_path / "nan.json") is None
+    assert forked.streamed(tmp_path / "tail.json") is not None  # "}, {" inside a name and after the array
 
 
 def test_a_gzip_bomb_is_refused_while_it_is_decompressed(tmp_path: Path) -> None:
@@ -399,7 +399,7 @@ def test_a_gzip_bomb_is_refused_while_it_is_decompressed(tmp_path: Path) -> None
 
 
 def test_cuts_inside_names_and_nested_lists_are_skipped_not_fatal(tmp_path: Path) -> None:
-    from attnprof.trace import stream
+    from attnprof.trace import forked, stream
 
     events = []
     for i in range(3000):
@@ -416,7 +416,7 @@ def test_cuts_inside_names_and_nested_lists_are_skipped_not_fatal(tmp_path: Path
         # (widened until it holds enough cuts) and one larger than the block
         for stream._CUT_WINDOW in (16, 32 << 10):
             for parallel in (False, True):
-                streamed = stream.streamed(p, parallel=parallel)
+                streamed = forked.streamed(p, parallel=parallel)
                 assert streamed is not None  # no fallback: a bad cut is skipped for the one before
                 assert _fields_equal(streamed, whole) == []
     finally:
@@ -467,13 +467,13 @@ def test_a_forked_decoder_only_where_the_load_average_leaves_a_cpu(monkeypatch: 
 def test_without_a_memfd_the_forked_part_comes_back_through_a_pipe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from attnprof.trace import stream
+    from attnprof.trace import forked
 
     plain = tmp_path / "t.json"
     plain.write_bytes(_raw("facebookresearch__HolisticTraceAnalysis__tests__data__ns_resolution"))
     whole = parse_trace(plain.read_bytes(), source=plain.name)
-    monkeypatch.setattr(stream, "_memfd", lambda: None)  # not Linux, or memfd_create refused
-    got = stream.streamed(plain, parallel=True)
+    monkeypatch.setattr(forked, "_memfd", lambda: None)  # not Linux, or memfd_create refused
+    got = forked.streamed(plain, parallel=True)
     assert got is not None and _fields_equal(got, whole) == []
 
 

@@ -17,7 +17,7 @@ from attnprof.analysis import analyze
 from attnprof.analysis.records.result import TraceAnalysis
 from attnprof.report.analysis_view import _device_line, render_analysis
 from attnprof.report.i18n import Translator
-from attnprof.trace import stream
+from attnprof.trace import forked, stream
 from attnprof.trace.load import load_trace
 from attnprof.trace.model import Unread
 
@@ -222,7 +222,7 @@ def test_a_1x_export_loads_the_same_split_across_two_processes(tmp_path: Path) -
     small = stream.BLOCK
     try:
         stream.BLOCK = 8192  # many cuts
-        one, two = stream.streamed(path, parallel=False), stream.streamed(path, parallel=True)
+        one, two = forked.streamed(path, parallel=False), forked.streamed(path, parallel=True)
     finally:
         stream.BLOCK = small
     assert one is not None and two is not None

@@ -2,13 +2,22 @@
 
 import sys
 
+from attnprof.launch import is_short, prepare_short
+
 
 def main() -> int:
     try:
-        # the command line's import (typer, rich, the CLI's modules) takes a noticeable moment;
-        # a Ctrl-C inside it is still "interrupted", exit 130, not a traceback, for the
+        args = sys.argv[1:]
+        # the command line's import (typer, rich, the CLI's modules) takes a noticeable moment,
+        # and a short command forks the decoder of its large trace before it (attnprof.launch);
+        # a Ctrl-C inside either is still "interrupted", exit 130, not a traceback, for the
         # installed command as for python -m
         try:
+            if is_short(args):
+                prepare_short()
+                from attnprof.trace.forked import start_early
+
+                start_early(args)  # decodes a large trace's second part while the CLI imports
             from attnprof.cli import main as cli_main
         except KeyboardInterrupt:
             sys.stderr.write("attnprof: interrupted before the command started; nothing was written\n")

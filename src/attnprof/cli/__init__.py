@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover
     from click import exceptions as _cx  # type: ignore[no-redef]
 
 from attnprof.errors import AttnprofError, Interrupted
+from attnprof.launch import is_short, prepare_short
 from attnprof.units import ascii_spelling
 
 __all__ = ["app", "invoked_args", "main"]
@@ -182,15 +183,6 @@ def _internal(exc: BaseException, debug: bool) -> int:
     return 1
 
 
-# Commands whose process is short, so that starting and stopping the interpreter is much of its
-# time (a small trace's analysis: docs/benchmarks.md). In such a process (`attnprof analyze`,
-# not main() called from Python): numpy's OpenBLAS is asked for one thread (it starts one per
-# CPU when numpy is imported, 60-75 ms here, and the analysis does no linear algebra; a user's
-# OPENBLAS_NUM_THREADS wins), and the process exits without tearing the interpreter down
-# (32-52 ms for numpy, msgspec and typer here; see _exit_now).
-_SHORT = {"analyze"}
-
-
 def _exit_now(code: int) -> None:
     """os._exit once what an exit must do is done: the streams flushed and the atexit functions
     run. Not where another non-daemon thread is still running (an exit would wait for it)."""
@@ -218,9 +210,10 @@ def _stdout_to_devnull() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    short = argv is None and next((a for a in args if not a.startswith("-")), None) in _SHORT
+    # a short process (attnprof.launch): its start trimmed, and its exit (_exit_now)
+    short = argv is None and is_short(args)
     if short:
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        prepare_short()
     # --debug is a root option, but people type it after the subcommand too (and the internal
     # error hint below says "rerun with --debug"): take it from anywhere before a "--".
     end = args.index("--") if "--" in args else len(args)

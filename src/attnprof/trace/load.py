@@ -25,7 +25,7 @@ What real traces do, and what happens then:
   an event-less trace loads with a warning; a UTF-8 byte order mark is skipped, UTF-16/32 decoded
   (as_utf8);
 - the work is linear in the input whatever it holds (issue 24): long whitespace runs are dropped
-  as they are read (_Part._squeezed), false cuts inside huge strings are retried only as pending
+  as they are read (stream.py Part._squeezed), false cuts inside huge strings are retried only as pending
   doubles, and names longer than MAX_NAME are cut (limits.py says why);
 - hostile input fails at once, before anything is read: a device, FIFO or socket (`/dev/zero`
   would otherwise be read until memory runs out), or a file whose analysis would need more memory
@@ -47,9 +47,10 @@ from typing import Any
 from attnprof.errors import UserError
 from attnprof.trace.columns import Builder
 from attnprof.trace.decode import as_utf8, decode_chunk, scan
+from attnprof.trace.forked import streamed
 from attnprof.trace.limits import MAX_MEMORY, WHOLE_FACTOR, check_input, raw_limit, too_large
 from attnprof.trace.model import KEEP_ALL, Keep, Trace
-from attnprof.trace.stream import PROGRESS, Once, TooLarge, is_gzip, streamed
+from attnprof.trace.stream import PROGRESS, Once, TooLarge, is_gzip
 
 __all__ = ["MAX_MEMORY", "PROGRESS", "load_trace", "parse_trace"]
 

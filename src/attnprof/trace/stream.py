@@ -1,11 +1,10 @@
 """Streaming: the usual way a trace is read, in blocks, never whole (load.py says when not).
 
-The file is read in blocks of BLOCK bytes, 512 KB (gunzipped in a second thread, gzip detected by its magic
-bytes, not its name), each block is cut between two events, and the events before the cut are
-decoded and turned into columns before the next block is read. Plain JSON of 16 MB or more is
-split at an event near its middle and, where a CPU is free, the second half decoded by a forked
-process at the same time; its columns are appended with their strings re-interned, so the trace
-is identical to a one-process load (tested).
+The file is read in blocks of BLOCK bytes, 512 KB (gunzipped in a second thread, gzip detected
+by its magic bytes, not its name), each block is cut between two events, and the events before
+the cut are decoded and turned into columns before the next block is read. A range of the
+events is a Part; forked.py decodes plain JSON of PARALLEL_MIN bytes or more as two Parts, the
+second in a forked process, and this module's stream_one reads any other file as one.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import zlib
 from collections import deque
 from collections.abc import Callable
 from contextvars import ContextVar
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,19 @@ from attnprof.trace.decode import BOM, DOC, EVENTS, Event, decode_lenient, first
 from attnprof.trace.limits import MAX_NAME
 from attnprof.trace.model import KEEP_ALL, Keep, Trace
 
-__all__ = ["BLOCK", "PROGRESS", "Once", "TooLarge", "is_gzip", "streamed"]
+__all__ = [
+    "BLOCK",
+    "PARALLEL_MIN",
+    "PROGRESS",
+    "STREAM_ERRORS",
+    "Once",
+    "Part",
+    "TooLarge",
+    "can_fork",
+    "file_blocks",
+    "is_gzip",
+    "stream_one",
+]
 
 
 # Progress of the load in this context, for a caller that shows it (cli/analyze.py): called with
@@ -81,7 +91,7 @@ _CLOSE = re.compile(rb"\}\s*\]")
 _GZIP_IN = 1 << 18
 _CUT_TRIES = 8
 _CLOSE_TRIES = 16  # a real tail holds one or two "}]" (deviceProperties, distributedInfo)
-# whitespace kept of one run (see _Part._squeezed): more than MAX_NAME, the most of a string kept
+# whitespace kept of one run (see Part._squeezed): more than MAX_NAME, the most of a string kept
 _WS_KEEP = MAX_NAME + BLOCK
 # the last cuts of a block are looked for in its last _CUT_WINDOW bytes first (a few hundred
 # events), not in the whole block: scanning every block in full for cuts cost about a tenth of
@@ -171,49 +181,30 @@ class _Reader:
         self.thread.join()
 
 
-_STREAM_ERRORS = (msgspec.DecodeError, RecursionError, EOFError, zlib.error, UnicodeError, ValueError)
-# plain JSON at least this large is decoded by two processes, each taking half the events
+STREAM_ERRORS = (msgspec.DecodeError, RecursionError, EOFError, zlib.error, UnicodeError, ValueError)
+# plain JSON at least this large is decoded by two processes (forked.py), each taking a part
 PARALLEL_MIN = 16 << 20
-# the forked process's share of the bytes when the caller has work to do meanwhile (load_trace):
-# analyze imports its analysis modules then, about 5% of the decoding's time on the 48 MB
-# benchmark trace (docs/benchmarks.md)
-FORK_SHARE = 0.52
 
 
-def streamed(
-    path: Path,
-    *,
-    parallel: bool | None = None,
-    limit: int | None = None,
-    meanwhile: Once | None = None,
-    keep: Keep = KEEP_ALL,
-) -> Trace | None:
-    """The trace, or None when this file needs the whole-file path (see above).
-
-    parallel: split the events between this process and a forked one (None: when the file is
-    plain JSON of PARALLEL_MIN bytes or more, this process may use two CPUs and the machine is
-    not busy: _cpu_to_spare). The result is
-    the same as one process's: the second half's strings are re-interned in order (extend).
-    """
-    size = path.stat().st_size
-    if parallel is None:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        parallel = size >= PARALLEL_MIN and cpus >= 2 and hasattr(os, "fork") and _cpu_to_spare(cpus)
-    if parallel and not is_gzip(path):
-        share = FORK_SHARE if meanwhile is not None and meanwhile.fn is not None else 0.5
-        split = _split_point(path, size, share)
-        trace = _stream_parallel(path, split, meanwhile, keep) if split is not None else None
-        if trace is not None:
-            return trace
+def stream_one(path: Path, *, limit: int | None = None, keep: Keep = KEEP_ALL) -> Trace | None:
+    """The trace streamed by this process alone, or None when this file needs the whole-file
+    path (see above). forked.py `streamed` decides when a second process takes a part."""
     reader = _Reader(path, limit)
     try:
-        part = _Part(first=True, last=True, keep=keep)
+        part = Part(first=True, last=True, keep=keep)
         part.consume(iter(reader))
         return part.trace(path.name)
-    except _STREAM_ERRORS:
+    except STREAM_ERRORS:
         return None
     finally:
         reader.close()
+
+
+def can_fork() -> bool:
+    """Whether a second decoding process may be forked here: fork exists, this process may run
+    on two CPUs or more, and the machine is not busy (_cpu_to_spare)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cpus >= 2 and hasattr(os, "fork") and _cpu_to_spare(cpus)
 
 
 def _cpu_to_spare(cpus: int) -> bool:
@@ -232,114 +223,7 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
-def _split_point(path: Path, size: int, share: float = 0.5) -> tuple[int, int] | None:
-    """(end of the first part, start of the second): a cut between two events near where the
-    second part takes `share` of the bytes.
-
-    A cut is taken when what follows it, up to one of the next few cuts, decodes as JSON objects:
-    that skips cuts inside strings and most inside nested lists. A wrong one left is caught when
-    the first half's last piece fails to decode, and the file is then streamed in one process.
-    """
-    at = int(size * (1.0 - share))
-    with open(path, "rb") as f:
-        f.seek(at)
-        window = f.read(4 * BLOCK)
-    # only the cuts tried (64) and the 4 after the last, which end what follows it: finding
-    # every cut of the window cost a search of all of its 1 MB
-    cuts = list(islice(_CUT.finditer(window), 68))
-    for i, m in enumerate(cuts[:64]):
-        for nxt in cuts[i + 1 : i + 5]:
-            try:
-                EVENTS.decode(b"".join((b"[", window[m.end() - 1 : nxt.start() + 1], b"]")))
-            except msgspec.ValidationError:
-                pass  # valid JSON, unexpected types: still objects between events
-            except msgspec.DecodeError:
-                continue
-            return at + m.start() + 1, at + m.end() - 1
-    return None
-
-
-def _stream_parallel(
-    path: Path, split: tuple[int, int], meanwhile: Once | None = None, keep: Keep = KEEP_ALL
-) -> Trace | None:
-    import pickle
-
-    # the child's part comes back in an anonymous in-memory file where there is one (Linux): the
-    # child writes it whole and exits, where through a pipe it waited on the parent 64 KB at a
-    # time (6 MB on the 48 MB benchmark trace: 40-60 ms at a load of 5)
-    memfd = _memfd()
-    r, w = (memfd, os.dup(memfd)) if memfd is not None else os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: the second part, from the event after the cut to the end
-        PROGRESS.set(None)  # the parent reports; the child's blocks are not its to show
-        try:
-            os.close(r)
-            try:
-                part: _Part | None = _Part(first=False, last=True, keep=keep)
-                assert part is not None
-                part.consume(_file_blocks(path, split[1], None))
-                part.builder.compact()
-            except _STREAM_ERRORS:
-                part = None
-            with os.fdopen(w, "wb") as out:
-                pickle.dump(part, out, protocol=pickle.HIGHEST_PROTOCOL)
-        finally:
-            os._exit(0)
-    os.close(w)
-    waited = False
-    with os.fdopen(r, "rb") as inp:
-        try:
-            if meanwhile is not None:
-                try:
-                    meanwhile()
-                except BaseException:
-                    _stop(pid)  # its part is not wanted any more
-                    raise
-            first = _Part(first=True, last=False, keep=keep)
-            try:
-                first.consume(_file_blocks(path, 0, split[0]))
-            except _STREAM_ERRORS:
-                _stop(pid)  # the file is streamed again in one process
-                return None
-            if memfd is not None:  # the file holds the whole part once the child has exited
-                os.waitpid(pid, 0)
-                waited = True
-                inp.seek(0)
-            try:
-                second = pickle.load(inp)
-            except (EOFError, pickle.UnpicklingError):  # the child died before it answered
-                second = None
-        finally:
-            if not waited:
-                os.waitpid(pid, 0)
-    if second is None:
-        return None
-    first.join(second)
-    del second  # its columns are first's now; what extend replaced goes before they are joined
-    try:
-        trace = first.trace(path.name)
-    except _STREAM_ERRORS:
-        return None
-    if trace is not None:
-        trace.raw_bytes = path.stat().st_size  # with the separator between the halves
-    return trace
-
-
-def _memfd() -> int | None:
-    """An anonymous in-memory file, or None where there is none (not Linux, or refused)."""
-    try:
-        return os.memfd_create("attnprof-part") if hasattr(os, "memfd_create") else None
-    except OSError:
-        return None
-
-
-def _stop(pid: int) -> None:
-    import signal
-
-    os.kill(pid, signal.SIGKILL)
-
-
-def _file_blocks(path: Path, start: int, end: int | None) -> Any:
+def file_blocks(path: Path, start: int, end: int | None) -> Any:
     with open(path, "rb") as f:
         f.seek(start)
         left = None if end is None else end - start
@@ -368,7 +252,7 @@ def _last_cuts(buf: bytes | bytearray, start: int) -> deque[re.Match[bytes]]:
         window *= 8
 
 
-class _Part:
+class Part:
     """The events of one contiguous range of the traceEvents array, turned into columns.
 
     first: the range starts at the document's start (the header comes first); else at an
@@ -499,7 +383,7 @@ class _Part:
             return
         raise ValueError("no end of the traceEvents array")
 
-    def join(self, other: _Part) -> None:
+    def join(self, other: Part) -> None:
         """Append the part that follows this one."""
         self.builder.extend(other.builder)
         self.n_items += other.n_items
