@@ -12,7 +12,7 @@ from _paths import TRACES
 from attnprof.analysis.attribution import classify as classify_mod
 from attnprof.analysis.attribution.attention_side import KERNEL_KINDS, OP_KINDS
 from attnprof.analysis.attribution.kernel_rules import RULES
-from attnprof.analysis.attribution.matching import caseless, first_match
+from attnprof.analysis.attribution.matching import caseless, first_match, needed_literals, twin_text
 from attnprof.analysis.attribution.provenance import ATTENTION_OPS
 from attnprof.analysis.timeline.runtime_calls import RUNTIME_KINDS
 
@@ -126,3 +126,40 @@ def test_non_ascii_names_are_searched_by_the_patterns_themselves() -> None:
     twin = caseless(pattern)
     assert twin is not None and not twin.search("\u017f".lower())
     assert first_match([("s", pattern)], "\u017f") == "s"
+
+
+@pytest.mark.parametrize(
+    ("regex", "needed"),
+    [
+        (r"ab|cd", {"ab", "cd"}),
+        (r"x(ab)?y", {"x"}),  # either is certain; the first of equal ones
+        (r"(ab)+", {"ab"}),
+        (r"gemm(?=.*(e4m3|fp8))", {"gemm"}),  # the longest shortest literal
+        (r"(?=.*(e4m3|fp8))", {"e4m3", "fp8"}),  # a lookahead's text is in the name too
+        (r"(?i:abc)d", {"d"}),  # a literal that ignores case is not a substring to look for
+        (r"\bfoo\b", {"foo"}),
+        (r"(?!bar)baz", {"baz"}),
+        (r"[ab]c", {"c"}),
+        (r"a*", None),
+        (r"a|", None),  # an empty alternative: nothing is certain
+        (r"(?i)abc", None),
+        (r"x{0,3}", None),
+    ],
+)
+def test_needed_literals(regex: str, needed: set[str] | None) -> None:
+    got = needed_literals(regex)
+    assert (set(got) if got is not None else None) == needed
+
+
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_every_match_holds_a_needed_literal(table: str, names: list[str]) -> None:
+    for _, pattern in TABLES[table]:
+        text = twin_text(pattern)
+        pat, lowered = (re.compile(text), True) if text is not None else (pattern, False)
+        needed = needed_literals(pat.pattern, 0 if lowered else pattern.flags)
+        if needed is None:
+            continue
+        for n in names:
+            subject = n.lower() if lowered else n
+            if pat.search(subject):
+                assert any(lit in subject for lit in needed), (pattern.pattern, n)

@@ -30,8 +30,9 @@ import re
 import numpy as np
 import numpy.typing as npt
 
-from attnprof.analysis.attribution.classify import CAT_INDEX, first_match
+from attnprof.analysis.attribution.classify import CAT_INDEX
 from attnprof.analysis.attribution.links import Links
+from attnprof.analysis.attribution.matching import first_match, prepare
 from attnprof.analysis.attribution.regions import inside
 from attnprof.trace.model import Kind, Trace
 
@@ -65,6 +66,8 @@ OP_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cast", re.compile(r"^aten::(_to_copy|to|type_as)$")),
     ("copy", re.compile(r"^aten::(copy_|clone|contiguous|index_copy_?|cat)$")),
 )
+
+prepare(p for _, p in KERNEL_KINDS + OP_KINDS)
 
 I8 = npt.NDArray[np.int8]
 

@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from attnprof.analysis.attribution.cpu_groups import cpu_category
 from attnprof.analysis.attribution.kernel_rules import RULES, Rule
-from attnprof.analysis.attribution.matching import first_match
+from attnprof.analysis.attribution.matching import first_match, prepare
 
 __all__ = [
     "CATEGORIES",
@@ -96,6 +96,9 @@ _DEVICE_EVENT = (
     ("memcpy", re.compile(r"(?i)dma|memcpy")),
     ("sync", re.compile(r"(?i)wait|event_record|sync|barrier")),
 )
+
+
+prepare([r.pattern for r in RULES] + [p for _, p in _PRECISION + _DIRECTION + _DEVICE_EVENT])
 
 
 def device_event_category(name: str) -> str:

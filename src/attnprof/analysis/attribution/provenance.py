@@ -59,8 +59,8 @@ import numpy as np
 import numpy.typing as npt
 
 from attnprof.analysis.attribution.attention_side import SIDE_KINDS
-from attnprof.analysis.attribution.classify import first_match
 from attnprof.analysis.attribution.links import Links
+from attnprof.analysis.attribution.matching import first_match, prepare
 from attnprof.analysis.attribution.regions import backward_ops, inside
 from attnprof.trace.model import Kind, Trace
 
@@ -116,6 +116,8 @@ ATTENTION_OPS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("aiter", re.compile(r"^aiter::\w*(fmha|mha|attention|attn|pa_|paged)\w*")),
     ("flex attention", re.compile(r"flex_attention|FlexAttention")),
 )
+
+prepare(p for _, p in ATTENTION_OPS)
 
 # any other op or range whose name says attention (rule 3): a module's forward, a custom op, a
 # record_function range; "attn" as a word part (self_attn, attn_fwd), "sdpa", "mha"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from attnprof.analysis.attribution.classify import first_match
+from attnprof.analysis.attribution.matching import first_match, prepare
 
 __all__ = ["RUNTIME_KINDS", "RuntimeKind", "runtime_kind"]
 
@@ -154,6 +154,8 @@ RUNTIME_KINDS: tuple[RuntimeKind, ...] = (
         ),
     ),
 )
+
+prepare(rx for _, rx, _ in RUNTIME_KINDS)
 
 
 def runtime_kind(name: str) -> str:
