@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from _paths import trace
@@ -195,3 +196,25 @@ def test_cudnn_sdpa_via_culaunchkernelex_reporting_zero_is_a_measurement_gap(tmp
     assert k.occupancy.limiter == "registers"
     assert a.regions[0].name == "attn_fwd" and a.regions[0].gpu_ops_per_instance == 1
     assert a.launch_apis == [LaunchApi(api="cuLaunchKernelEx", gpu_ops=1, kernels=1)]
+
+
+def test_each_kernels_configuration_is_its_most_common_launch() -> None:
+    # all names at once against the definition: per name, Counter over its launches in order
+    from collections import Counter
+
+    from attnprof.analysis.breakdown.kernel_tables import _configs
+
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        n = int(rng.integers(1, 60))
+        k_inv = rng.integers(0, 5, n)
+        reg = rng.choice([-1, 32, 64], n)  # -1: not recorded
+        blk = rng.choice([0, 128, 256], n)  # 0: not recorded
+        smem = rng.choice([-1, 0, 4096], n)
+        want = {}
+        for name in range(5):
+            at = [i for i in range(n) if k_inv[i] == name and reg[i] >= 0 and blk[i] > 0]
+            if at:
+                cfg = Counter((int(reg[i]), int(blk[i]), max(int(smem[i]), 0)) for i in at)
+                want[name] = cfg.most_common(1)[0][0]
+        assert _configs(k_inv, reg, blk, smem) == want

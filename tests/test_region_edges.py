@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import numpy as np
+
 from attnprof.analysis.attribution.links import link
 from attnprof.analysis.attribution.regions import cpu_nesting, find_region
 from attnprof.trace.load import parse_trace
@@ -63,3 +65,17 @@ def test_the_whole_trace_ends_with_its_own_events_not_the_imported_ones() -> Non
     whole = region.instances[0]
     assert region.selector == "whole trace" and (whole.start, whole.end) == (0.0, 10.0)
     assert find_region(parsed, link(parsed)).instances[0].end == 25.0  # without the import: B's end
+
+
+def test_thread_counts_rank_as_a_counter_does() -> None:
+    # the threads launching a region's device ops: the most frequent first, ties in the order
+    # they first appear (Counter.most_common's order), counted by numpy
+    from collections import Counter
+
+    from attnprof.analysis.breakdown.region_stats import _most_common
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        parts = [rng.integers(0, 6, rng.integers(0, 12)) for _ in range(rng.integers(0, 5))]
+        want = Counter(v for p in parts for v in p.tolist()).most_common(3)
+        assert _most_common(parts, 3) == want

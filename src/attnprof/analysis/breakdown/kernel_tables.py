@@ -3,8 +3,6 @@ the memory-op table and the launch-API table of a trace."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 
 from attnprof.analysis.attribution.classify import CAT_INDEX, CATEGORIES, Classification
@@ -70,6 +68,7 @@ def kernel_table(
     # (names x kernels: thousands of names by a million kernels on a large trace)
     by_name = np.argsort(k_inv, kind="stable")
     ends = np.cumsum(counts)
+    configs = _configs(k_inv, reg, blk, smem)
     rows = []
     for i in order.tolist():
         if counts[i] == 0:
@@ -77,7 +76,7 @@ def kernel_table(
         c = classes[i]
         sel = by_name[ends[i] - counts[i] : ends[i]]
         apis = {links.api_names[a]: int(n) for a, n in enumerate(api_pairs[i].tolist()) if n}
-        occ = _occupancy(sel, reg, smem, blk, ach, k_dur, limits, apis)
+        occ = _occupancy(sel, reg, smem, blk, ach, k_dur, limits, apis, configs.get(i))
         family, tensor_cores = low_precision_claim(c, device)
         rows.append(
             KernelStat(
@@ -116,6 +115,7 @@ def _occupancy(
     dur: np.ndarray,
     limits: DeviceLimits | None,
     apis: dict[str, int],
+    config: tuple[int, int, int] | None,
 ) -> Occupancy | None:
     r, s, b = reg[sel], smem[sel], blk[sel]
     have = (r >= 0) & (b > 0)
@@ -152,10 +152,8 @@ def _occupancy(
         threads_per_block=None,
         shared_mem_bytes=None,
     )
-    if have.any():
-        # the most common launch configuration of this kernel
-        cfg = Counter(zip(r[have].tolist(), b[have].tolist(), np.maximum(s[have], 0).tolist(), strict=True))
-        (regs, threads, shm), _ = cfg.most_common(1)[0]
+    if config is not None:
+        regs, threads, shm = config
         out.registers, out.threads_per_block, out.shared_mem_bytes = regs, threads, shm
         if limits is not None:
             occ = theoretical_occupancy(regs, threads, shm, limits)
@@ -163,6 +161,23 @@ def _occupancy(
                 out.blocks_per_sm, out.warps_per_sm = occ.blocks_per_sm, occ.warps_per_sm
                 out.theoretical_pct, out.limiter = round(100.0 * occ.occupancy, 2), occ.limiter
     return out
+
+
+def _configs(
+    k_inv: np.ndarray, reg: np.ndarray, blk: np.ndarray, smem: np.ndarray
+) -> dict[int, tuple[int, int, int]]:
+    """Per kernel name (its index), its most common launch configuration (registers, threads per
+    block, shared memory) among the launches that record one; of equally common ones, the first
+    launched. For all names at once: one sort of the launches' (name, configuration) rows."""
+    have = np.flatnonzero((reg >= 0) & (blk > 0))
+    if not have.size:
+        return {}
+    rows = np.stack([k_inv[have], reg[have], blk[have], np.maximum(smem[have], 0)], axis=1).astype(np.int64)
+    u, first, count = np.unique(rows, axis=0, return_index=True, return_counts=True)
+    best = np.lexsort((first, -count, u[:, 0]))  # per name: the most launches, then the first
+    lead = np.ones(best.size, bool)
+    lead[1:] = u[best[1:], 0] != u[best[:-1], 0]
+    return {int(r[0]): (int(r[1]), int(r[2]), int(r[3])) for r in u[best[lead]].tolist()}
 
 
 def memory_table(

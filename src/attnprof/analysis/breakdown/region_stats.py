@@ -70,7 +70,7 @@ def region_stats(
     per: list[InstanceStat] = []
     cat_counts = np.zeros(len(CATEGORIES), np.int64)
     rule_counts = np.zeros(len(RULE_NAMES), np.int64)
-    thread_counts: Counter[int] = Counter()
+    launch_lanes: list[np.ndarray] = []  # per instance, its launched ops' lanes in order
     bwd_ops, bwd_time = 0, 0.0
     for inst, idl in zip(insts, idle, strict=True):
         gi = inst.gpu
@@ -81,7 +81,7 @@ def region_stats(
         rule_counts += np.bincount(inst.rule, minlength=len(RULE_NAMES)) if inst.rule.size else 0
         if gi.size:
             la = links.launch[gi]
-            thread_counts.update(trace.lane[la[la >= 0]].tolist())
+            launch_lanes.append(trace.lane[la[la >= 0]])
         bwd_ops += int(inst.bwd.size)
         bwd_time += float(trace.dur[g_rows[inst.bwd]].sum()) if inst.bwd.size else 0.0
         per.append(
@@ -102,9 +102,10 @@ def region_stats(
 
     first = insts[0].gpu[:_FIRST_OPS] if insts else np.zeros(0, np.int64)
     t0 = float(g_ts[first].min()) if first.size else 0.0
+    shorts = {int(k): short_name(unique_names[int(k)]) for k in np.unique(inv[first])}  # per name
     gpu_ops = [
         RegionGpuOp(
-            name=short_name(unique_names[int(inv[i])]),
+            name=shorts[int(inv[i])],
             category=CATEGORIES[int(gpu_cat[i])],
             start_us=round(float(g_ts[i]) - t0, 3),
             time_us=round(float(trace.dur[g_rows[i]]), 3),
@@ -135,7 +136,7 @@ def region_stats(
             rules={RULE_NAMES[i]: round(int(c) / n, 3) for i, c in enumerate(rule_counts.tolist()) if c},
             threads=[
                 ThreadOps(thread="/".join(trace.lanes[lane]), gpu_ops_per_instance=round(c / n, 3))
-                for lane, c in thread_counts.most_common(8)
+                for lane, c in _most_common(launch_lanes, 8)
             ],
         ),
         backward=Backward(
@@ -199,6 +200,17 @@ def _idle_mean(idle: list[IdleBreakdown]) -> RegionIdle:
 
 
 _FIRST_OPS = 500  # ops listed in order from a region's first instance, GPU and CPU alike
+
+
+def _most_common(parts: list[np.ndarray], k: int) -> list[tuple[int, int]]:
+    """Counter(values of parts in order).most_common(k), counted by numpy: the k most frequent
+    values, ties in the order they first appear."""
+    values = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    if not values.size:
+        return []
+    u, first, counts = np.unique(values, return_index=True, return_counts=True)
+    top = np.lexsort((first, -counts))[:k]
+    return list(zip(u[top].tolist(), counts[top].tolist(), strict=True))
 
 
 def _cpu_ops(trace: Trace, insts: list[Instance]) -> tuple[list[CpuOp], list[CpuOpByName]]:
