@@ -218,3 +218,22 @@ def test_each_kernels_configuration_is_its_most_common_launch() -> None:
                 cfg = Counter((int(reg[i]), int(blk[i]), max(int(smem[i]), 0)) for i in at)
                 want[name] = cfg.most_common(1)[0][0]
         assert _configs(k_inv, reg, blk, smem) == want
+
+
+def test_configurations_of_many_distinct_values_are_ranked_not_overflowed() -> None:
+    # distinct values enough that the four columns' ranks multiplied would pass int64
+    from collections import Counter
+
+    from attnprof.analysis.breakdown.kernel_tables import _configs
+
+    rng = np.random.default_rng(5)
+    n = 70_000
+    k_inv = rng.integers(0, 70_000, n)
+    reg, blk, smem = (rng.integers(1, 2**40, n) for _ in range(3))
+    reg[:10], blk[:10], smem[:10], k_inv[:10] = 7, 9, 11, 3  # one name with a repeated launch
+    want: dict[int, tuple[int, int, int]] = {}
+    by_name: dict[int, Counter[tuple[int, int, int]]] = {}
+    for k, r, b, s in zip(k_inv.tolist(), reg.tolist(), blk.tolist(), smem.tolist(), strict=True):
+        by_name.setdefault(k, Counter())[(r, b, max(s, 0))] += 1
+    want = {k: c.most_common(1)[0][0] for k, c in by_name.items()}
+    assert _configs(k_inv, reg, blk, smem) == want
