@@ -27,7 +27,7 @@ from attnprof.analysis.records.result import (
 from attnprof.analysis.timeline.idle import HostActivity, IdleBreakdown, idle_breakdowns
 from attnprof.analysis.timeline.intervals import Intervals, union
 from attnprof.analysis.timeline.overlap import comm_overlap
-from attnprof.trace.model import Trace, nesting_order
+from attnprof.trace.model import Trace, nesting_order, unique
 from attnprof.units import short_name
 
 __all__ = ["idle_per_instance", "region_comm", "region_stats"]
@@ -102,7 +102,7 @@ def region_stats(
 
     first = insts[0].gpu[:_FIRST_OPS] if insts else np.zeros(0, np.int64)
     t0 = float(g_ts[first].min()) if first.size else 0.0
-    shorts = {int(k): short_name(unique_names[int(k)]) for k in np.unique(inv[first])}  # per name
+    shorts = {int(k): short_name(unique_names[int(k)]) for k in unique(inv[first]).tolist()}  # per name
     gpu_ops = [
         RegionGpuOp(
             name=shorts[int(inv[i])],
