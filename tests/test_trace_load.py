@@ -430,12 +430,14 @@ def test_work_meanwhile_runs_once_while_the_forked_process_decodes(tmp_path: Pat
     plain.write_bytes(_raw("facebookresearch__HolisticTraceAnalysis__tests__data__ns_resolution"))
     whole = parse_trace(plain.read_bytes(), source=plain.name)
     for parallel in (True, False):  # a forked process, where it takes the larger part; none
-        calls: list[int] = []
-        got = load_trace(plain, parallel=parallel, meanwhile=lambda c=calls: c.append(os.getpid()))
-        assert calls == [os.getpid()], parallel  # once, in this process
+        calls: list[tuple[int, bool]] = []
+        got = load_trace(
+            plain, parallel=parallel, meanwhile=lambda forked, c=calls: c.append((os.getpid(), forked))
+        )
+        assert calls == [(os.getpid(), parallel)], parallel  # once, in this process, saying if forked
         assert _fields_equal(got, whole) == [], parallel
 
-    def fail() -> None:
+    def fail(forked: bool) -> None:
         raise KeyboardInterrupt
 
     children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children")

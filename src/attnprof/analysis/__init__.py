@@ -83,11 +83,16 @@ def _one(
     # what the variant materialises and executes describes the run's workload, not one given here
     own = workload is None and facts is not None
 
-    def prepare() -> None:
+    def prepare(forked: bool) -> None:
         # the analysis modules (findings: the pipeline imports it when it runs), imported while
-        # a forked process decodes part of a large trace
+        # a forked process decodes part of a large trace; and then the name tables read ahead
+        # (matching.prepare), which only pays off for the many names of a large trace
         for name in ("attnprof.analysis.pipeline", "attnprof.analysis.findings.rules"):
             importlib.import_module(name)
+        if forked:
+            from attnprof.analysis.attribution.matching import prepare as read_tables
+
+            read_tables()
 
     limit = MAX_MEMORY if max_memory is None else max_memory
     trace = load_trace(path, max_memory=limit, meanwhile=prepare)

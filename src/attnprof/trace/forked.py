@@ -166,7 +166,7 @@ def _two(path: Path, size: int, meanwhile: Once | None, keep: Keep, early: Forke
         forked = Forked(path, split, keep)
     try:
         if meanwhile is not None:
-            meanwhile()
+            meanwhile(True)
         first = Part(first=True, last=False, keep=keep)
         try:
             first.consume(file_blocks(path, 0, forked.split[0]))

@@ -65,7 +65,7 @@ def load_trace(
     *,
     max_memory: float = MAX_MEMORY,
     parallel: bool | None = None,
-    meanwhile: Callable[[], object] | None = None,
+    meanwhile: Callable[[bool], object] | None = None,
     keep: Keep = KEEP_ALL,
 ) -> Trace:
     """Read and decode one trace file (.json or .json.gz). Raises UserError on bad input.
@@ -73,11 +73,13 @@ def load_trace(
     max_memory: refuse the file when its analysis would need more than this fraction of the
     memory available (0: no limit). parallel: decode a large plain-JSON file in two processes
     (None: when it is 16 MB or more, two CPUs are there and the load average leaves one free;
-    False where the caller already runs one process per CPU). meanwhile: called once, in this process, while the forked process
-    decodes its part (work the caller needs next, its imports say, then overlaps the decoding;
-    the forked process takes a larger part for it, FORK_SHARE); where nothing is forked, after
-    the load. An exception it raises stops the forked process and propagates. keep: what is
-    kept beyond the events every analysis reads (Python frames, recorded inputs; model.Keep).
+    False where the caller already runs one process per CPU). meanwhile: called once, in this
+    process, with True while the forked process decodes its part (work the caller needs next,
+    its imports say, then overlaps the decoding; the forked process takes a larger part for it,
+    FORK_SHARE); where nothing is forked, with False after the load (work that pays only when it
+    overlaps the decoding can be left out then). An exception it raises stops the forked process
+    and propagates. keep: what is kept beyond the events every analysis reads (Python frames,
+    recorded inputs; model.Keep).
     """
     p = Path(path)
     check_input(p, max_memory=max_memory)

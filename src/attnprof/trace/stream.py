@@ -50,15 +50,16 @@ PROGRESS: ContextVar[Callable[[int, int, bool], None] | None] = ContextVar(
 
 
 class Once:
-    """A caller's function, called at most once (load_trace's meanwhile)."""
+    """A caller's function, called at most once (load_trace's meanwhile), with whether a forked
+    process is decoding meanwhile."""
 
-    def __init__(self, fn: Callable[[], object] | None) -> None:
+    def __init__(self, fn: Callable[[bool], object] | None) -> None:
         self.fn = fn
 
-    def __call__(self) -> None:
+    def __call__(self, forked: bool = False) -> None:
         fn, self.fn = self.fn, None
         if fn is not None:
-            fn()
+            fn(forked)
 
 
 # -- streaming: the usual case ---------------------------------------------------------------

@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from attnprof.analysis.attribution.classify import CAT_INDEX
 from attnprof.analysis.attribution.links import Links
-from attnprof.analysis.attribution.matching import first_match, prepare
+from attnprof.analysis.attribution.matching import first_match, register
 from attnprof.analysis.attribution.regions import inside
 from attnprof.trace.model import Kind, Trace
 
@@ -67,7 +67,7 @@ OP_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("copy", re.compile(r"^aten::(copy_|clone|contiguous|index_copy_?|cat)$")),
 )
 
-prepare(p for _, p in KERNEL_KINDS + OP_KINDS)
+register(p for _, p in KERNEL_KINDS + OP_KINDS)
 
 I8 = npt.NDArray[np.int8]
 

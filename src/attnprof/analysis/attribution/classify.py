@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from attnprof.analysis.attribution.cpu_groups import cpu_category
 from attnprof.analysis.attribution.kernel_rules import RULES, Rule
-from attnprof.analysis.attribution.matching import first_match, prepare
+from attnprof.analysis.attribution.matching import first_match, register
 
 __all__ = [
     "CATEGORIES",
@@ -98,7 +98,7 @@ _DEVICE_EVENT = (
 )
 
 
-prepare([r.pattern for r in RULES] + [p for _, p in _PRECISION + _DIRECTION + _DEVICE_EVENT])
+register([r.pattern for r in RULES] + [p for _, p in _PRECISION + _DIRECTION + _DEVICE_EVENT])
 
 
 def device_event_category(name: str) -> str:

@@ -8,8 +8,8 @@ So a pattern that ignores case is searched, where it safely can be, as its case-
 over the name lowercased once (`caseless`); and before any search, the name is looked into for
 the literals one of which every match holds (`needed_literals`, from re's own parse of the
 pattern: "wgrad", "dgrad", ... for the convolution rules), which most names lack. Both are
-prepared where the tables are defined (`prepare`: `analyze` imports them while its forked
-process decodes), and a pattern is compiled only once a name gets past its literals. The
+read ahead while `analyze`'s forked process decodes a large trace (`prepare`), else when a
+name first reaches them, and a pattern is compiled only once a name gets past its literals. The
 kernel rules over those 77 names: 18 ms the first time before, 7 ms now (5 ms once prepared).
 
 When the twin gives the same answer as the pattern, for every ASCII name (non-ASCII names are
@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-__all__ = ["caseless", "first_match", "needed_literals", "prepare", "twin_text"]
+__all__ = ["caseless", "first_match", "needed_literals", "prepare", "register", "twin_text"]
 
 L = TypeVar("L")
 
@@ -182,14 +182,20 @@ class _Matcher:
 
 # by the pattern's id: hashing a compiled pattern hashes its code, a microsecond for a long one
 _matchers: dict[int, _Matcher] = {}
+_registered: list[re.Pattern[str]] = []
 
 
-def prepare(patterns: Iterable[re.Pattern[str]]) -> None:
-    """Read the patterns for first_match now (their twins and needed literals: about 0.15 ms
-    each, re's parser), where a module is imported: `analyze` imports its analysis modules
-    while the forked process decodes, so that this work is not on the way once the trace is
-    loaded."""
-    for pattern in patterns:
+def register(patterns: Iterable[re.Pattern[str]]) -> None:
+    """The patterns of a name table, for `prepare` to read ahead (called where it is defined)."""
+    _registered.extend(patterns)
+
+
+def prepare() -> None:
+    """Read every registered pattern for first_match now (its twin and needed literals: about
+    0.15 ms each, re's parser), where it costs nothing: `analyze` calls this while its forked
+    process decodes a large trace. Otherwise each is read when a name first reaches it (a small
+    trace's few names reach few of them)."""
+    for pattern in _registered:
         if id(pattern) not in _matchers:
             _matchers[id(pattern)] = _Matcher(pattern)
 

@@ -60,7 +60,7 @@ import numpy.typing as npt
 
 from attnprof.analysis.attribution.attention_side import SIDE_KINDS
 from attnprof.analysis.attribution.links import Links
-from attnprof.analysis.attribution.matching import first_match, prepare
+from attnprof.analysis.attribution.matching import first_match, register
 from attnprof.analysis.attribution.regions import backward_ops, inside
 from attnprof.trace.model import Kind, Trace
 
@@ -117,7 +117,7 @@ ATTENTION_OPS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("flex attention", re.compile(r"flex_attention|FlexAttention")),
 )
 
-prepare(p for _, p in ATTENTION_OPS)
+register(p for _, p in ATTENTION_OPS)
 
 # any other op or range whose name says attention (rule 3): a module's forward, a custom op, a
 # record_function range; "attn" as a word part (self_attn, attn_fwd), "sdpa", "mha"

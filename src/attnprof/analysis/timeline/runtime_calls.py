@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from attnprof.analysis.attribution.matching import first_match, prepare
+from attnprof.analysis.attribution.matching import first_match, register
 
 __all__ = ["RUNTIME_KINDS", "RuntimeKind", "runtime_kind"]
 
@@ -155,7 +155,7 @@ RUNTIME_KINDS: tuple[RuntimeKind, ...] = (
     ),
 )
 
-prepare(rx for _, rx, _ in RUNTIME_KINDS)
+register(rx for _, rx, _ in RUNTIME_KINDS)
 
 
 def runtime_kind(name: str) -> str:
