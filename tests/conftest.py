@@ -121,6 +121,9 @@ SLOW_TESTS = frozenset(
         "test_scaling_curves_when_a_folder_holds_several_shapes",
         "test_a_folder_s_terminal_view_speaks_the_readers_language",
         "test_trace_report_has_the_per_shape_table_and_roofline_in_each_language",
+        # the command as a child process on a 19 MB and a 92 MB trace
+        "test_the_command_gives_the_analysis_of_one_process",
+        "test_no_forked_process_outlives_a_command_that_never_loads",
     }
 )
 SLOW_FIXTURES = frozenset(
