@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from _paths import REPO, trace
+from attnprof.errors import UserError
 from attnprof.trace import forked, load_trace, parse_trace
 
 NS = "facebookresearch__HolisticTraceAnalysis__tests__data__ns_resolution"
@@ -115,6 +116,20 @@ def test_no_process_is_started_where_the_load_would_not_fork(
     paths |= {"dir": str(tmp_path), "missing": str(tmp_path / "none.json")}
     forked.start_early([w.format(**paths) for w in words])
     assert forked._early is None
+
+
+def test_a_file_the_load_would_refuse_is_not_read_ahead(
+    tmp_path: Path, raw: bytes, small_min: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from attnprof.trace import limits
+
+    plain = tmp_path / "t.json"
+    plain.write_bytes(raw)
+    monkeypatch.setattr(limits, "available_memory", lambda: 1 << 20)  # far less than it needs
+    forked.start_early(["analyze", str(plain)])
+    assert forked._early is None
+    with pytest.raises(UserError, match="--max-memory"):
+        load_trace(plain)
 
 
 def _big(tmp_path: Path, raw: bytes) -> Path:

@@ -11,7 +11,8 @@ it as soon as the decoder's own modules are imported, and this process imports t
 command line's modules (about 35 ms here) while it decodes, taking the smaller part
 (EARLY_SHARE). The load adopts that process when it reads the same file (device, inode, size and
 modification time unchanged) keeping everything, in the process that started it; any other load
-stops it first, and a process that never loads the file stops it at exit.
+stops it first, and a process that never loads the file stops it at exit. A file the load would
+refuse before reading it (limits.py check_input: too large for the memory) is not read ahead.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from pathlib import Path
 
 import msgspec
 
+from attnprof.errors import UserError
 from attnprof.trace.decode import EVENTS
+from attnprof.trace.limits import check_input
 from attnprof.trace.model import KEEP_ALL, Keep, Trace
 from attnprof.trace.stream import (
     _CUT,
@@ -211,11 +214,14 @@ def start_early(args: list[str]) -> None:
         return
     path = files[0]
     try:
+        # what the load refuses before reading a byte (more than the memory allows at the
+        # default --max-memory) is not read ahead either
+        check_input(path)
         with open(path, "rb") as f:
             if f.read(2) == b"\x1f\x8b":  # gzip: decoded in one process, gunzipped in a thread
                 return
         split = _split_point(path, path.stat().st_size, EARLY_SHARE)
-    except OSError:
+    except (OSError, UserError):
         return  # the load says what is wrong with it
     if split is None:
         return
