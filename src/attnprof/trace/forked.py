@@ -236,7 +236,7 @@ def adopt(path: Path, keep: Keep) -> Forked | None:
     early, _early = _early, None
     if early is None or early.owner != os.getpid():  # a forked worker's copy is not its own
         return None
-    if keep == early.keep and _identity(path) == early.ident:
+    if keep == early.keep and early.ident is not None and _identity(path) == early.ident:
         return early
     early.stop()
     return None
