@@ -137,6 +137,7 @@ SLOW_FIXTURES = frozenset(
         "swept",
         "small_run",
         "busy_cores",
+        "grown",  # the loop audit over every shared trace, 1x and 3x (test_loop_scaling)
     }
 )
 

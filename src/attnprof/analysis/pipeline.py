@@ -73,8 +73,10 @@ def analyze_trace(
     gpu_cat = np.where(g_kind == Kind.MEMSET, CAT_INDEX["memset"], gpu_cat).astype(np.int16)
     dev = g_kind == Kind.DEVICE
     if dev.any():  # other accelerators' device events: by their own names
-        dev_cat = {int(i): CAT_INDEX[device_event_category(unique_names[int(i)])] for i in unique(inv[dev])}
-        gpu_cat[dev] = [dev_cat[int(i)] for i in inv[dev].tolist()]
+        dev_cat = np.zeros(len(unique_names), np.int16)
+        for i in unique(inv[dev]).tolist():  # per name
+            dev_cat[i] = CAT_INDEX[device_event_category(unique_names[i])]
+        gpu_cat[dev] = dev_cat[inv[dev]]
     g_dur = trace.dur[g]
 
     is_k = g_kind == Kind.KERNEL

@@ -189,13 +189,21 @@ def launch_ops(trace: Trace, launch_rows: np.ndarray) -> np.ndarray:
 def _flow_correlation(trace: Trace, rows: np.ndarray, *, start: bool = False) -> np.ndarray:
     """Correlation ids from flow events at the same lane and timestamp as each row."""
     sel = (trace.flow_start == start) & ~trace.flow_fwdbwd
-    table = {
-        (int(lane), float(ts)): int(fid)
-        for lane, ts, fid in zip(trace.flow_lane[sel], trace.flow_ts[sel], trace.flow_id[sel], strict=True)
-    }
-    return np.fromiter(
-        (table.get((int(trace.lane[r]), float(trace.ts[r])), -1) for r in rows.tolist()), np.int64, rows.size
-    )
+    f_lane, f_ts, f_id = trace.flow_lane[sel], trace.flow_ts[sel], trace.flow_id[sel]
+    q_lane, q_ts = trace.lane[rows], trace.ts[rows]
+    # (lane, time) pairs of flows and rows as one code each: the time's rank among all their
+    # times, then the lane. Where flows share a pair, the last in the file is the one taken
+    ts_rank = np.unique(np.concatenate([f_ts, q_ts]), return_inverse=True)[1].reshape(-1)
+    n_ts = int(ts_rank.max()) + 1 if ts_rank.size else 1
+    f_code = f_lane.astype(np.int64) * n_ts + ts_rank[: f_ts.size]
+    q_code = q_lane.astype(np.int64) * n_ts + ts_rank[f_ts.size :]
+    order = np.argsort(f_code, kind="stable")
+    codes = f_code[order]
+    last = np.append(codes[1:] != codes[:-1], True) if codes.size else np.zeros(0, bool)
+    codes, ids = codes[last], f_id[order][last]
+    at = np.minimum(np.searchsorted(codes, q_code), max(codes.size - 1, 0))
+    hit = (codes[at] == q_code) & ~np.isnan(q_ts) if codes.size else np.zeros(rows.size, bool)
+    return np.where(hit, ids[at] if codes.size else -1, -1).astype(np.int64)
 
 
 class PointIndex:

@@ -207,7 +207,12 @@ def memory_table(
     n = len(unique_names)
     counts = np.bincount(inv[m], minlength=n)
     times = np.bincount(inv[m], weights=trace.dur[g][m], minlength=n)
-    cat_of = {int(i): CATEGORIES[int(c)] for i, c in zip(inv[m].tolist(), gpu_cat[m].tolist(), strict=True)}
+    # each name's category is its last memory op's
+    m_inv, m_cat = inv[m], gpu_cat[m]
+    names_m, from_end = np.unique(m_inv[::-1], return_index=True)
+    cat_of = dict(
+        zip(names_m.tolist(), (CATEGORIES[int(c)] for c in m_cat[m_inv.size - 1 - from_end]), strict=True)
+    )
     return [
         MemoryOp(
             name=unique_names[i],

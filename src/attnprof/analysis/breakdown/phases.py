@@ -37,6 +37,7 @@ from attnprof.analysis.attribution.links import Links, PointIndex
 from attnprof.analysis.perf.op_model import OpCost, decode_inputs, known, model_op
 from attnprof.analysis.perf.perf_model import roofs_for
 from attnprof.analysis.records.result import Device, Phase, PhaseOp, Phases, StepBatch
+from attnprof.trace.inputs import among
 from attnprof.trace.model import Kind, Trace, unique, value_ids
 
 __all__ = ["PHASES", "phase_of_kernel", "phase_of_range", "phases"]
@@ -103,7 +104,7 @@ def phases(
     # record_function ranges only: a CPU op named like a decode kernel's launcher is not a step
     rows = trace.own(trace.rows(Kind.ANNOTATION))
     said = {int(i): phase_of_range(trace.names[int(i)]) for i in unique(trace.name[rows]).tolist()}
-    steps = rows[np.array([said[int(n)] is not None for n in trace.name[rows].tolist()], bool)]
+    steps = rows[among(trace.name[rows], [i for i, p in said.items() if p is not None], len(trace.names))]
     phase = np.full(g.size, -1, np.int8)
     step_of = np.full(g.size, -1, np.int64)
     source = ""
@@ -134,7 +135,8 @@ def phases(
     out: list[Phase] = []
     for i, name in enumerate(PHASES):
         sel = (phase == i) & work
-        step_rows = steps[[_said_phase(said, int(n)) == name for n in trace.name[steps].tolist()]]
+        ids = [n for n in said if _said_phase(said, n) == name]
+        step_rows = steps[among(trace.name[steps], ids, len(trace.names))]
         if not sel.any() and not step_rows.size:
             continue
         t = float(dur[sel].sum())

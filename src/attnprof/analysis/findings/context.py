@@ -8,6 +8,7 @@ level (the pipeline calls the rules; the rules never call the pipeline).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -50,14 +51,18 @@ class Context:
     # the per-op performance model (analysis/perf/perf_model.py): its rows, by time
     ops: list[OpPerf] = field(default_factory=list)
 
+    @cached_property
+    def backward_name(self) -> npt.NDArray[np.bool_]:
+        """Per unique GPU-op name: a backward kernel's (softmax_warp_backward is no forward
+        chain's softmax)."""
+        return np.array([c.direction in ("bwd", "bwd-aux") for c in self.gpu_class], bool)
+
 
 def gpu_unfused_count(ctx: Context, idx: np.ndarray) -> int:
     """GEMM -> softmax -> GEMM among GPU ops idx (in time order), within 6 ops each way."""
     cats = ctx.gpu_cat[idx]
     # a backward softmax kernel (softmax_warp_backward) is no forward chain's softmax
-    bwd = np.array(
-        [ctx.gpu_class[int(i)].direction in ("bwd", "bwd-aux") for i in ctx.gpu_name_idx[idx].tolist()], bool
-    )
+    bwd = ctx.backward_name[ctx.gpu_name_idx[idx]]
     return count_gemm_softmax_gemm(
         cats == CATEGORIES.index("gemm"), (cats == CATEGORIES.index("softmax")) & ~bwd, window=6
     )

@@ -1,0 +1,141 @@
+"""No Python loop of the analysis runs per event, kernel or op (issue 29), checked by counting:
+each shared trace is replicated 1x and 3x (benchmarks/loop_audit.py), and the Python lines each
+analysis function executes must not grow with the events added. The functions that still do are
+listed in KNOWN with why; the list may only shrink: a function that stops growing must leave it
+(the test says so), and one that starts growing fails. Beside it, brute-force checks of the loops
+replaced by array code give the same answers."""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from _paths import REPO, TRACES, trace
+from attnprof.analysis.attribution.links import _flow_correlation
+from attnprof.trace.load import load_trace
+from attnprof.trace.model import Trace
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from loop_audit import growth
+
+# function (file:name, as loop_audit prints it, without the line) -> why it still grows
+KNOWN: dict[str, str] = {
+    # the CPU evidence of a region is gathered instance by instance (an instance is an op of the
+    # region: an attention call), with loops over its clones, conversions and fused ops
+    "analysis/attribution/cpu_ops.py:cpu_evidence": "per region instance",
+    "analysis/attribution/cpu_ops.py:_parent": "per clone or fused op: a scan back for its parent",
+    "analysis/attribution/cpu_ops.py:_stability": "per upcast: the ops after it, one by one",
+    "analysis/attribution/cpu_ops.py:unfused_chains": "per region instance and thread",
+    "analysis/attribution/cpu_ops.py:<genexpr>": "per instance: nested ops, chain windows",
+    "analysis/attribution/cpu_ops.py:<listcomp>": "per softmax: the chain's ops around it",
+    "analysis/attribution/cpu_ops.py:<setcomp>": "per instance: its threads",
+    "analysis/attribution/cpu_ops.py:_out_shape": "per chain GEMM: its recorded output shape",
+    "trace/model.py:__getitem__": "RowMap read per conversion op (cpu_evidence)",
+    "trace/model.py:_pos": "RowMap read per conversion op (cpu_evidence)",
+    # the region's instances, and forward ops paired with backward ops one pair at a time
+    "analysis/attribution/regions.py:<listcomp>": "per instance: its rows and times",
+    "analysis/attribution/regions.py:find_region": "per instance",
+    "analysis/attribution/regions.py:backward_links": "per (forward, backward) op pair",
+    "analysis/breakdown/region_stats.py:region_stats": "per instance (capped at 2000)",
+    "analysis/breakdown/region_stats.py:<listcomp>": "the first instance's first 500 ops (capped)",
+    "analysis/breakdown/region_stats.py:<dictcomp>": "the first 200 instances' op counts (capped)",
+    "analysis/breakdown/region_stats.py:<genexpr>": "per instance",
+    "analysis/findings/rules.py:<genexpr>": "per instance, or the first 2000 GEMMs (capped)",
+    "analysis/findings/precision_findings.py:<genexpr>": "per upcast op",
+    "analysis/perf/perf_model.py:_unmodelled": "per op without a cost model",
+    # Python frames cut into their innermost pieces with a stack, frame by frame
+    "analysis/timeline/idle.py:innermost": "per Python frame",
+    "analysis/timeline/idle.py:_close": "per Python frame",
+    "analysis/timeline/idle.py:<dictcomp>": "per instance window",
+    "analysis/findings/idle_findings.py:_top_names": "per innermost frame piece",
+    "analysis/attribution/links.py:launched_in": "per thread, with a step per nesting level",
+    "analysis/attribution/links.py:_containing": "per thread, with a step per nesting level",
+}
+
+
+def _function(key: str) -> str:
+    return key.rsplit(":", 1)[0]
+
+
+SHARED = sorted(p.name for p in TRACES.glob("*.json.gz"))
+
+
+@pytest.fixture(scope="module")
+def grown() -> dict[str, list[tuple[str, str]]]:
+    """function -> [(trace, lines 1x -> 3x)], over every shared trace."""
+    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for name in SHARED:
+        _, over = growth(TRACES / name, 3)
+        for key, a, b in over:
+            out[_function(key)].append((name[:50], f"{a} -> {b}"))
+    return out
+
+
+def test_no_analysis_function_grows_with_the_events_unless_known(
+    grown: dict[str, list[tuple[str, str]]],
+) -> None:
+    new = {f: v for f, v in grown.items() if f not in KNOWN}
+    assert not new, f"Python loops that grow with the trace (lines at 1x -> 3x): {new}"
+
+
+def test_every_known_loop_still_grows_somewhere(grown: dict[str, list[tuple[str, str]]]) -> None:
+    gone = sorted(set(KNOWN) - set(grown))
+    assert not gone, f"these no longer grow with the trace: remove them from KNOWN: {gone}"
+
+
+def test_the_count_sees_a_loop_per_event() -> None:
+    """The audit itself: a loop over every event, as the flow lookup was, is over the limit."""
+    from loop_audit import PER_EVENT, SLACK, count_lines
+
+    tr = load_trace(trace("pytorch__benchmark__trace2"))
+
+    def per_event() -> None:
+        for _ in tr.ts.tolist():
+            pass
+
+    counts = count_lines(per_event, "/tests/")
+    assert sum(counts.values()) > SLACK + PER_EVENT * tr.n_events
+
+
+def _flow_correlation_by_hand(tr: Trace, rows: np.ndarray, start: bool) -> np.ndarray:
+    sel = (tr.flow_start == start) & ~tr.flow_fwdbwd
+    table = {
+        (int(lane), float(ts)): int(fid)
+        for lane, ts, fid in zip(tr.flow_lane[sel], tr.flow_ts[sel], tr.flow_id[sel], strict=True)
+    }
+    return np.array([table.get((int(tr.lane[r]), float(tr.ts[r])), -1) for r in rows.tolist()], np.int64)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "start"),
+    [
+        # device events without correlation ids, found by their flows' ends and starts
+        ("facebookresearch__HolisticTraceAnalysis__tests__data__mtia_inference_trace", False),
+        ("facebookresearch__HolisticTraceAnalysis__tests__data__mtia_inference_trace", True),
+        ("pytorch__kineto__tb_plugin__samples__resnet50", False),
+    ],
+)
+def test_flow_correlation_is_the_table_lookup(prefix: str, start: bool) -> None:
+    tr = load_trace(trace(prefix))
+    rows = np.arange(tr.n_events, dtype=np.int64)
+    want = _flow_correlation_by_hand(tr, rows, start)
+    assert (want >= 0).sum() > 100
+    np.testing.assert_array_equal(_flow_correlation(tr, rows, start=start), want)
+
+
+def test_flow_correlation_takes_the_last_flow_of_a_shared_lane_and_time() -> None:
+    tr = load_trace(trace("pytorch__benchmark__trace2"))
+    sel = np.flatnonzero(~tr.flow_start & ~tr.flow_fwdbwd)
+    assert sel.size >= 3
+    # two flows moved onto the lane and time of a third: the last of the three in the file wins
+    tr.flow_lane[sel[:3]] = tr.flow_lane[sel[0]]
+    tr.flow_ts[sel[:3]] = tr.flow_ts[sel[0]]
+    tr.flow_id[sel[:3]] = [7, 8, 9]
+    row = np.flatnonzero(tr.lane == tr.flow_lane[sel[0]])[:1]
+    tr.ts[row] = tr.flow_ts[sel[0]]
+    assert _flow_correlation(tr, row)[0] == 9 == _flow_correlation_by_hand(tr, row, False)[0]
+    tr.ts[row] = np.nan  # a time that equals nothing
+    assert _flow_correlation(tr, row)[0] == -1 == _flow_correlation_by_hand(tr, row, False)[0]
