@@ -45,13 +45,15 @@ def test_linked_backward_ops_are_those_of_the_forward_ops_inside_the_given_ones(
     """device_share.linked_backward_ops against its definition, op by op, on a real training
     trace whose backward ops are linked by sequence numbers and fwdbwd flows."""
     from _paths import trace
-    from attnprof.analysis.attribution.regions import backward_links
+    from attnprof.analysis.attribution.regions import backward_pairs
     from attnprof.analysis.breakdown.device_share import linked_backward_ops
     from attnprof.trace.load import load_trace
 
     t = load_trace(trace("pytorch__kineto__tb_plugin__samples__resnet50"))
     cpu = t.own(t.rows(Kind.CPU_OP))
-    links, _ = backward_links(t, cpu)
+    links: dict[int, list[int]] = {}
+    for f, b in zip(*(c.tolist() for c in backward_pairs(t, cpu)[:2]), strict=True):
+        links.setdefault(f, []).append(b)
     assert links  # the trace links its backward ops
     fwd = np.array(sorted(links), np.int64)
     rng = np.random.default_rng(1)

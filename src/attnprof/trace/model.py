@@ -279,6 +279,10 @@ class Trace:
     repairs: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     raw_bytes: int = 0
+    # tables derived from the names (ids of the names a rule looks for), made once per trace by
+    # whoever needs them: keyed by what they are and by how many names there are, which an
+    # import of another trace's events grows
+    memo: dict[tuple[str, int], Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_events(self) -> int:

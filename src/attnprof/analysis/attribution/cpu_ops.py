@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from attnprof.analysis.attribution.cpu_groups import GEMM_OPS, MASK_BUILDERS
-from attnprof.analysis.attribution.regions import Region, backward_links, backward_ops, inside
+from attnprof.analysis.attribution.regions import Region, backward_ops, backward_pairs, inside
 from attnprof.trace.model import Trace, nesting_order, unique
 
 __all__ = [
@@ -349,8 +349,9 @@ def unfused_chains(trace: Trace, region: Region, window: int = 8) -> UnfusedChai
         # a chain is the forward's: GEMMs and softmaxes inside backward ops (autograd's
         # evaluate_function, *Backward*, the ends of fwdbwd flows) are left out, so a classifier's softmax followed by the
         # backward pass's mm is no chain
-        flowed, _ = backward_links(trace, ops)  # fwdbwd flows' targets: backward whatever their names
-        targets = np.array(sorted({b for bs in flowed.values() for b in bs}), np.int64)
+        targets = unique(
+            backward_pairs(trace, ops)[1]
+        )  # fwdbwd flows' targets: backward whatever their names
         ops = ops[~inside(trace, np.concatenate([backward_ops(trace, ops), targets]), ops)]
         for lane in unique(trace.lane[ops]).tolist():
             lo = ops[trace.lane[ops] == lane]
@@ -360,13 +361,15 @@ def unfused_chains(trace: Trace, region: Region, window: int = 8) -> UnfusedChai
             sp = np.flatnonzero(np.isin(nm, soft_ids))
             last_end = -np.inf
             gp = np.flatnonzero(is_g)
+            sp_ts = trace.ts[lo[sp]]  # ascending: lo is in start order
             for j, p in enumerate(sp.tolist()):
                 r = int(lo[p])
                 if trace.ts[r] <= last_end:  # nested in the previous softmax: the same call
                     continue
                 last_end = float(trace.ts[r] + trace.dur[r])
-                # the softmax's shape: its own, else a nested softmax op's
-                inner = [int(lo[q]) for q in sp.tolist() if q >= p and trace.ts[lo[q]] <= last_end]
+                # the softmax's shape: its own, else a nested softmax op's (those from it on that
+                # start by its end)
+                inner = lo[sp[j : int(np.searchsorted(sp_ts, last_end, "right"))]].tolist()
                 s_shape = next(
                     (_first_shape(trace.shapes.get(i)) for i in inner if trace.shapes.get(i)), None
                 )

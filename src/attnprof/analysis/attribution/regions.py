@@ -57,7 +57,6 @@ __all__ = [
     "RULE_NAMES",
     "Instance",
     "Region",
-    "backward_links",
     "backward_ops",
     "backward_pairs",
     "cpu_nesting",
@@ -173,9 +172,13 @@ def _select(trace: Trace, region: str | None) -> tuple[str, str, I64]:
 
 
 def _backward_ids(trace: Trace) -> list[int]:
-    names = trace.names
-    ids = [i for i, n in enumerate(names) if n.startswith(_EVAL)]
-    return ids or [i for i, n in enumerate(names) if _BACKWARD.search(n)]
+    key = ("backward_ids", len(trace.names))
+    ids: list[int] | None = trace.memo.get(key)
+    if ids is None:  # once per trace: backward_ops is asked per region instance
+        names = trace.names
+        ids = [i for i, n in enumerate(names) if n.startswith(_EVAL)]
+        ids = trace.memo[key] = ids or [i for i, n in enumerate(names) if _BACKWARD.search(n)]
+    return ids
 
 
 def backward_ops(trace: Trace, cpu_rows: I64) -> I64:
@@ -292,15 +295,6 @@ def backward_pairs(trace: Trace, cpu_rows: I64) -> tuple[I64, I64, str | None]:
         bwd[_ranges(lo, count)],
         "sequence numbers",
     )
-
-
-def backward_links(trace: Trace, cpu_rows: I64) -> tuple[dict[int, list[int]], str | None]:
-    """Forward cpu-op row -> its backward op rows, by fwdbwd flows, else by sequence numbers."""
-    fwd, bwd, how = backward_pairs(trace, cpu_rows)
-    links: dict[int, list[int]] = {}
-    for f, b in zip(fwd.tolist(), bwd.tolist(), strict=True):
-        links.setdefault(f, []).append(b)
-    return links, how
 
 
 def find_region(trace: Trace, links: Links, region: str | None = None, threads: str = "own") -> Region:
