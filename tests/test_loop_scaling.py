@@ -42,11 +42,7 @@ KNOWN: dict[str, str] = {
     "analysis/findings/rules.py:<genexpr>": "per instance, or the first 2000 GEMMs (capped)",
     "analysis/findings/precision_findings.py:<genexpr>": "per upcast op",
     "analysis/perf/perf_model.py:_unmodelled": "per op without a cost model",
-    # Python frames cut into their innermost pieces with a stack, frame by frame
-    "analysis/timeline/idle.py:innermost": "per Python frame",
-    "analysis/timeline/idle.py:_close": "per Python frame",
     "analysis/timeline/idle.py:<dictcomp>": "per instance window",
-    "analysis/findings/idle_findings.py:_top_names": "per innermost frame piece",
     "analysis/attribution/links.py:launched_in": "per thread, with a step per nesting level",
     "analysis/attribution/links.py:_containing": "per thread, with a step per nesting level",
 }

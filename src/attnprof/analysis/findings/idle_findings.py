@@ -10,7 +10,6 @@ catalogue's: analysis/findings/codes.py; its words the catalogs', `finding.<CODE
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import msgspec
@@ -19,8 +18,9 @@ import numpy as np
 from attnprof.analysis.findings.codes import finding
 from attnprof.analysis.findings.context import Context
 from attnprof.analysis.records.result import Finding
-from attnprof.analysis.timeline.idle import SLOW_LAUNCH_US, UNRECORDED_WAIT_US, innermost
+from attnprof.analysis.timeline.idle import SLOW_LAUNCH_US, UNRECORDED_WAIT_US
 from attnprof.analysis.timeline.intervals import Intervals, intersect, measure, subtract, union
+from attnprof.analysis.timeline.nesting import innermost
 
 __all__ = ["CAUSE_FINDINGS", "IDLE_CODES", "gpu_idle"]
 
@@ -85,14 +85,33 @@ def _top_names(ctx: Context, cause: str, idle: Intervals, k: int = 5) -> dict[st
 
     held = before(e) - before(s)
     t = ctx.trace
-    tot: Counter[str] = Counter()
     m = np.flatnonzero(held > 0)
-    for r, v in zip(rows[m].tolist(), held[m].tolist(), strict=True):
-        if cause == "stream_wait_unrecorded":  # a cuda_sync record: named by the stream waited on
-            tot[f"stream {t.sync_waits.get(r, (-1, -1))[0]}"] += v
-        else:
-            tot[t.names[int(t.name[r])]] += v
-    return {n: _r(v) for n, v in tot.most_common(k)}
+    if cause == "stream_wait_unrecorded":  # a cuda_sync record: named by the stream waited on
+        recs = np.fromiter(t.sync_waits, np.int64, len(t.sync_waits))
+        waited = np.array(list(t.sync_waits.values()), np.int64).reshape(-1, 2)[:, 0]
+        by_row = np.argsort(recs, kind="stable")
+        recs, waited = recs[by_row], waited[by_row]
+        at = np.searchsorted(recs, rows[m]) if recs.size else np.zeros(m.size, np.int64)
+        at = np.minimum(at, max(recs.size - 1, 0))
+        found = recs[at] == rows[m] if recs.size else np.zeros(m.size, bool)
+        keys = np.where(found, waited[at] if recs.size else -1, -1)
+    else:
+        keys = t.name[rows[m]].astype(np.int64)
+
+    def label(i: int) -> str:
+        return f"stream {i}" if cause == "stream_wait_unrecorded" else t.names[i]
+
+    return {label(key): _r(total) for key, total in most_held(keys, held[m], k)}
+
+
+def most_held(keys: np.ndarray, weights: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The k keys of the largest summed weights, with their sums, as a Counter adding them in
+    order gives its most_common(k): each key's weights summed in order, the largest first and,
+    between equal sums, the key seen first first."""
+    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    totals = np.bincount(inv.reshape(-1), weights=weights, minlength=uniq.size)
+    top = np.lexsort((first, -totals))[:k]
+    return [(int(uniq[i]), float(totals[i])) for i in top.tolist()]
 
 
 def gpu_idle(ctx: Context) -> list[Finding]:

@@ -44,7 +44,7 @@ from attnprof.analysis.timeline.intervals import intersect as _intersect
 from attnprof.analysis.timeline.intervals import subtract as _subtract
 from attnprof.analysis.timeline.runtime_calls import RUNTIME_KINDS, runtime_kind
 from attnprof.analysis.timeline.stream_waits import stream_waits
-from attnprof.trace.model import Kind, Trace, nesting_order, unique
+from attnprof.trace.model import Kind, Trace, unique
 
 __all__ = [
     "CAUSES",
@@ -55,7 +55,6 @@ __all__ = [
     "IdleBreakdown",
     "host_activity",
     "idle_breakdowns",
-    "innermost",
     "union",
 ]
 
@@ -207,45 +206,6 @@ class _NamedRows(Mapping[str, Named]):
 
     def __len__(self) -> int:
         return len(self.held)
-
-
-def _close(
-    stack: list[tuple[float, int]], pieces: list[tuple[float, float, int]], t: float, until: float
-) -> float:
-    """Pop the open ranges that end by `until`, each the innermost until it ends; returns the
-    time the pieces are cut up to."""
-    while stack and stack[-1][0] <= until:
-        e_top, r_top = stack.pop()
-        if e_top > t:
-            pieces.append((t, e_top, r_top))
-            t = e_top
-    return t
-
-
-def innermost(trace: Trace, rows: np.ndarray) -> tuple[F64, F64, npt.NDArray[np.int64]]:
-    """Nested ranges (Python frames) cut into the pieces where each is the innermost on its
-    thread: (start, end, row) per piece. A range that overlaps the next without containing it is
-    cut at the next one's start (frames nest; a trace that says otherwise is clipped)."""
-    pieces: list[tuple[float, float, int]] = []
-    for lane in unique(trace.lane[rows]).tolist():
-        r = rows[trace.lane[rows] == lane]
-        r = r[nesting_order(trace.ts[r], trace.dur[r])]  # by start, the outer range first
-        starts = trace.ts[r].astype(np.float64).tolist()
-        ends = (trace.ts[r] + trace.dur[r]).astype(np.float64).tolist()
-        stack: list[tuple[float, int]] = []  # (end, row), the innermost open range last
-        t = starts[0] if starts else 0.0  # pieces are cut up to here
-
-        for s0, e0, row in zip(starts, ends, r.tolist(), strict=True):
-            t = _close(stack, pieces, t, s0)
-            if stack and s0 > t:
-                pieces.append((t, s0, stack[-1][1]))
-            t = max(t, s0)
-            stack.append((min(e0, stack[-1][0]) if stack else e0, row))
-        _close(stack, pieces, t, np.inf)
-    if not pieces:
-        return np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
-    ps, pe, pr = zip(*pieces, strict=True)
-    return np.array(ps, np.float64), np.array(pe, np.float64), np.array(pr, np.int64)
 
 
 def _unrecorded_waits(trace: Trace, rows: np.ndarray, busy: Intervals) -> np.ndarray:
