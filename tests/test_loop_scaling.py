@@ -40,8 +40,6 @@ KNOWN: dict[str, str] = {
     "analysis/breakdown/region_stats.py:<dictcomp>": "the first 200 instances' op counts (capped)",
     "analysis/breakdown/region_stats.py:<genexpr>": "per instance",
     "analysis/findings/rules.py:<genexpr>": "per instance, or the first 2000 GEMMs (capped)",
-    "analysis/findings/precision_findings.py:<genexpr>": "per upcast op",
-    "analysis/perf/perf_model.py:_unmodelled": "per op without a cost model",
     "analysis/timeline/idle.py:<dictcomp>": "per instance window",
     "analysis/attribution/links.py:launched_in": "per thread, with a step per nesting level",
     "analysis/attribution/links.py:_containing": "per thread, with a step per nesting level",
@@ -131,3 +129,39 @@ def test_flow_correlation_takes_the_last_flow_of_a_shared_lane_and_time() -> Non
     assert _flow_correlation(tr, row)[0] == 9 == _flow_correlation_by_hand(tr, row, False)[0]
     tr.ts[row] = np.nan  # a time that equals nothing
     assert _flow_correlation(tr, row)[0] == -1 == _flow_correlation_by_hand(tr, row, False)[0]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_top_sums_is_a_counters_most_common(seed: int) -> None:
+    from collections import Counter
+
+    from attnprof.trace.model import top_sums
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 200))
+    keys = rng.integers(0, 12, n)
+    weights = rng.choice([0.5, 1.0, 2.0, 0.1, 0.2], n)  # sums that tie, and 0.1 + 0.2 rounding
+    c: Counter[int] = Counter()
+    for key, w in zip(keys.tolist(), weights.tolist(), strict=True):
+        c[key] += w
+    assert top_sums(keys, weights, 5) == c.most_common(5)
+    assert top_sums(keys, weights) == c.most_common()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_rows_in_spans_are_those_some_span_of_their_lane_holds(seed: int) -> None:
+    from attnprof.analysis.findings.precision_findings import _in_spans
+
+    tr = load_trace(trace("pytorch__benchmark__trace2"))
+    rng = np.random.default_rng(seed)
+    rows = rng.choice(tr.n_events, 60, replace=False).astype(np.int64)
+    lanes = np.unique(tr.lane[rows]).tolist()
+    lo, hi = float(tr.ts[rows].min()), float(tr.ts[rows].max())
+    spans = []
+    for _ in range(int(rng.integers(0, 12))):
+        a = float(rng.uniform(lo, hi))
+        spans.append((int(rng.choice(lanes)), a, a + float(rng.uniform(0, (hi - lo) / 4))))
+    want = [
+        any(lane == int(tr.lane[r]) and s <= tr.ts[r] <= e for lane, s, e in spans) for r in rows.tolist()
+    ]
+    assert _in_spans(tr, rows, spans).tolist() == want

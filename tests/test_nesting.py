@@ -88,19 +88,3 @@ def test_a_chain_that_does_not_settle_is_walked_as_a_stack(monkeypatch: pytest.M
     e[0] = 3.0
     monkeypatch.setattr(nesting, "_ROUNDS", 1)
     _check(s, e)
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_most_held_is_a_counters_most_common(seed: int) -> None:
-    from collections import Counter
-
-    from attnprof.analysis.findings.idle_findings import most_held
-
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(0, 200))
-    keys = rng.integers(0, 12, n)
-    weights = rng.choice([0.5, 1.0, 2.0, 0.1, 0.2], n)  # sums that tie, and 0.1 + 0.2 rounding
-    c: Counter[int] = Counter()
-    for key, w in zip(keys.tolist(), weights.tolist(), strict=True):
-        c[key] += w
-    assert most_held(keys, weights, 5) == c.most_common(5)

@@ -52,6 +52,7 @@ __all__ = [
     "Unread",
     "nesting_order",
     "row_columns",
+    "top_sums",
     "unique",
 ]
 
@@ -330,3 +331,16 @@ def unique(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """np.unique(values), sorted, without importing numpy.ma: numpy 2's plain np.unique asks
     np.ma whether the array is masked, and that import costs a small trace's whole analysis."""
     return np.unique(values, return_counts=True)[0]
+
+
+def top_sums(
+    keys: npt.NDArray[Any], weights: npt.NDArray[Any], k: int | None = None
+) -> list[tuple[int, float]]:
+    """The k keys (integers) of the largest summed weights, with their sums (all keys where k
+    is None): what a dict adding the weights in order, sorted by sum (stable), gives, as
+    Counter.most_common(k) does. Each key's weights are summed in order, so the sums are the
+    same floats; between equal sums the key seen first comes first."""
+    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    totals = np.bincount(inv.reshape(-1), weights=weights, minlength=uniq.size)
+    top = np.lexsort((first, -totals))[:k]
+    return [(int(uniq[i]), float(totals[i])) for i in top.tolist()]

@@ -21,6 +21,7 @@ from attnprof.analysis.records.result import Finding
 from attnprof.analysis.timeline.idle import SLOW_LAUNCH_US, UNRECORDED_WAIT_US
 from attnprof.analysis.timeline.intervals import Intervals, intersect, measure, subtract, union
 from attnprof.analysis.timeline.nesting import innermost
+from attnprof.trace.model import top_sums
 
 __all__ = ["CAUSE_FINDINGS", "IDLE_CODES", "gpu_idle"]
 
@@ -101,17 +102,7 @@ def _top_names(ctx: Context, cause: str, idle: Intervals, k: int = 5) -> dict[st
     def label(i: int) -> str:
         return f"stream {i}" if cause == "stream_wait_unrecorded" else t.names[i]
 
-    return {label(key): _r(total) for key, total in most_held(keys, held[m], k)}
-
-
-def most_held(keys: np.ndarray, weights: np.ndarray, k: int) -> list[tuple[int, float]]:
-    """The k keys of the largest summed weights, with their sums, as a Counter adding them in
-    order gives its most_common(k): each key's weights summed in order, the largest first and,
-    between equal sums, the key seen first first."""
-    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
-    totals = np.bincount(inv.reshape(-1), weights=weights, minlength=uniq.size)
-    top = np.lexsort((first, -totals))[:k]
-    return [(int(uniq[i]), float(totals[i])) for i in top.tolist()]
+    return {label(key): _r(total) for key, total in top_sums(keys, held[m], k)}
 
 
 def gpu_idle(ctx: Context) -> list[Finding]:

@@ -14,7 +14,7 @@ from attnprof.analysis.findings.codes import finding
 from attnprof.analysis.findings.context import Context
 from attnprof.analysis.findings.materiality import Cost, cost_of_ops
 from attnprof.analysis.records.result import Finding
-from attnprof.trace.model import unique
+from attnprof.trace.model import Trace, unique
 
 __all__ = ["cuda_core_gemm", "fp32_upcast"]
 
@@ -99,11 +99,8 @@ def fp32_upcast(ctx: Context) -> list[Finding]:
     # upcasts inside a confirmed unfused attention chain (first GEMM to second: autocast runs
     # the softmax in fp32) are attention's too
     t = ctx.trace
-    chain_rows = [
-        r
-        for r in ev.upcast_rows
-        if any(lane == int(t.lane[r]) and start <= t.ts[r] <= end for lane, start, end in ctx.unfused.spans)
-    ]
+    up = np.array(ev.upcast_rows, np.int64)
+    chain_rows = up[_in_spans(t, up, ctx.unfused.spans)].tolist()
     named = ev.upcast_rows if annotated else sorted({*ev.sdpa_upcast_rows, *chain_rows})
     # a stability upcast (upcast -> softmax / norm -> downcast, the next GEMM in 16 bits, as T5's
     # softmax) is deliberate: only the others make the math run in fp32
@@ -202,3 +199,21 @@ def _fp32_span_ops(ctx: Context, upcasts: list[int]) -> np.ndarray:
             end = t.ts[down[0]] + t.dur[down[0]] if down else np.inf
             out.append(lane_ops[t.ts[lane_ops] <= end])
     return unique(np.concatenate(out)) if out else np.zeros(0, np.int64)
+
+
+def _in_spans(t: Trace, rows: np.ndarray, spans: list[tuple[int, float, float]]) -> np.ndarray:
+    """Per row, whether its start lies in one of the (lane, start, end) spans on its lane: some
+    span started by then reaches it (the furthest end so far), per lane, not per span and row."""
+    out = np.zeros(rows.size, bool)
+    if not spans or not rows.size:
+        return out
+    sp = np.array(spans, np.float64).reshape(-1, 3)
+    for lane in unique(sp[:, 0]).tolist():  # per thread
+        s = sp[sp[:, 0] == lane]
+        s = s[np.argsort(s[:, 1], kind="stable")]
+        reach = np.maximum.accumulate(s[:, 2])
+        on = np.flatnonzero(t.lane[rows] == lane)
+        ts = t.ts[rows[on]]
+        i = np.searchsorted(s[:, 1], ts, "right") - 1
+        out[on] = (i >= 0) & (reach[np.maximum(i, 0)] >= ts)
+    return out

@@ -32,7 +32,7 @@ from attnprof.analysis.perf.op_model import OpCost, decode_inputs, known, model_
 from attnprof.analysis.records.perf_records import OpPerf, OpTime, PerfModel, Unmodelled
 from attnprof.analysis.timeline.idle import union
 from attnprof.device import peak_for, spec_device
-from attnprof.trace.model import Kind, Trace, nesting_order, row_columns, unique
+from attnprof.trace.model import Kind, Trace, nesting_order, row_columns, top_sums, unique
 
 if TYPE_CHECKING:
     from attnprof.analysis.attribution.links import Links
@@ -439,10 +439,8 @@ def _unmodelled(
         at = np.minimum(np.searchsorted(shaped_rows, x), shaped_rows.size - 1)
         shaped[has] = shaped_rows[at] == x
         del x, at
-    by_name: dict[str, float] = defaultdict(float)
-    for r, d in zip(op[has & shaped].tolist(), dur[has & shaped].tolist(), strict=True):
-        by_name[trace.names[int(trace.name[r])]] += d
-    top = sorted(by_name.items(), key=lambda kv: -kv[1])[:5]
+    named = has & shaped
+    top = [(trace.names[i], t) for i, t in top_sums(trace.name[op[named]], dur[named], 5)]
     return Unmodelled(
         time_us=round(max(rest, 0.0), 3),
         pct=_pct(max(rest, 0.0), total),
