@@ -34,7 +34,6 @@ from attnprof.trace.limits import check_input
 from attnprof.trace.model import KEEP_ALL, Keep, Trace
 from attnprof.trace.stream import (
     _CUT,
-    BLOCK,
     PARALLEL_MIN,
     PROGRESS,
     STREAM_ERRORS,
@@ -73,7 +72,7 @@ class Forked:
     the 48 MB benchmark trace: 40-60 ms at a load of 5)."""
 
     def __init__(self, path: Path, split: tuple[int, int], keep: Keep) -> None:
-        self.path, self.split, self.keep = path, split, keep
+        self.split, self.keep = split, keep
         self.ident = _identity(path)
         self.owner = os.getpid()
         memfd = _memfd()
@@ -194,6 +193,9 @@ def _two(path: Path, size: int, meanwhile: Once | None, keep: Keep, early: Forke
 
 
 _early: Forked | None = None
+# bytes read at the cut's place to find it: 68 events of a large trace's 2-3 KB at most (a fixed
+# size: four of the 512 KB blocks read twice what was needed)
+_SPLIT_WINDOW = 1 << 20
 
 
 def start_early(args: list[str]) -> None:
@@ -260,9 +262,9 @@ def _split_point(path: Path, size: int, share: float = 0.5) -> tuple[int, int] |
     at = int(size * (1.0 - share))
     with open(path, "rb") as f:
         f.seek(at)
-        window = f.read(4 * BLOCK)
+        window = f.read(_SPLIT_WINDOW)
     # only the cuts tried (64) and the 4 after the last, which end what follows it: finding
-    # every cut of the window cost a search of all of its 1 MB
+    # every cut of the window cost a search of all of it
     cuts = list(islice(_CUT.finditer(window), 68))
     for i, m in enumerate(cuts[:64]):
         for nxt in cuts[i + 1 : i + 5]:

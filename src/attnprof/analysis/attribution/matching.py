@@ -207,9 +207,9 @@ def needed_literals(text: str, flags: int = 0) -> tuple[str, ...] | None:
     re's parser is not what this expects, None."""
     try:
         tree = _sre_parse.parse(text, flags)
-    except re.error:
-        raise
-    except Exception:  # another Python's parser: no prefilter, the pattern is searched anyway
+    except Exception as exc:  # another Python's parser: no prefilter, the pattern is searched anyway
+        if isinstance(exc, re.error):  # the pattern itself is invalid: the caller says what then
+            raise
         return None
     try:
         found = _needed(tree, bool(flags & re.IGNORECASE) or bool(tree.state.flags & re.IGNORECASE))
