@@ -14,7 +14,9 @@ Done on whole arrays, with no Python loop per range:
   only, so iterating "clip by the parents found with the current ends" from the raw ends is
   right for one more range per round at least, and is done when a round changes nothing (the
   definition has one solution). Real frames need two or three rounds: only ranges that outlast
-  their parent change;
+  their parent change. Where many do (more than _OUTLASTING of a thread's), or the rounds do not
+  settle, the thread is walked as a stack instead (`_walked`, the definition itself), which is
+  then the faster;
 - the range open in each interval between boundaries is the last one started by the interval's
   start whose clipped end is after it: `_last_above` again.
 """
@@ -33,7 +35,12 @@ I64 = npt.NDArray[np.int64]
 
 # rounds of clipping tried before the lane is walked as a stack instead: each round is right for
 # at least one more range, and real frames settle in two or three
-_ROUNDS = 64
+_ROUNDS = 16
+# the share of ranges outlasting the one they opened inside above which the lane is walked: each
+# costs the arrays a round along its chain. On call stacks of 100k frames (docs/benchmarks.md,
+# "Issue 29, fourth pass") the arrays took 85, 130, 156 and 344 ms where 0, 0.5, 5 and 33% of
+# the frames outlast, the walk 199-202 ms (real traces: 0.3-0.9%)
+_OUTLASTING = 0.1
 
 
 def innermost(trace: Trace, rows: np.ndarray) -> tuple[F64, F64, I64]:
@@ -64,14 +71,16 @@ def _pieces(s: F64, e: F64) -> tuple[F64, F64, I64]:
         return np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
     before = np.arange(n, dtype=np.int64) - 1  # the ranges before each one
     c = e.copy()
-    for _ in range(_ROUNDS):
+    for k in range(_ROUNDS):
         parent = _last_above(c, before, s)
         clipped = np.where(parent >= 0, np.minimum(e, c[np.maximum(parent, 0)]), e)
         if np.array_equal(clipped, c):
             break
+        if k == 0 and np.count_nonzero(clipped != e) > _OUTLASTING * n:
+            return _walked(s, e)  # many chains to settle: the walk is faster
         c = clipped
     else:
-        c = _stack_ends(s, e)
+        return _walked(s, e)
     bounds = np.unique(np.concatenate([s, c]))
     lo, hi = bounds[:-1], bounds[1:]
     started = np.searchsorted(s, lo, "right") - 1  # the last range started by each interval
@@ -99,14 +108,29 @@ def _last_above(values: F64, upto: I64, threshold: F64) -> I64:
     return x - 1
 
 
-def _stack_ends(s: F64, e: F64) -> F64:
-    """The clipped ends by the stack walk itself: for a lane whose clipping did not settle in
-    _ROUNDS rounds (a chain of ranges each outlasting the one before, none seen in a real trace)."""
-    c = np.empty_like(e)
-    stack: list[float] = []
+def _walked(s: F64, e: F64) -> tuple[F64, F64, I64]:
+    """_pieces by the stack walk itself, range by range (the definition)."""
+    pieces: list[tuple[float, float, int]] = []
+    stack: list[tuple[float, int]] = []  # (clipped end, index), the innermost open range last
+    t = float(s[0]) if s.size else 0.0  # pieces are cut up to here
+
+    def close(t: float, until: float) -> float:
+        """Pop the open ranges that end by `until`, each the innermost until it ends."""
+        while stack and stack[-1][0] <= until:
+            end, i = stack.pop()
+            if end > t:
+                pieces.append((t, end, i))
+                t = end
+        return t
+
     for i, (s0, e0) in enumerate(zip(s.tolist(), e.tolist(), strict=True)):
-        while stack and stack[-1] <= s0:
-            stack.pop()
-        c[i] = min(e0, stack[-1]) if stack else e0
-        stack.append(float(c[i]))
-    return c
+        t = close(t, s0)
+        if stack and s0 > t:
+            pieces.append((t, s0, stack[-1][1]))
+        t = max(t, s0)
+        stack.append((min(e0, stack[-1][0]) if stack else e0, i))
+    close(t, np.inf)
+    if not pieces:
+        return np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
+    ps, pe, pi = zip(*pieces, strict=True)
+    return np.array(ps, np.float64), np.array(pe, np.float64), np.array(pi, np.int64)
