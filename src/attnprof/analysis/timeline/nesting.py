@@ -13,8 +13,8 @@ Done on whole arrays, with no Python loop per range:
   lesser of its own end and that range's. The clipped ends depend on each other in start order
   only, so iterating "clip by the parents found with the current ends" from the raw ends is
   right for one more range per round at least, and is done when a round changes nothing (the
-  definition has one solution). Real frames need two or three rounds: only ranges that outlast
-  their parent change. Where many do (more than _OUTLASTING of a thread's), or the rounds do not
+  definition has one solution). The shared traces' frames settle in 3 to 8 rounds: only ranges
+  that outlast their parent change. Where many do (more than _OUTLASTING of a thread's), or the rounds do not
   settle, the thread is walked as a stack instead (`_walked`, the definition itself), which is
   then the faster;
 - the range open in each interval between boundaries is the last one started by the interval's
@@ -34,7 +34,8 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
 # rounds of clipping tried before the lane is walked as a stack instead: each round is right for
-# at least one more range, and real frames settle in two or three
+# at least one more range, and the shared traces' frames settle in 3 to 8 (counting the round
+# that finds nothing left to change)
 _ROUNDS = 16
 # the share of ranges outlasting the one they opened inside above which the lane is walked: each
 # costs the arrays a round along its chain. On call stacks of 100k frames (docs/benchmarks.md,
