@@ -39,8 +39,8 @@ I64 = npt.NDArray[np.int64]
 _ROUNDS = 16
 # the share of ranges outlasting the one they opened inside above which the lane is walked: each
 # costs the arrays a round along its chain. On call stacks of 100k frames (docs/benchmarks.md,
-# "Issue 29, fourth pass") the arrays took 85, 130, 156 and 344 ms where 0, 0.5, 5 and 33% of
-# the frames outlast, the walk 199-202 ms (real traces: 0.3-0.9%)
+# "Issue 29, fourth pass") the arrays took 95, 125, 153 and 351 ms where 0, 0.5, 5 and 33% of
+# the frames outlast, the walk 178-207 ms (real traces: 0.3-0.9%)
 _OUTLASTING = 0.1
 
 
