@@ -7,6 +7,7 @@ replaced by array code give the same answers."""
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections import defaultdict
 
@@ -169,3 +170,50 @@ def test_rows_in_spans_are_those_some_span_of_their_lane_holds(seed: int) -> Non
         any(lane == int(tr.lane[r]) and s <= tr.ts[r] <= e for lane, s, e in spans) for r in rows.tolist()
     ]
     assert _in_spans(tr, rows, spans).tolist() == want
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_chains_counted_over_sequences_at_once_are_the_sum_of_each(seed: int) -> None:
+    from attnprof.analysis.attribution.cpu_ops import count_gemm_softmax_gemm
+
+    rng = np.random.default_rng(seed)
+    seqs = [
+        rng.choice(3, int(rng.integers(0, 30)), p=[0.5, 0.2, 0.3]) for _ in range(int(rng.integers(1, 12)))
+    ]
+    each = sum(count_gemm_softmax_gemm(s == 0, s == 1, window=3) for s in seqs)
+    sizes = np.array([len(s) for s in seqs])
+    allof = np.concatenate(seqs)
+    assert count_gemm_softmax_gemm(allof == 0, allof == 1, window=3, starts=np.cumsum(sizes) - sizes) == each
+
+
+def test_gpu_unfused_count_over_instances_is_the_sum_per_instance() -> None:
+    """rules.py's GPU-order count (a trace without CPU ops) over all instances at once, against
+    the count of each instance alone, on a real trace's GPU ops and classes."""
+    from attnprof.analysis.attribution.classify import CATEGORIES, classify
+    from attnprof.analysis.attribution.cpu_ops import count_gemm_softmax_gemm
+    from attnprof.analysis.attribution.links import link
+    from attnprof.analysis.findings.context import Context, gpu_unfused_count
+
+    tr = load_trace(trace("harryjmoss__particle_transformer"))  # GEMM, softmax, GEMM kernels
+    g = link(tr).gpu_rows
+    uniq, inv = np.unique(tr.name[g], return_inverse=True)
+    classes = [classify(tr.names[int(i)]) for i in uniq.tolist()]
+    ctx = Context.__new__(Context)
+    ctx.gpu_cat = np.array([CATEGORIES.index(classes[i].category) for i in inv.tolist()], np.int16)
+    ctx.gpu_class, ctx.gpu_name_idx = classes, inv.astype(np.int64)
+    assert (ctx.gpu_cat == CATEGORIES.index("softmax")).sum() >= 10
+    rng = np.random.default_rng(0)
+    cuts = np.cumsum(rng.integers(2, 9, g.size // 2))  # short ones: windows of 6 reach past them
+    cuts = np.concatenate([[0], cuts[cuts < g.size], [g.size]])
+    in_time = np.argsort(tr.ts[g], kind="stable")
+    seqs = [in_time[a:b] for a, b in itertools.pairwise(cuts)] + [np.zeros(0, np.int64)]
+
+    def one(idx: np.ndarray) -> int:
+        cats = ctx.gpu_cat[idx]
+        bwd = np.array([classes[int(i)].direction in ("bwd", "bwd-aux") for i in ctx.gpu_name_idx[idx]], bool)
+        soft = (cats == CATEGORIES.index("softmax")) & ~bwd
+        return count_gemm_softmax_gemm(cats == CATEGORIES.index("gemm"), soft, window=6)
+
+    want = sum(one(s) for s in seqs)
+    assert want > 0
+    assert gpu_unfused_count(ctx, seqs) == want

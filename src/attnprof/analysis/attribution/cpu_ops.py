@@ -119,15 +119,25 @@ class CpuEvidence:
         return n / self.instances if self.instances else 0.0
 
 
-def count_gemm_softmax_gemm(is_gemm: np.ndarray, is_softmax: np.ndarray, window: int) -> int:
-    """Softmaxes with a GEMM among the `window` ops before and among the `window` ops after."""
+def count_gemm_softmax_gemm(
+    is_gemm: np.ndarray, is_softmax: np.ndarray, window: int, starts: np.ndarray | None = None
+) -> int:
+    """Softmaxes with a GEMM among the `window` ops before and among the `window` ops after.
+    starts: where each of the sequences the arrays are made of begins (ascending, from 0; the
+    windows stop at a sequence's ends), as the sum of one count per sequence; None: one."""
     if not is_softmax.any() or not is_gemm.any():
         return 0
     c = np.concatenate([[0], np.cumsum(is_gemm.astype(np.int64))])
     pos = np.flatnonzero(is_softmax)
     n = is_gemm.size
-    before = c[pos] - c[np.maximum(pos - window, 0)]
-    after = c[np.minimum(pos + 1 + window, n)] - c[pos + 1]
+    lo: np.ndarray | int = 0
+    hi: np.ndarray | int = n
+    if starts is not None:
+        bounds = np.append(starts, n)
+        seq = np.searchsorted(starts, pos, "right") - 1  # an empty sequence starts where the next does
+        lo, hi = bounds[seq], bounds[seq + 1]
+    before = c[pos] - c[np.maximum(pos - window, lo)]
+    after = c[np.minimum(pos + 1 + window, hi)] - c[pos + 1]
     return int(((before > 0) & (after > 0)).sum())
 
 

@@ -7,6 +7,7 @@ level (the pipeline calls the rules; the rules never call the pipeline).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -58,11 +59,18 @@ class Context:
         return np.array([c.direction in ("bwd", "bwd-aux") for c in self.gpu_class], bool)
 
 
-def gpu_unfused_count(ctx: Context, idx: np.ndarray) -> int:
-    """GEMM -> softmax -> GEMM among GPU ops idx (in time order), within 6 ops each way."""
+def gpu_unfused_count(ctx: Context, seqs: Sequence[np.ndarray]) -> int:
+    """GEMM -> softmax -> GEMM within 6 ops each way, summed over sequences of GPU ops (indices,
+    each in time order: a region's instances), in one pass."""
+    sizes = np.fromiter(map(len, seqs), np.int64, len(seqs))
+    starts = np.cumsum(sizes) - sizes
+    idx = np.concatenate(seqs).astype(np.int64) if len(seqs) else np.zeros(0, np.int64)
     cats = ctx.gpu_cat[idx]
     # a backward softmax kernel (softmax_warp_backward) is no forward chain's softmax
     bwd = ctx.backward_name[ctx.gpu_name_idx[idx]]
     return count_gemm_softmax_gemm(
-        cats == CATEGORIES.index("gemm"), (cats == CATEGORIES.index("softmax")) & ~bwd, window=6
+        cats == CATEGORIES.index("gemm"),
+        (cats == CATEGORIES.index("softmax")) & ~bwd,
+        window=6,
+        starts=starts,
     )

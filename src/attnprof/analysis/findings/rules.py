@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -44,6 +45,7 @@ from attnprof.units import short_name
 __all__ = ["CODES", "RULES", "evaluate"]
 
 _ATT = CATEGORIES.index("attention")
+_GPU = attrgetter("gpu")  # an instance's GPU ops
 
 
 def _r(x: float) -> float:
@@ -139,7 +141,7 @@ def unfused_attention(ctx: Context) -> list[Finding]:
         total, confidence, source = u.possible, "possible", "CPU ops in order (shapes not recorded)"
         source_words = "clause.unfused_source.cpu_order"
     elif not cpu_ops:
-        total = sum(gpu_unfused_count(ctx, inst.gpu) for inst in reg.instances)
+        total = gpu_unfused_count(ctx, list(map(_GPU, reg.instances)))
         confidence, source = "possible", "GPU kernels in order (no CPU ops, no shapes)"
         source_words = "clause.unfused_source.gpu_order"
     else:
