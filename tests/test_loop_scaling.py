@@ -42,9 +42,6 @@ KNOWN: dict[str, str] = {
     "analysis/breakdown/region_stats.py:<genexpr>": "per instance",
     "analysis/findings/rules.py:<genexpr>": "per instance, or the first 2000 GEMMs (capped)",
     "analysis/timeline/idle.py:<dictcomp>": "per instance window",
-    # each confirmed unfused chain costed on its own (rules.py: launched_in, a loop per thread,
-    # once per chain)
-    "analysis/attribution/links.py:launched_in": "per unfused chain, a loop per thread each",
     # launches no op holds walk back over the ops before them, 64 steps at most: copies put more
     # ops before them, up to that bound
     "analysis/attribution/links.py:_containing": "per thread, up to 64 walk-back steps (bounded)",

@@ -48,7 +48,7 @@ from itertools import pairwise
 import numpy as np
 import numpy.typing as npt
 
-from attnprof.analysis.attribution.links import Links
+from attnprof.analysis.attribution.links import Links, held
 from attnprof.errors import UserError
 from attnprof.trace.model import Kind, Trace, nesting_order, unique
 
@@ -189,20 +189,8 @@ def backward_ops(trace: Trace, cpu_rows: I64) -> I64:
 
 def inside(trace: Trace, ops: I64, rows: I64) -> npt.NDArray[np.bool_]:
     """For each row, whether an op of ops on the same lane contains its start time."""
-    out = np.zeros(rows.size, bool)
-    if ops.size == 0 or rows.size == 0:
-        return out
-    o_lane = trace.lane[ops]
-    r_lane = trace.lane[rows]
-    for lane in sorted(set(unique(o_lane).tolist()) & set(unique(r_lane).tolist())):
-        o = ops[o_lane == lane]
-        o = o[np.argsort(trace.ts[o], kind="stable")]
-        reach = np.maximum.accumulate(trace.ts[o] + trace.dur[o])  # furthest end so far
-        sel = np.flatnonzero(r_lane == lane)
-        t = trace.ts[rows[sel]]
-        j = np.searchsorted(trace.ts[o], t, "right") - 1
-        out[sel] = (j >= 0) & (reach[np.maximum(j, 0)] >= t)
-    return out
+    o_ts = trace.ts[ops]
+    return held(trace.lane[ops], o_ts, o_ts + trace.dur[ops], trace.lane[rows], trace.ts[rows])
 
 
 def _at(trace: Trace, ops: I64, lanes: np.ndarray, ts: np.ndarray) -> I64:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnprof.analysis.attribution.cpu_ops import is_downcast
+from attnprof.analysis.attribution.links import held
 from attnprof.analysis.findings.codes import finding
 from attnprof.analysis.findings.context import Context
 from attnprof.analysis.findings.materiality import Cost, cost_of_ops
@@ -202,18 +203,6 @@ def _fp32_span_ops(ctx: Context, upcasts: list[int]) -> np.ndarray:
 
 
 def _in_spans(t: Trace, rows: np.ndarray, spans: list[tuple[int, float, float]]) -> np.ndarray:
-    """Per row, whether its start lies in one of the (lane, start, end) spans on its lane: some
-    span started by then reaches it (the furthest end so far), per lane, not per span and row."""
-    out = np.zeros(rows.size, bool)
-    if not spans or not rows.size:
-        return out
+    """Per row, whether its start lies in one of the (lane, start, end) spans on its lane."""
     sp = np.array(spans, np.float64).reshape(-1, 3)
-    for lane in unique(sp[:, 0]).tolist():  # per thread
-        s = sp[sp[:, 0] == lane]
-        s = s[np.argsort(s[:, 1], kind="stable")]
-        reach = np.maximum.accumulate(s[:, 2])
-        on = np.flatnonzero(t.lane[rows] == lane)
-        ts = t.ts[rows[on]]
-        i = np.searchsorted(s[:, 1], ts, "right") - 1
-        out[on] = (i >= 0) & (reach[np.maximum(i, 0)] >= ts)
-    return out
+    return held(sp[:, 0].astype(np.int64), sp[:, 1], sp[:, 2], t.lane[rows], t.ts[rows])
