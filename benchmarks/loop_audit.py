@@ -70,6 +70,7 @@ def growth(source: Path, copies: int, *, stage: str = "analysis") -> tuple[int, 
     limit, worst first. stage: "analysis" (what runs after the load) or "load"."""
     from attnprof.analysis.pipeline import analyze_trace
     from attnprof.trace.load import load_trace
+    from attnprof.trace.model import Trace
 
     with tempfile.TemporaryDirectory() as tmp:
         runs = []
@@ -78,8 +79,13 @@ def growth(source: Path, copies: int, *, stage: str = "analysis") -> tuple[int, 
             path = Path(tmp) / f"{k}x.json"
             build(source, k, path)
             if stage == "load":
-                runs.append(count_lines(lambda p=path: load_trace(p, parallel=False), "/attnprof/"))
-                trace = load_trace(path, parallel=False)
+                loaded: list[Trace] = []
+                runs.append(
+                    count_lines(
+                        lambda p=path, out=loaded: out.append(load_trace(p, parallel=False)), "/attnprof/"
+                    )
+                )
+                trace = loaded[0]
             else:
                 trace = load_trace(path, parallel=False)
                 analyze_trace(trace, path=str(path))  # first-use work (compiles, caches) out of the count
