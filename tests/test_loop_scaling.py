@@ -24,23 +24,19 @@ from loop_audit import growth
 
 # function (file:name, as loop_audit prints it, without the line) -> why it still grows
 KNOWN: dict[str, str] = {
-    # the CPU evidence of a region is gathered instance by instance (an instance is an op of the
-    # region: an attention call), with loops over its clones, conversions and fused ops
-    "analysis/attribution/cpu_ops.py:cpu_evidence": "per region instance",
-    "analysis/attribution/cpu_ops.py:_parent": "per clone or fused op: a scan back for its parent",
-    "analysis/attribution/cpu_ops.py:_stability": "per upcast: the ops after it, one by one",
-    "analysis/attribution/cpu_ops.py:unfused_chains": "per region instance and thread",
-    "analysis/attribution/cpu_ops.py:<genexpr>": "per instance: nested ops, chain windows",
+    # unfused GEMM -> softmax -> GEMM chains are judged softmax by softmax, by their recorded
+    # shapes (Python lists, read from RowMaps)
+    "analysis/attribution/cpu_ops.py:unfused_chains": "per region instance, thread and softmax",
+    "analysis/attribution/cpu_ops.py:<genexpr>": "per softmax: its shape, the GEMMs around it",
     "analysis/attribution/cpu_ops.py:_out_shape": "per chain GEMM: its recorded output shape",
-    "trace/model.py:__getitem__": "RowMap read per conversion op (cpu_evidence)",
-    "trace/model.py:_pos": "RowMap read per conversion op (cpu_evidence)",
+    "trace/model.py:__getitem__": "RowMap read per softmax and chain GEMM (unfused_chains)",
+    "trace/model.py:_pos": "RowMap read per softmax and chain GEMM (unfused_chains)",
     # the region's instances, and forward ops paired with backward ops one pair at a time
     "analysis/attribution/regions.py:find_region": "per instance",
     "analysis/breakdown/region_stats.py:region_stats": "per instance (capped at 2000)",
     "analysis/breakdown/region_stats.py:<listcomp>": "the first instance's first 500 ops (capped)",
     "analysis/breakdown/region_stats.py:<dictcomp>": "the first 200 instances' op counts (capped)",
     "analysis/breakdown/region_stats.py:<genexpr>": "per instance",
-    "analysis/findings/rules.py:<genexpr>": "per instance, or the first 2000 GEMMs (capped)",
     "analysis/timeline/idle.py:<dictcomp>": "per instance window",
     # launches no op holds walk back over the ops before them, 64 steps at most: copies put more
     # ops before them, up to that bound

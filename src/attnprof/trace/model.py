@@ -179,9 +179,11 @@ def value_ids(
             return np.full(rows.size, -1, np.int64), m.distinct
         pos = np.minimum(np.searchsorted(m.rows, rows), m.rows.size - 1)
         return np.where(m.rows[pos] == rows, m.idx[pos].astype(np.int64), -1), m.distinct
-    distinct: dict[Any, int] = {}
-    ids = [-1 if (v := m.get(r)) is None else distinct.setdefault(v, len(distinct)) for r in rows.tolist()]
-    return np.array(ids, np.int64), list(distinct)
+    keys, idx, values = row_columns(m)
+    if not keys.size:
+        return np.full(rows.size, -1, np.int64), values
+    pos = np.minimum(np.searchsorted(keys, rows), keys.size - 1)
+    return np.where(keys[pos] == rows, idx[pos], -1).astype(np.int64), values
 
 
 def row_columns(m: Mapping[int, V]) -> tuple[I64, npt.NDArray[np.signedinteger[Any]], list[V]]:
@@ -191,10 +193,13 @@ def row_columns(m: Mapping[int, V]) -> tuple[I64, npt.NDArray[np.signedinteger[A
     attnprof.analysis.replay.replay), so that a caller reads all rows without a lookup each."""
     if isinstance(m, RowMap):
         return m.rows.astype(np.int64, copy=False), m.idx, m.distinct
-    rows = np.array(sorted(m), np.int64)
-    ids: dict[Any, int] = {}
-    idx = np.array([ids.setdefault(m[r], len(ids)) for r in rows.tolist()], np.int64)
-    return rows, idx, list(ids)
+    # in C, not a Python line per row: the keys sorted, the values taken in that order, each
+    # numbered by its first appearance
+    rows = np.fromiter(m.keys(), np.int64, count=len(m))
+    order = np.argsort(rows, kind="stable")
+    ordered = np.fromiter(m.values(), object, count=len(m))[order].tolist()
+    ids = {v: i for i, v in enumerate(dict.fromkeys(ordered))}
+    return rows[order], np.fromiter(map(ids.__getitem__, ordered), np.int64, count=len(ordered)), list(ids)
 
 
 @dataclass

@@ -21,13 +21,19 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from attnprof.analysis.attribution.cpu_groups import GEMM_OPS, MASK_BUILDERS
 from attnprof.analysis.attribution.regions import Region, backward_ops, backward_pairs, inside
-from attnprof.trace.model import Trace, nesting_order, unique
+from attnprof.trace.groups import enclosing_before, group_cummax, held, runs
+from attnprof.trace.model import Trace, nesting_order, unique, value_ids
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 
 __all__ = [
     "OUT_OF_PLACE_CLONERS",
@@ -92,13 +98,9 @@ _STABILITY_LOOKAHEAD = 64  # ops after an upcast searched for its downcast
 @dataclass
 class CpuEvidence:
     instances: int = 0
-    op_counts: Counter[str] = field(default_factory=Counter)  # summed over instances
-    clones: int = 0
-    clone_parents: Counter[str] = field(default_factory=Counter)
     conversions: int = 0
     upcasts_confirmed: int = 0
-    upcasts_in_sdpa: int = 0  # of those, inside scaled_dot_product_attention (its math path)
-    sdpa_upcast_rows: list[int] = field(default_factory=list)
+    sdpa_upcast_rows: list[int] = field(default_factory=list)  # upcasts inside an SDPA call (its math path)
     upcast_rows: list[int] = field(default_factory=list)  # the confirmed upcasts' cpu-op rows
     # of those, stability upcasts: upcast -> softmax / norm -> downcast with no GEMM in between
     # (T5's softmax in fp32): the math around them stays 16-bit
@@ -114,9 +116,6 @@ class CpuEvidence:
     transposes_before_fused: int = 0
     fused_calls: int = 0  # outermost fused-attention calls (the SDPA call around them, if any)
     unfused_sequences: int = 0
-
-    def per_instance(self, n: int) -> float:
-        return n / self.instances if self.instances else 0.0
 
 
 def count_gemm_softmax_gemm(
@@ -141,148 +140,197 @@ def count_gemm_softmax_gemm(
     return int(((before > 0) & (after > 0)).sum())
 
 
-def _parent(trace: Trace, ops: np.ndarray, p: int) -> int:
-    """Innermost op enclosing ops[p]: ops is sorted by (start, -duration)."""
-    t0 = trace.ts[ops[p]]
-    t1 = t0 + trace.dur[ops[p]]
-    for q in range(p - 1, max(p - 256, -1), -1):
-        r = ops[q]
-        if trace.ts[r] <= t0 and trace.ts[r] + trace.dur[r] >= t1:
-            return int(r)
-    return -1
-
-
-def _within(trace: Trace, outer: np.ndarray, r: int) -> bool:
-    """Whether op r lies inside one of the ops in outer (same lane)."""
-    t0, t1 = trace.ts[r], trace.ts[r] + trace.dur[r]
-    o = outer[trace.lane[outer] == trace.lane[r]]
-    return bool(((trace.ts[o] <= t0) & (trace.ts[o] + trace.dur[o] >= t1)).any())
-
-
 def is_downcast(trace: Trace, r: int) -> bool:
     src, tgt = trace.conversions.get(r, (None, None))
     return src in _FLOAT_TYPES and tgt in _HALF_CODES
 
 
-def _stability(trace: Trace, ops: np.ndarray, r: int) -> bool:
-    """Whether the upcast at row r is a stability upcast: on its thread, the ops after it reach a
-    downcast (fp32 -> fp16 / bf16) having passed a softmax or normalisation and no GEMM, so the
-    next GEMM runs in 16 bits. ops: the instance's ops, sorted by (start, -duration)."""
+@dataclass
+class _Ops:
+    """A region's CPU ops as columns: instance after instance, each in nesting order (by start,
+    the longer first), with per position its instance, its instance's first position and its
+    thread, start, end and name id."""
+
+    rows: I64
+    seg: I64
+    first: I64
+    lane: np.ndarray
+    ts: F64
+    end: F64
+    name: np.ndarray
+    starts: I64  # each instance's first position (an empty instance: where the next begins)
+
+    @classmethod
+    def of(cls, trace: Trace, region: Region) -> _Ops:
+        cpu = list(map(attrgetter("cpu_ops"), region.instances))
+        sizes = np.fromiter(map(len, cpu), np.int64, count=len(cpu))
+        rows = np.concatenate(cpu).astype(np.int64) if cpu else np.zeros(0, np.int64)
+        seg = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+        # one sort by (instance, start, longer first), ties as recorded: each instance's own order
+        rows = rows[nesting_order(trace.ts[rows], trace.dur[rows], seg)]
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        ts = trace.ts[rows]
+        return cls(
+            rows, seg, starts[seg], trace.lane[rows], ts, ts + trace.dur[rows], trace.name[rows], starts
+        )
+
+    def parent(self, q: I64) -> I64:
+        """Per position, the innermost op of its instance around it among the 255 before it
+        (position; -1 for none)."""
+        return enclosing_before(self.ts, self.end, self.first, q, _PARENT_WINDOW)
+
+    def lane_group(self, p: np.ndarray) -> I64:
+        """A group id per position for its (instance, thread)."""
+        return self.seg[p] * (int(self.lane.max()) + 1) + self.lane[p].astype(np.int64)
+
+
+_PARENT_WINDOW = 255  # ops before a clone or fused op searched for the op it is called from
+
+
+def _name_ids(names: list[str], wanted: set[str] | frozenset[str] | tuple[str, ...]) -> np.ndarray:
+    return np.array([i for i, n in enumerate(names) if n in wanted], np.int32)
+
+
+def _counted(names: list[str], ids: np.ndarray) -> Counter[str]:
+    """Names counted in the order they first occur (the insertion order the JSON shows)."""
+    return Counter(map(names.__getitem__, ids.tolist()))
+
+
+def _stability(trace: Trace, ops: _Ops, up: I64) -> npt.NDArray[np.bool_]:
+    """Per upcast position, whether it is a stability upcast: on its thread and in its instance,
+    the ops after it (the next 64 that start at its end or later) reach a downcast (fp32 -> fp16
+    / bf16) having passed a softmax or normalisation and no GEMM, so the next GEMM runs in 16
+    bits."""
+    out = np.zeros(up.size, bool)
+    if not up.size:
+        return out
     names = trace.names
-    lane, end = trace.lane[r], trace.ts[r] + trace.dur[r]
-    after = ops[(trace.lane[ops] == lane) & (trace.ts[ops] >= end)][:_STABILITY_LOOKAHEAD]
-    normalised = False
-    for q in after.tolist():
-        name = names[int(trace.name[q])]
-        if name in _GEMM_OPS:
-            return False
-        if name in _STABILITY_OPS:
-            normalised = True
-        elif name in ("aten::_to_copy", "aten::to") and is_downcast(trace, q):
-            return normalised
-    return False
+    code = np.zeros(len(names), np.int8)  # per name: 1 GEMM, 2 softmax or norm, 3 a conversion
+    code[_name_ids(names, _STABILITY_OPS)] = 2
+    code[_name_ids(names, ("aten::_to_copy", "aten::to"))] = 3
+    code[_name_ids(names, _GEMM_OPS)] = 1
+    c = code[ops.name]
+    conv = np.flatnonzero(c == 3)
+    vid, distinct = value_ids(trace.conversions, ops.rows[conv])
+    down = np.array([s in _FLOAT_TYPES and t in _HALF_CODES for s, t in distinct] + [False], bool)
+    c[conv[~down[vid]]] = 0  # a conversion that is no downcast neither ends nor breaks the run
+    # each (instance, thread)'s ops in order, and per upcast the first of them at its end or later
+    by = np.lexsort((np.arange(ops.seg.size), ops.lane, ops.seg))
+    g = ops.lane_group(by)
+    times = np.unique(np.concatenate([ops.ts, ops.end[up]]))
+    run = runs(g)
+    key = run * times.size + np.searchsorted(times, ops.ts[by])
+    inv = np.empty_like(by)
+    inv[by] = np.arange(by.size)
+    u_run = run[inv[up]]
+    k = np.searchsorted(key, u_run * times.size + np.searchsorted(times, ops.end[up]), "left")
+    group_end = np.searchsorted(run, u_run, "right")
+    ahead = np.arange(_STABILITY_LOOKAHEAD)
+    for a in range(0, up.size, 4096):  # a pass per 4096 upcasts bounds the memory
+        steps = k[a : a + 4096, None] + ahead[None, :]
+        cc = np.where(steps < group_end[a : a + 4096, None], c[by[np.minimum(steps, by.size - 1)]], 0)
+        ends = (cc == 1) | (cc == 3)
+        stop = ends.argmax(1)
+        at = np.arange(stop.size)
+        out[a : a + 4096] = ends.any(1) & (cc[at, stop] == 3) & (np.cumsum(cc == 2, axis=1)[at, stop] > 0)
+    return out
 
 
 def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
+    """The region's CPU-side evidence, over all its instances' ops at once (_Ops)."""
     ev = CpuEvidence(instances=len(region.instances))
     names = trace.names
-    name_arr = np.array(names, dtype=object) if names else np.zeros(0, object)
+    ops = _Ops.of(trace, region)
+    if not ops.rows.size:
+        return ev
+    nm = ops.name
     ids = {n: i for i, n in enumerate(names)}
 
-    def idset(wanted: frozenset[str] | set[str] | tuple[str, ...]) -> np.ndarray:
-        return np.array([ids[w] for w in wanted if w in ids], np.int32)
+    def where(wanted: set[str] | frozenset[str] | tuple[str, ...]) -> I64:
+        return np.flatnonzero(np.isin(nm, _name_ids(names, wanted)))
 
-    clone_id = ids.get("aten::clone", -1)
-    conv_ids = idset(("aten::_to_copy",)) if "aten::_to_copy" in ids else idset(("aten::to",))
-    mask_ids = idset(_MASK_OPS)
-    tri_ids = idset(("aten::tril", "aten::triu"))
-    safe_id = ids.get("aten::_safe_softmax", -1)
-    fused_ids = np.array([i for i, n in enumerate(names) if _FUSED.search(n)], np.int32)
-    transpose_id = ids.get("aten::transpose", -1)
-    gemm_ids = idset(_GEMM_OPS)
-    sdpa_ids = idset((_SDPA, "aten::_scaled_dot_product_attention_math"))
-    soft_ids = idset(_SOFTMAX_OPS)
+    # copies: a clone whose caller is an out-of-place op
+    if "aten::clone" in ids:
+        p = np.flatnonzero(nm == ids["aten::clone"])
+        par = ops.parent(p)
+        oop = np.zeros(p.size, bool)
+        ok = par >= 0
+        oop[ok] = np.isin(nm[par[ok]], _name_ids(names, OUT_OF_PLACE_CLONERS))
+        ev.oop_clones = list(
+            zip(ops.rows[p[oop]].tolist(), map(names.__getitem__, nm[par[oop]].tolist()), strict=True)
+        )
 
-    for inst in region.instances:
-        ops = inst.cpu_ops
-        if ops.size == 0:
-            continue
-        order = nesting_order(trace.ts[ops], trace.dur[ops])
-        ops = ops[order]
-        nm = trace.name[ops]
-        if len(region.instances) <= 2000:  # per-op-name counts; skipped for huge regex regions
-            u, c = np.unique(nm, return_counts=True)
-            ev.op_counts.update(dict(zip(name_arr[u].tolist(), c.tolist(), strict=True)))
-        if clone_id >= 0:
-            for p in np.flatnonzero(nm == clone_id).tolist():
-                ev.clones += 1
-                par = _parent(trace, ops, p)
-                parent = names[int(trace.name[par])] if par >= 0 else "(none)"
-                ev.clone_parents[parent] += 1
-                if parent in OUT_OF_PLACE_CLONERS:
-                    ev.oop_clones.append((int(ops[p]), parent))
-        if conv_ids.size:
-            for r in ops[np.isin(nm, conv_ids)].tolist():
-                ev.conversions += 1
-                src, tgt = trace.conversions.get(r, (None, None))
-                if src is not None:
-                    ev.dtypes_known = True
-                    ev.conversion_types[f"{src}->{tgt}"] += 1
-                    if src in _HALF_TYPES and (tgt is None or tgt in _FLOAT_CODES):
-                        ev.upcasts_confirmed += 1
-                        ev.upcast_rows.append(int(r))
-                        if _stability(trace, ops, r):
-                            ev.stability_rows.append(int(r))
-                        if sdpa_ids.size and _within(trace, ops[np.isin(nm, sdpa_ids)], r):
-                            ev.upcasts_in_sdpa += 1
-                            ev.sdpa_upcast_rows.append(int(r))
-        if mask_ids.size:
-            m = np.isin(nm, mask_ids)
-            if m.any():
-                # a mask op inside another (aten::triu calling aten::triu.out, a tril inside a
-                # where) is part of the same mask build: count the outermost ones only
-                mp = np.flatnonzero(m)
-                m_ts = trace.ts[ops[mp]]
-                reach = np.maximum.accumulate(m_ts + trace.dur[ops[mp]])
-                outermost = np.ones(mp.size, bool)
-                outermost[1:] = m_ts[1:] > reach[:-1]
-                ev.mask_ops.update(names[int(i)] for i in nm[mp[outermost]].tolist())
-            if tri_ids.size and np.isin(nm, tri_ids).any():
-                ev.mask_instances += 1
-        if safe_id >= 0:
-            ev.safe_softmax += int((nm == safe_id).sum())
-        if fused_ids.size:
-            f = np.flatnonzero(np.isin(nm, fused_ids))
-            if f.size:
-                ev.fused_ops.update(names[int(trace.name[ops[i]])] for i in f.tolist())
-                if transpose_id >= 0:
-                    tr = ops[nm == transpose_id]
-                    counted = np.zeros(tr.size, bool)
-                    outers: set[int] = set()
-                    for i in f.tolist():
-                        par = _parent(trace, ops, i)
-                        outer = par if par >= 0 and names[int(trace.name[par])] == _SDPA else int(ops[i])
-                        s, e = trace.ts[outer], trace.ts[outer] + trace.dur[outer]
-                        counted |= (trace.ts[tr] >= s) & (trace.ts[tr] <= e)
-                        # a fused op nested in another fused op is one call, not two
-                        if not any(
-                            trace.ts[o] <= trace.ts[ops[i]] <= trace.ts[o] + trace.dur[o] for o in outers
-                        ):
-                            outers.add(outer)
-                    ev.transposes_before_fused += int(counted.sum())
-                    ev.fused_calls += len(outers)
-        if gemm_ids.size and soft_ids.size:
-            is_soft = np.isin(nm, soft_ids)
-            # nested softmax ops (_safe_softmax > softmax > _softmax) count once: drop those
-            # that start inside the previous softmax
-            sp = np.flatnonzero(is_soft)
-            if sp.size > 1:
-                s_ts = trace.ts[ops[sp]]
-                s_end = s_ts + trace.dur[ops[sp]]
-                inner = np.zeros(sp.size, bool)
-                inner[1:] = s_ts[1:] <= np.maximum.accumulate(s_end)[:-1]
-                is_soft[sp[inner]] = False
-            ev.unfused_sequences += count_gemm_softmax_gemm(np.isin(nm, gemm_ids), is_soft, window=24)
+    # conversions: aten::_to_copy (aten::to when no _to_copy is recorded), by their dtypes
+    conv = where(("aten::_to_copy",) if "aten::_to_copy" in ids else ("aten::to",))
+    ev.conversions = int(conv.size)
+    if conv.size:
+        vid, distinct = value_ids(trace.conversions, ops.rows[conv])
+        known = np.array([s is not None for s, _ in distinct] + [False], bool)[vid]
+        upcast = np.array(
+            [s in _HALF_TYPES and (t is None or t in _FLOAT_CODES) for s, t in distinct] + [False], bool
+        )[vid]
+        ev.dtypes_known = bool(known.any())
+        labels = [f"{s}->{t}" for s, t in distinct]
+        ev.conversion_types = Counter(map(labels.__getitem__, vid[known].tolist()))
+        up = conv[upcast]
+        ev.upcasts_confirmed = int(up.size)
+        ev.upcast_rows = ops.rows[up].tolist()
+        ev.stability_rows = ops.rows[up[_stability(trace, ops, up)]].tolist()
+        sdpa = where((_SDPA, "aten::_scaled_dot_product_attention_math"))
+        if sdpa.size:
+            inside_sdpa = held(
+                ops.lane_group(sdpa),
+                ops.ts[sdpa],
+                ops.end[sdpa],
+                ops.lane_group(up),
+                ops.ts[up],
+                ops.end[up],
+            )
+            ev.sdpa_upcast_rows = ops.rows[up[inside_sdpa]].tolist()
+
+    # causal masks: a mask op inside another (aten::triu calling aten::triu.out, a tril inside a
+    # where) is part of the same mask build: the outermost ones only
+    m = where(_MASK_OPS)
+    if m.size:
+        reach = group_cummax(ops.end[m], ops.seg[m])
+        outermost = np.ones(m.size, bool)
+        outermost[1:] = (ops.ts[m][1:] > reach[:-1]) | (ops.seg[m][1:] != ops.seg[m][:-1])
+        ev.mask_ops = _counted(names, nm[m[outermost]])
+        ev.mask_instances = int(unique(ops.seg[where(("aten::tril", "aten::triu"))]).size)
+    if "aten::_safe_softmax" in ids:
+        ev.safe_softmax = int((nm == ids["aten::_safe_softmax"]).sum())
+
+    # fused attention ops, and the transposes inside the call that reaches them (the SDPA call
+    # around a fused op, else the fused op itself)
+    f = np.flatnonzero(np.isin(nm, np.array([i for i, n in enumerate(names) if _FUSED.search(n)], np.int32)))
+    if f.size:
+        ev.fused_ops = _counted(names, nm[f])
+        if "aten::transpose" in ids:
+            par = ops.parent(f)
+            outer = np.where((par >= 0) & (nm[np.maximum(par, 0)] == ids.get(_SDPA, -2)), par, f)
+            tr = np.flatnonzero(nm == ids["aten::transpose"])
+            ev.transposes_before_fused = int(
+                held(ops.seg[outer], ops.ts[outer], ops.end[outer], ops.seg[tr], ops.ts[tr]).sum()
+            )
+            # a fused op that starts inside the call of an earlier one (a fused op nested in
+            # another) is part of that call, not a second
+            reach = group_cummax(ops.end[outer], ops.seg[f])
+            new = np.ones(f.size, bool)
+            new[1:] = (ops.ts[f][1:] > reach[:-1]) | (ops.seg[f][1:] != ops.seg[f][:-1])
+            ev.fused_calls = int(new.sum())
+
+    # unfused attention: a GEMM, a softmax, a GEMM within 24 ops, in one instance; nested softmax
+    # ops (_safe_softmax > softmax > _softmax) count once: those that start inside the previous
+    # softmax of their instance are dropped
+    s = where(_SOFTMAX_OPS)
+    gemm = np.isin(nm, _name_ids(names, _GEMM_OPS))
+    if s.size and gemm.any():
+        reach = group_cummax(ops.end[s], ops.seg[s])
+        inner = np.zeros(s.size, bool)
+        inner[1:] = (ops.ts[s][1:] <= reach[:-1]) & (ops.seg[s][1:] == ops.seg[s][:-1])
+        is_soft = np.zeros(nm.size, bool)
+        is_soft[s[~inner]] = True
+        ev.unfused_sequences = count_gemm_softmax_gemm(gemm, is_soft, window=24, starts=ops.starts)
     return ev
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from attnprof.trace.groups import held
 from attnprof.trace.model import Kind, Trace, unique
 
 __all__ = [
@@ -38,7 +39,6 @@ __all__ = [
     "LAUNCH_CALL",
     "Links",
     "PointIndex",
-    "held",
     "innermost",
     "launch_ops",
     "launched_in",
@@ -270,24 +270,3 @@ def launched_in(trace: Trace, links: Links, ops: np.ndarray) -> np.ndarray:
     o_ts = trace.ts[ops]
     keep = held(trace.lane[ops], o_ts, o_ts + trace.dur[ops], trace.lane[l_rows], trace.ts[l_rows])
     return idx[keep].astype(np.int64)
-
-
-def held(
-    lane: np.ndarray, start: np.ndarray, end: np.ndarray, p_lane: np.ndarray, p_t: np.ndarray
-) -> npt.NDArray[np.bool_]:
-    """Per point (p_lane, p_t), whether a range [start, end] on its lane holds it: a point at t is
-    inside some range iff the furthest end of the ranges started by t reaches t (a loop per lane,
-    not per range or point)."""
-    out = np.zeros(p_t.size, bool)
-    if not start.size or not p_t.size:
-        return out
-    for ln in sorted(set(unique(lane).tolist()) & set(unique(p_lane).tolist())):
-        on = lane == ln
-        order = np.argsort(start[on], kind="stable")
-        starts = start[on][order]
-        reach = np.maximum.accumulate(end[on][order])
-        sel = np.flatnonzero(p_lane == ln)
-        t = p_t[sel]
-        j = np.searchsorted(starts, t, "right") - 1
-        out[sel] = (j >= 0) & (reach[np.maximum(j, 0)] >= t)
-    return out

@@ -48,8 +48,9 @@ from itertools import pairwise
 import numpy as np
 import numpy.typing as npt
 
-from attnprof.analysis.attribution.links import Links, held
+from attnprof.analysis.attribution.links import Links
 from attnprof.errors import UserError
+from attnprof.trace.groups import held, ranges
 from attnprof.trace.model import Kind, Trace, nesting_order, unique
 
 __all__ = [
@@ -218,23 +219,6 @@ def _at(trace: Trace, ops: I64, lanes: np.ndarray, ts: np.ndarray) -> I64:
     return out
 
 
-def _ranges(lo: I64, count: I64) -> I64:
-    """The positions lo[k], lo[k] + 1, ..., lo[k] + count[k] - 1, for each k in turn.
-
-    As steps of one summed in place (a jump where a range begins): one array of the result's
-    size, where an arange and a repeat of it were three."""
-    keep = count > 0
-    if not keep.all():
-        lo, count = lo[keep], count[keep]
-    total = int(count.sum())
-    if total == lo.size:  # ranges of one: the common case of sequence numbers
-        return lo.astype(np.int64, copy=False)
-    out = np.ones(total, np.int64)
-    out[0] = lo[0]
-    out[np.cumsum(count[:-1])] = lo[1:] - lo[:-1] - count[:-1] + 1
-    return np.cumsum(out, out=out)
-
-
 def backward_pairs(trace: Trace, cpu_rows: I64) -> tuple[I64, I64, str | None]:
     """Forward cpu-op rows and their backward op rows, as two columns of (forward, backward)
     pairs, by fwdbwd flows (in flow order), else by sequence numbers (forward ops in cpu_rows'
@@ -280,7 +264,7 @@ def backward_pairs(trace: Trace, cpu_rows: I64) -> tuple[I64, I64, str | None]:
         return none, none, None
     return (
         (fwd if fwd.size == count.sum() else np.repeat(fwd, count)),
-        bwd[_ranges(lo, count)],
+        bwd[ranges(lo, count)],
         "sequence numbers",
     )
 
@@ -430,7 +414,7 @@ def find_region(trace: Trace, links: Links, region: str | None = None, threads: 
             # the same set of device ops in any order: unique() sorts them
             linked = unique(link_bwd[np.isin(link_fwd, cpu)])
             if linked.size:
-                bwd = unique(launch_of[_ranges(b_lo[linked], b_count[linked])])
+                bwd = unique(launch_of[ranges(b_lo[linked], b_count[linked])])
                 bwd = bwd[~np.isin(bwd, gpu)]
                 bwd = bwd[np.argsort(gpu_ts[bwd], kind="stable")].astype(np.int64)
         out.instances.append(Instance(r, start, end, cpu, gpu, rule_arr, bwd))

@@ -16,6 +16,7 @@ from attnprof.analysis.attribution.classify import CATEGORIES
 from attnprof.analysis.attribution.links import launched_in
 from attnprof.analysis.findings.context import Context
 from attnprof.analysis.timeline.intervals import measure, union
+from attnprof.trace.groups import group_cummax, held_pairs
 from attnprof.trace.model import unique
 
 __all__ = ["MATERIAL_SHARE", "Cost", "cost_of_gpu_ops", "cost_of_ops"]
@@ -94,3 +95,38 @@ def cost_of_ops(ctx: Context, rows: np.ndarray) -> Cost:
         us = measure(union(t.ts[rows], t.ts[rows] + t.dur[rows])) if rows.size else 0.0
         return Cost(us, *_basis(ctx, False))
     return cost_of_gpu_ops(ctx, launched_in(t, ctx.links, rows))
+
+
+def costs_of_op_groups(ctx: Context, rows: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
+    """Per group of CPU ops (group: per row, its group in 0..n-1), cost_of_ops(ctx, that group's
+    rows).us, over all groups at once: per group the device ops its ops launched (each once,
+    waits excluded), summed in the order of their index; on a CPU-only trace the CPU time the
+    group's ops cover."""
+    t = ctx.trace
+    if not rows.size:
+        return np.zeros(n)
+    if ctx.device.kind == "cpu":
+        o = np.lexsort((t.ts[rows], group))
+        g, s = group[o], t.ts[rows][o]
+        e = s + t.dur[rows][o]
+        # what each op adds past the furthest end of the group's ops before it
+        before = np.full(g.size, -np.inf)
+        before[1:] = np.where(g[1:] == g[:-1], group_cummax(e, g)[:-1], -np.inf)
+        return np.bincount(g, np.maximum(e - np.maximum(s, before), 0.0), minlength=n)
+    launched = np.flatnonzero(ctx.links.launch >= 0)
+    if not launched.size:
+        return np.zeros(n)
+    l_rows = ctx.links.launch[launched]
+    # per op, the launches on its thread it holds
+    which, points = held_pairs(
+        t.lane[rows].astype(np.int64),
+        t.ts[rows],
+        t.ts[rows] + t.dur[rows],
+        t.lane[l_rows].astype(np.int64),
+        t.ts[l_rows],
+    )
+    idx = launched[points]
+    pair = np.unique(group[which].astype(np.int64) * ctx.links.gpu_rows.size + idx)
+    g, idx = pair // ctx.links.gpu_rows.size, pair % ctx.links.gpu_rows.size
+    keep = ctx.gpu_cat[idx] != _SYNC
+    return np.bincount(g[keep], t.dur[ctx.links.gpu_rows[idx[keep]]], minlength=n)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from attnprof.analysis.attribution.cpu_ops import is_downcast
-from attnprof.analysis.attribution.links import held
 from attnprof.analysis.findings.codes import finding
 from attnprof.analysis.findings.context import Context
 from attnprof.analysis.findings.materiality import Cost, cost_of_ops
 from attnprof.analysis.records.result import Finding
+from attnprof.trace.groups import held
 from attnprof.trace.model import Trace, unique
 
 __all__ = ["cuda_core_gemm", "fp32_upcast"]

@@ -34,12 +34,12 @@ from attnprof.analysis.attribution.links import launched_in
 from attnprof.analysis.findings.codes import CATALOGUE, finding
 from attnprof.analysis.findings.context import Context, gpu_unfused_count
 from attnprof.analysis.findings.idle_findings import gpu_idle
-from attnprof.analysis.findings.materiality import cost_of_gpu_ops, cost_of_ops
+from attnprof.analysis.findings.materiality import cost_of_gpu_ops, cost_of_ops, costs_of_op_groups
 from attnprof.analysis.findings.perf_findings import PERF_RULES
 from attnprof.analysis.findings.precision_findings import cuda_core_gemm, fp32_upcast
 from attnprof.analysis.findings.trace_findings import TRACE_RULES
 from attnprof.analysis.records.result import Finding, KernelStat, Occupancy
-from attnprof.trace.model import Kind, Trace, unique
+from attnprof.trace.model import Kind, Trace, top_sums, unique
 from attnprof.units import short_name
 
 __all__ = ["CODES", "RULES", "evaluate"]
@@ -148,15 +148,12 @@ def unfused_attention(ctx: Context) -> list[Finding]:
         return []
     if total == 0:
         return []
-    g = ctx.gpu_cat
-    gemm_names = Counter(
-        ctx.gpu_unique_names[int(ctx.gpu_name_idx[i])]
-        for i in np.flatnonzero(g == CATEGORIES.index("gemm"))[:2000]
-    )
-    soft_names = Counter(
-        ctx.gpu_unique_names[int(ctx.gpu_name_idx[i])]
-        for i in np.flatnonzero(g == CATEGORIES.index("softmax"))[:2000]
-    )
+
+    def most_run(category: str) -> list[str]:
+        """The 3 kernels of a category run most often (the first run first among equals)."""
+        idx = ctx.gpu_name_idx[ctx.gpu_cat == CATEGORIES.index(category)]
+        return [short_name(ctx.gpu_unique_names[k]) for k, _ in top_sums(idx, np.ones(idx.size), 3)]
+
     evidence = {
         "occurrences": total,
         "per_instance": total / n,
@@ -167,29 +164,31 @@ def unfused_attention(ctx: Context) -> list[Finding]:
         "confidence": confidence,
         "shape_chains": u.examples,
         "rejected_by_shapes": u.rejected,
-        "gemm_kernels": [short_name(k) for k, _ in gemm_names.most_common(3)],
-        "softmax_kernels": [short_name(k) for k, _ in soft_names.most_common(3)],
+        "gemm_kernels": most_run("gemm"),
+        "softmax_kernels": most_run("softmax"),
     }
     if confidence == "confirmed":
         # each chain's cost: the device time of what its three ops launched (CPU time on a CPU
         # trace); the message quotes the costliest, not the first
-        costs = [cost_of_ops(ctx, np.array(c, np.int64)) for c in u.chains]
-        order = sorted(range(len(costs)), key=lambda i: -costs[i].us)
+        rows = np.array(u.chains, np.int64)
+        cost_arr = costs_of_op_groups(ctx, rows.ravel(), np.repeat(np.arange(len(rows)), 3), len(rows))
+        costs = cost_arr.tolist()
+        order = np.argsort(-cost_arr, kind="stable").tolist()  # the costliest first, ties in order
         ex = u.chain_evidence[order[0]]
         # chains of the same shapes (one per region instance, mostly) once each, with their count
         # and time, the costliest shapes first
         same: dict[str, list[int]] = {}
         for i in order:
             same.setdefault(repr(sorted(u.chain_evidence[i].items())), []).append(i)
-        groups = sorted(same.values(), key=lambda ix: -sum(costs[i].us for i in ix))
+        groups = sorted(same.values(), key=lambda ix: -sum(costs[i] for i in ix))
         evidence["shape_chains"] = [
-            {**u.chain_evidence[ix[0]], "count": len(ix), "time_us": _r(sum(costs[i].us for i in ix))}
+            {**u.chain_evidence[ix[0]], "count": len(ix), "time_us": _r(sum(costs[i] for i in ix))}
             for ix in groups[:3]
         ]
         cost = cost_of_ops(ctx, u.ops)
         evidence |= cost.evidence()
         # the costliest chain's shapes and cost, as the sentence names them
-        evidence |= {"costliest": ex, "costliest_us": _r(costs[order[0]].us)}
+        evidence |= {"costliest": ex, "costliest_us": _r(costs[order[0]])}
         return [
             finding(
                 "UNFUSED_ATTENTION",
