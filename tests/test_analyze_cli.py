@@ -200,6 +200,13 @@ def test_one_trace_imports_only_what_analyze_needs(as_json: bool) -> None:
     assert "numpy" in tops  # the analysis itself: columns (a check that the probe sees imports at all)
 
 
+def test_a_trace_with_every_stage_at_work_does_not_import_numpy_ma() -> None:
+    # the triton trace above has no CPU ops to speak of; this one runs the region, CPU-evidence,
+    # chain and cost code on thousands (a plain np.unique there cost 20 ms of numpy.ma import)
+    modules = _modules_after("analyze", "--json", str(trace("harryjmoss__particle_transformer")))
+    assert not {m for m in modules if m == "numpy.ma" or m.startswith("numpy.ma.")}
+
+
 def test_the_short_exit_keeps_the_output_exit_code_and_atexit_functions(tmp_path: Path) -> None:
     # analyze leaves without tearing the interpreter down (os._exit): all it wrote, its exit
     # code and what atexit was asked to do must survive that

@@ -22,11 +22,12 @@ def _ranges(rng: np.random.Generator, n: int, groups: int) -> tuple[np.ndarray, 
     return rng.integers(0, groups, n), start, start + rng.integers(0, 15, n)
 
 
+@pytest.mark.parametrize("groups", [4, 40])  # searched group by group; by ranks, all at once
 @pytest.mark.parametrize("seed", range(25))
-def test_held_is_a_loop_over_the_ranges_of_each_points_group(seed: int) -> None:
+def test_held_is_a_loop_over_the_ranges_of_each_points_group(seed: int, groups: int) -> None:
     rng = np.random.default_rng(seed)
-    g, s, e = _ranges(rng, int(rng.integers(0, 40)), 4)
-    pg, ps, pe = _ranges(rng, 50, 5)  # group 4 has no ranges
+    g, s, e = _ranges(rng, int(rng.integers(0, 40 * groups)), groups)
+    pg, ps, pe = _ranges(rng, 50, groups + 1)  # the last group has no ranges
     want = [
         any(g[i] == a and s[i] <= b and e[i] >= c for i in range(g.size))
         for a, b, c in zip(pg, ps, pe, strict=True)

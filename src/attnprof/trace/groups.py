@@ -9,11 +9,14 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from attnprof.trace.model import unique
+
 __all__ = ["enclosing_before", "group_cummax", "held", "held_pairs", "ranges", "runs"]
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
+_FEW = 16  # groups held() searches one by one
 _CHUNK = 2048  # query rows a pass of enclosing_before looks back from: 2048 x window cells
 
 
@@ -54,13 +57,26 @@ def held(
         return out
     if p_end is None:
         p_end = p_start
+    groups = unique(group)
+    if groups.size <= _FEW:
+        # a search per group (threads): sorts of start times that come nearly in order, cheaper
+        # than the ranks below (3.3 ms against 10 per analysis of the 48 MB benchmark trace)
+        for g in groups.tolist():
+            sel = np.flatnonzero(p_group == g)
+            if not sel.size:
+                continue
+            on = group == g
+            order = np.argsort(start[on], kind="stable")
+            reach = np.maximum.accumulate(end[on][order])
+            j = np.searchsorted(start[on][order], p_start[sel], "right") - 1
+            out[sel] = (j >= 0) & (reach[np.maximum(j, 0)] >= p_end[sel])
+        return out
     order = np.lexsort((start, group))
     g, s = group[order], start[order]
     reach = group_cummax(end[order], g)
-    groups = np.unique(g)
     gi = np.searchsorted(groups, g)
     pg = np.minimum(np.searchsorted(groups, p_group), groups.size - 1)
-    times = np.unique(np.concatenate([s, p_start]))
+    times = unique(np.concatenate([s, p_start]))
     width = times.size
     key = gi * width + np.searchsorted(times, s)
     p_key = pg * width + np.searchsorted(times, p_start)
@@ -112,8 +128,8 @@ def held_pairs(
     if not start.size or not p_t.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     order = np.lexsort((p_t, p_group))
-    groups = np.unique(np.concatenate([group, p_group]))
-    times = np.unique(np.concatenate([p_t, start, end]))
+    groups = unique(np.concatenate([group, p_group]))
+    times = unique(np.concatenate([p_t, start, end]))
     width = times.size
     key = np.searchsorted(groups, p_group[order]) * width + np.searchsorted(times, p_t[order])
     base = np.searchsorted(groups, group) * width

@@ -217,7 +217,7 @@ def _stability(trace: Trace, ops: _Ops, up: I64) -> npt.NDArray[np.bool_]:
     # each (instance, thread)'s ops in order, and per upcast the first of them at its end or later
     by = np.lexsort((np.arange(ops.seg.size), ops.lane, ops.seg))
     g = ops.lane_group(by)
-    times = np.unique(np.concatenate([ops.ts, ops.end[up]]))
+    times = unique(np.concatenate([ops.ts, ops.end[up]]))
     run = runs(g)
     key = run * times.size + np.searchsorted(times, ops.ts[by])
     inv = np.empty_like(by)

@@ -126,7 +126,7 @@ def costs_of_op_groups(ctx: Context, rows: np.ndarray, group: np.ndarray, n: int
         t.ts[l_rows],
     )
     idx = launched[points]
-    pair = np.unique(group[which].astype(np.int64) * ctx.links.gpu_rows.size + idx)
+    pair = unique(group[which].astype(np.int64) * ctx.links.gpu_rows.size + idx)
     g, idx = pair // ctx.links.gpu_rows.size, pair % ctx.links.gpu_rows.size
     keep = ctx.gpu_cat[idx] != _SYNC
     return np.bincount(g[keep], t.dur[ctx.links.gpu_rows[idx[keep]]], minlength=n)
