@@ -136,3 +136,22 @@ def test_costs_of_op_groups_are_each_groups_cost_of_ops(kind: str, prefix: str) 
     want = [cost_of_ops(ctx, rows[group == k]).us for k in range(41)]
     assert got[40] == 0 and sum(w > 0 for w in want) > 20
     assert got.tolist() == pytest.approx(want, rel=1e-12, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_first_true_is_the_first_candidate_that_passes(seed: int) -> None:
+    from attnprof.analysis.attribution.cpu_ops import _first_true
+
+    rng = np.random.default_rng(seed)
+    mask = rng.random((30, 6)) < 0.6
+    keys = rng.integers(0, 4, (30, 6, 2))
+    calls: list[tuple[int, int]] = []
+
+    def test(a: int, b: int) -> bool:
+        calls.append((a, b))
+        return (a + b) % 3 == 0
+
+    want = [next((j for j in range(6) if mask[i, j] and test(*keys[i, j].tolist())), -1) for i in range(30)]
+    calls.clear()
+    assert _first_true(mask, keys, test).tolist() == want
+    assert len(calls) == len(set(calls))  # once per distinct key

@@ -24,13 +24,9 @@ from loop_audit import growth
 
 # function (file:name, as loop_audit prints it, without the line) -> why it still grows
 KNOWN: dict[str, str] = {
-    # unfused GEMM -> softmax -> GEMM chains are judged softmax by softmax, by their recorded
-    # shapes (Python lists, read from RowMaps)
-    "analysis/attribution/cpu_ops.py:unfused_chains": "per region instance, thread and softmax",
-    "analysis/attribution/cpu_ops.py:<genexpr>": "per softmax: its shape, the GEMMs around it",
-    "analysis/attribution/cpu_ops.py:_out_shape": "per chain GEMM: its recorded output shape",
-    "trace/model.py:__getitem__": "RowMap read per softmax and chain GEMM (unfused_chains)",
-    "trace/model.py:_pos": "RowMap read per softmax and chain GEMM (unfused_chains)",
+    # unfused GEMM -> softmax -> GEMM chains: every softmax of a thread at once, but one call
+    # per region instance and thread (after the instance's backward ops are set aside)
+    "analysis/attribution/cpu_ops.py:_lane_chains": "per region instance and thread",
     # the region's instances, and forward ops paired with backward ops one pair at a time
     "analysis/attribution/regions.py:find_region": "per instance",
     "analysis/breakdown/region_stats.py:region_stats": "per instance (capped at 2000)",

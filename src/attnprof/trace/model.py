@@ -198,7 +198,10 @@ def row_columns(m: Mapping[int, V]) -> tuple[I64, npt.NDArray[np.signedinteger[A
     rows = np.fromiter(m.keys(), np.int64, count=len(m))
     order = np.argsort(rows, kind="stable")
     ordered = np.fromiter(m.values(), object, count=len(m))[order].tolist()
-    ids = {v: i for i, v in enumerate(dict.fromkeys(ordered))}
+    try:
+        ids = {v: i for i, v in enumerate(dict.fromkeys(ordered))}
+    except TypeError:  # values that cannot be keys (shape lists): each row its own
+        return rows[order], np.arange(len(ordered), dtype=np.int64), ordered
     return rows[order], np.fromiter(map(ids.__getitem__, ordered), np.int64, count=len(ordered)), list(ids)
 
 

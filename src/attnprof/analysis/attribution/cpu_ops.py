@@ -30,7 +30,7 @@ import numpy.typing as npt
 from attnprof.analysis.attribution.cpu_groups import GEMM_OPS, MASK_BUILDERS
 from attnprof.analysis.attribution.regions import Region, backward_ops, backward_pairs, inside
 from attnprof.trace.groups import enclosing_before, group_cummax, held, runs
-from attnprof.trace.model import Trace, nesting_order, unique, value_ids
+from attnprof.trace.model import Trace, nesting_order, row_columns, unique, value_ids
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -383,6 +383,137 @@ class UnfusedChains:
     chain_evidence: list[dict[str, Any]] = field(default_factory=list)
 
 
+class _Shapes:
+    """The recorded input shapes (Trace.shapes) as columns: per row an id of its distinct value,
+    and what the chain tests need of each distinct value, worked out once per value."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.keys, self.idx, self.values = row_columns(trace.shapes)
+        self._first: dict[int, list[int] | None] = {}
+
+    def ids(self, rows: np.ndarray) -> I64:
+        """Per row, its shapes' id; -1: none recorded."""
+        if not self.keys.size:
+            return np.full(rows.size, -1, np.int64)
+        pos = np.minimum(np.searchsorted(self.keys, rows), self.keys.size - 1)
+        return np.where(self.keys[pos] == rows, self.idx[pos], -1).astype(np.int64)
+
+    def first(self, v: int) -> list[int] | None:
+        """The first input's shape of shapes v (None for v -1, or no such shape)."""
+        if v not in self._first:
+            self._first[v] = _first_shape(self.values[v]) if v >= 0 else None
+        return self._first[v]
+
+    def any(self, ids: I64) -> npt.NDArray[np.bool_]:
+        """Per id, whether a non-empty list of shapes was recorded."""
+        u, inv = np.unique(ids, return_inverse=True)
+        return np.array([v >= 0 and bool(self.values[v]) for v in u.tolist()], bool)[inv.reshape(-1)]
+
+
+def _first_true(mask: np.ndarray, keys: np.ndarray, test: Any) -> I64:
+    """Per row of a matrix of candidate keys (rows x tuples of key columns; mask: which cells
+    hold a candidate), the column of the first cell whose key passes test(*key), -1 for none:
+    test runs once per distinct key, not per cell."""
+    out = np.full(mask.shape[0], -1, np.int64)
+    if not mask.any():
+        return out
+    cells = np.flatnonzero(mask.reshape(-1))
+    u, inv = np.unique(keys.reshape(-1, keys.shape[-1])[cells], axis=0, return_inverse=True)
+    flat = np.zeros(mask.size, bool)
+    flat[cells] = np.array([bool(test(*k)) for k in u.tolist()], bool)[inv.reshape(-1)]
+    ok = flat.reshape(mask.shape)
+    hit = ok.any(1)
+    out[hit] = ok.argmax(1)[hit]
+    return out
+
+
+def _lane_chains(
+    trace: Trace, lo: I64, gemm_ids: np.ndarray, soft_ids: np.ndarray, window: int, shapes: _Shapes
+) -> tuple[int, int, I64, I64, I64, I64]:
+    """The chains of one thread's ops of an instance (lo, in nesting order), every softmax at
+    once: (possible, rejected, and per confirmed chain its first GEMM, softmax and second GEMM
+    rows and the softmax's shapes id)."""
+    none = np.zeros(0, np.int64)
+    nm = trace.name[lo]
+    sp = np.flatnonzero(np.isin(nm, soft_ids))
+    gp = np.flatnonzero(np.isin(nm, gemm_ids))
+    if not sp.size or not gp.size:
+        return 0, 0, none, none, none, none
+    s_ts = trace.ts[lo[sp]]  # ascending: lo is in start order
+    s_end = s_ts + trace.dur[lo[sp]]
+    # a softmax that starts inside an earlier one (_safe_softmax > softmax > _softmax) is part
+    # of that call; each call's shape is its own, else a nested softmax op's (those from it on
+    # that start by its end)
+    kept = np.ones(sp.size, bool)
+    kept[1:] = s_ts[1:] > np.maximum.accumulate(s_end)[:-1]
+    j = np.flatnonzero(kept)
+    e = np.searchsorted(s_ts, s_end[j], "right")  # its nested softmaxes: sp[j:e]
+    sid = shapes.ids(lo[sp])
+    has = shapes.any(sid)
+    nxt = np.minimum.accumulate(np.where(has, np.arange(sp.size), sp.size)[::-1])[::-1]
+    found = nxt[j] < e
+    s_sid = np.where(found, sid[np.minimum(nxt[j], sp.size - 1)], -1)
+    # the GEMMs since the previous softmax and until the next call (at most `window` each way):
+    # a GEMM is in the chain of the softmax nearest to it
+    p = sp[j]
+    prev_s = np.where(j > 0, sp[np.maximum(j - 1, 0)], -1)
+    next_s = np.where(e < sp.size, sp[np.minimum(e, sp.size - 1)], lo.size)
+    b_hi = np.searchsorted(gp, p, "left")
+    b_lo = np.maximum(np.searchsorted(gp, prev_s, "right"), b_hi - window)
+    a_lo = np.searchsorted(gp, p, "right")
+    a_hi = np.minimum(np.searchsorted(gp, next_s, "left"), a_lo + window)
+    valid = (b_hi > b_lo) & (a_hi > a_lo)
+    s_ok = np.array([(f := shapes.first(v)) is not None and len(f) >= 2 for v in s_sid.tolist()], bool)
+    possible = int((valid & ~s_ok).sum())
+    c = np.flatnonzero(valid & s_ok)
+    if not c.size:
+        return possible, 0, none, none, none, none
+    names = trace.names
+    k = np.arange(window)
+    s_col = np.repeat(s_sid[c][:, None], window, 1)
+    # before: the nearest first; after: in order
+    before = b_hi[c][:, None] - 1 - k[None, :]
+    in_b = before >= b_lo[c][:, None]
+    g_b = lo[gp[np.maximum(before, 0)]]
+    ka = np.stack(
+        [trace.name[g_b].astype(np.int64), shapes.ids(g_b.reshape(-1)).reshape(g_b.shape), s_col], -1
+    )
+
+    def makes_scores(name: int, v: int, s: int) -> bool:
+        o = _out_shape(names[name], shapes.values[v] if v >= 0 else [])
+        return o is not None and _same(o, shapes.first(s) or [])
+
+    after = a_lo[c][:, None] + k[None, :]
+    in_a = after < a_hi[c][:, None]
+    g_a = lo[gp[np.minimum(after, gp.size - 1)]]
+    kb = np.stack([shapes.ids(g_a.reshape(-1)).reshape(g_a.shape), s_col], -1)
+
+    def takes_probs(v: int, s: int) -> bool:
+        d = shapes.values[v] if v >= 0 else None
+        f, sc = _first_shape(d), shapes.first(s) or []
+        return (
+            d is not None
+            and f is not None
+            and _same(f, sc)
+            and len(d) > 1
+            and isinstance(d[1], list)
+            and len(d[1]) >= 2
+            and d[1][-2] == sc[-1]
+        )
+
+    ia, ib = _first_true(in_b, ka, makes_scores), _first_true(in_a, kb, takes_probs)
+    ok = (ia >= 0) & (ib >= 0)
+    rows = np.arange(c.size)[ok]
+    return (
+        possible,
+        int(c.size - ok.sum()),
+        g_b[rows, ia[ok]],
+        lo[p[c[ok]]],
+        g_a[rows, ib[ok]],
+        s_sid[c[ok]],
+    )
+
+
 def unfused_chains(trace: Trace, region: Region, window: int = 8) -> UnfusedChains:
     """GEMM -> softmax -> GEMM chains among each instance's CPU ops, judged by dataflow.
 
@@ -398,92 +529,59 @@ def unfused_chains(trace: Trace, region: Region, window: int = 8) -> UnfusedChai
     out = UnfusedChains(shapes_recorded=bool(trace.shapes))
     if not gemm_ids.size or not soft_ids.size:
         return out
-    chain_ops: list[int] = []
-    names = trace.names
+    shapes = _Shapes(trace)
+    parts: list[tuple[I64, I64, I64, I64, I64]] = []
     for inst in region.instances:
         ops = inst.cpu_ops
         if ops.size == 0:
             continue
         # a chain is the forward's: GEMMs and softmaxes inside backward ops (autograd's
-        # evaluate_function, *Backward*, the ends of fwdbwd flows) are left out, so a classifier's softmax followed by the
-        # backward pass's mm is no chain
-        targets = unique(
-            backward_pairs(trace, ops)[1]
-        )  # fwdbwd flows' targets: backward whatever their names
+        # evaluate_function, *Backward*, the ends of fwdbwd flows) are left out, so a
+        # classifier's softmax followed by the backward pass's mm is no chain
+        targets = unique(backward_pairs(trace, ops)[1])  # fwdbwd flows' targets, whatever their names
         ops = ops[~inside(trace, np.concatenate([backward_ops(trace, ops), targets]), ops)]
         for lane in unique(trace.lane[ops]).tolist():
             lo = ops[trace.lane[ops] == lane]
             lo = lo[nesting_order(trace.ts[lo], trace.dur[lo])]
-            nm = trace.name[lo]
-            is_g = np.isin(nm, gemm_ids)
-            sp = np.flatnonzero(np.isin(nm, soft_ids))
-            last_end = -np.inf
-            gp = np.flatnonzero(is_g)
-            sp_ts = trace.ts[lo[sp]]  # ascending: lo is in start order
-            for j, p in enumerate(sp.tolist()):
-                r = int(lo[p])
-                if trace.ts[r] <= last_end:  # nested in the previous softmax: the same call
-                    continue
-                last_end = float(trace.ts[r] + trace.dur[r])
-                # the softmax's shape: its own, else a nested softmax op's (those from it on that
-                # start by its end)
-                inner = lo[sp[j : int(np.searchsorted(sp_ts, last_end, "right"))]].tolist()
-                s_shape = next(
-                    (_first_shape(trace.shapes.get(i)) for i in inner if trace.shapes.get(i)), None
-                )
-                # the GEMMs since the previous softmax and until the next one (at most `window`
-                # each way): a GEMM is in the chain of the softmax nearest to it
-                prev_s = sp[j - 1] if j > 0 else -1
-                next_s = sp[j + 1] if j + 1 < sp.size else lo.size
-                while next_s < lo.size and trace.ts[lo[next_s]] <= last_end:  # nested softmaxes
-                    k = int(np.searchsorted(sp, next_s)) + 1
-                    next_s = sp[k] if k < sp.size else lo.size
-                before = [int(lo[q]) for q in gp[(gp > prev_s) & (gp < p)][-window:].tolist()]
-                after = [int(lo[q]) for q in gp[(gp > p) & (gp < next_s)][:window].tolist()]
-                if not before or not after:
-                    continue
-                if s_shape is None or len(s_shape) < 2:
-                    out.possible += 1
-                    continue
-                a = next(
-                    (
-                        g
-                        for g in reversed(before)
-                        if (o := _out_shape(names[int(trace.name[g])], trace.shapes.get(g, []))) is not None
-                        and _same(o, s_shape)
-                    ),
-                    None,
-                )
-                b = next(
-                    (
-                        g
-                        for g in after
-                        if (d := trace.shapes.get(g)) is not None
-                        and (f := _first_shape(d)) is not None
-                        and _same(f, s_shape)
-                        and len(d) > 1
-                        and isinstance(d[1], list)
-                        and len(d[1]) >= 2
-                        and d[1][-2] == s_shape[-1]
-                    ),
-                    None,
-                )
-                if a is None or b is None:
-                    out.rejected += 1
-                    continue
-                out.confirmed += 1
-                chain_ops.extend((a, r, b))
-                out.spans.append((lane, float(trace.ts[a]), float(trace.ts[b] + trace.dur[b])))
-                example = {
-                    "gemm": names[int(trace.name[a])],
-                    "scores_shape": s_shape,
-                    "softmax": names[int(trace.name[r])],
-                    "gemm_after": names[int(trace.name[b])],
-                    "values_shape": trace.shapes[b][1],
-                }
-                out.chains.append((a, r, b))
-                out.chain_evidence.append(example)
-                if len(out.examples) < 3:
-                    out.examples.append(example)
-    out.ops = unique(np.array(chain_ops, np.int64))
+            possible, rejected, a, r, b, s = _lane_chains(trace, lo, gemm_ids, soft_ids, window, shapes)
+            out.possible += possible
+            out.rejected += rejected
+            if a.size:
+                parts.append((a, r, b, s, np.full(a.size, lane, np.int64)))
+    if not parts:
+        return out
+    a, r, b, s, lanes = (np.concatenate(col) for col in zip(*parts, strict=True))
+    out.confirmed = int(a.size)
+    out.ops = unique(np.concatenate([a, r, b]))
+    out.spans = list(
+        zip(lanes.tolist(), trace.ts[a].tolist(), (trace.ts[b] + trace.dur[b]).tolist(), strict=True)
+    )
+    out.chains = list(zip(a.tolist(), r.tolist(), b.tolist(), strict=True))
+    # one evidence dict per distinct (GEMM, scores shape, softmax, GEMM, its shapes), shared by
+    # the chains that have it
+    b_sid = shapes.ids(b)
+    key = np.stack(
+        [
+            trace.name[a].astype(np.int64),
+            s,
+            trace.name[r].astype(np.int64),
+            trace.name[b].astype(np.int64),
+            b_sid,
+        ],
+        1,
+    )
+    u, inv = np.unique(key, axis=0, return_inverse=True)
+    names = trace.names
+    evidence = [
+        {
+            "gemm": names[ga],
+            "scores_shape": shapes.first(sv),
+            "softmax": names[sm],
+            "gemm_after": names[gb],
+            "values_shape": shapes.values[bv][1],
+        }
+        for ga, sv, sm, gb, bv in u.tolist()
+    ]
+    out.chain_evidence = list(map(evidence.__getitem__, inv.reshape(-1).tolist()))
+    out.examples = out.chain_evidence[:3]
     return out
