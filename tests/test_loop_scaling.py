@@ -27,13 +27,13 @@ KNOWN: dict[str, str] = {
     # unfused GEMM -> softmax -> GEMM chains: every softmax of a thread at once, but one call
     # per region instance and thread (after the instance's backward ops are set aside)
     "analysis/attribution/cpu_ops.py:_lane_chains": "per region instance and thread",
-    # the region's instances, and forward ops paired with backward ops one pair at a time
-    "analysis/attribution/regions.py:find_region": "per instance",
-    "analysis/breakdown/region_stats.py:region_stats": "per instance (capped at 2000)",
+    # a region instance (an attention call, a step) is an object (Instance, InstanceStat,
+    # IdleBreakdown): built, summarised and averaged one by one; no loop runs per op inside
+    "analysis/attribution/regions.py:find_region": "per instance: its ops, device ops, backward",
+    "analysis/breakdown/region_stats.py:region_stats": "per instance: an InstanceStat each",
     "analysis/breakdown/region_stats.py:<listcomp>": "the first instance's first 500 ops (capped)",
-    "analysis/breakdown/region_stats.py:<dictcomp>": "the first 200 instances' op counts (capped)",
-    "analysis/breakdown/region_stats.py:<genexpr>": "per instance",
-    "analysis/timeline/idle.py:<dictcomp>": "per instance window",
+    "analysis/breakdown/region_stats.py:<genexpr>": "per instance: the idle means",
+    "analysis/timeline/idle.py:<dictcomp>": "per instance window: its causes",
     # launches no op holds walk back over the ops before them, 64 steps at most: copies put more
     # ops before them, up to that bound
     "analysis/attribution/links.py:_containing": "per thread, up to 64 walk-back steps (bounded)",
@@ -206,3 +206,23 @@ def test_gpu_unfused_count_over_instances_is_the_sum_per_instance() -> None:
     want = sum(one(s) for s in seqs)
     assert want > 0
     assert gpu_unfused_count(ctx, seqs) == want
+
+
+@pytest.mark.parametrize(
+    "prefix", ["CodingPlatelets__SwitchTransformers", "AMD-AGI__TraceLens__tests__traces__mi300__Qwen"]
+)
+def test_top_cpu_ops_are_a_counter_updated_instance_by_instance(prefix: str) -> None:
+    from collections import Counter
+
+    from attnprof.analysis.attribution.links import link
+    from attnprof.analysis.attribution.regions import find_region
+    from attnprof.analysis.breakdown.region_stats import _top_cpu_ops
+
+    tr = load_trace(trace(prefix))
+    insts = find_region(tr, link(tr), "nn.Module|Attention|attention|ProfilerStep").instances[:200]
+    assert len(insts) > 10
+    c: Counter[str] = Counter()
+    for inst in insts:
+        u, n = np.unique(tr.name[inst.cpu_ops], return_counts=True)
+        c.update({tr.names[int(a)]: int(b) for a, b in zip(u.tolist(), n.tolist(), strict=True)})
+    assert [(tr.names[a], b) for a, b in _top_cpu_ops(tr, insts)] == c.most_common(15)

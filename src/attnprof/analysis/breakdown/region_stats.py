@@ -4,7 +4,7 @@ CPU ops by name."""
 
 from __future__ import annotations
 
-from collections import Counter
+from operator import attrgetter
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from attnprof.analysis.records.result import (
 from attnprof.analysis.timeline.idle import HostActivity, IdleBreakdown, idle_breakdowns
 from attnprof.analysis.timeline.intervals import Intervals, union
 from attnprof.analysis.timeline.overlap import comm_overlap
-from attnprof.trace.model import Trace, nesting_order, unique
+from attnprof.trace.model import Trace, nesting_order, top_sums, unique
 from attnprof.units import short_name
 
 __all__ = ["idle_per_instance", "region_comm", "region_stats"]
@@ -112,14 +112,8 @@ def region_stats(
         )
         for i in first.tolist()
     ]
-    op_counter: Counter[str] = Counter()
-    if len(insts) <= 2000:
-        for inst in insts[:200]:
-            u, c = np.unique(trace.name[inst.cpu_ops], return_counts=True)
-            op_counter.update(
-                {trace.names[int(a)]: int(b) for a, b in zip(u.tolist(), c.tolist(), strict=True)}
-            )
     k = min(len(insts), 200) or 1
+    top_ops = _top_cpu_ops(trace, insts[:200]) if len(insts) <= 2000 else []
     cpu_ops, cpu_ops_by_name = _cpu_ops(trace, insts)
     return RegionStat(
         name=reg.name,
@@ -150,7 +144,7 @@ def region_stats(
         categories_per_instance={
             CATEGORIES[i]: round(int(c) / n, 3) for i, c in enumerate(cat_counts.tolist()) if c
         },
-        top_cpu_ops=[TopCpuOp(name=a, per_instance=round(b / k, 3)) for a, b in op_counter.most_common(15)],
+        top_cpu_ops=[TopCpuOp(name=trace.names[a], per_instance=round(b / k, 3)) for a, b in top_ops],
         per_instance=per[:100],
         cpu_ops=cpu_ops,
         cpu_ops_by_name=cpu_ops_by_name,
@@ -200,6 +194,22 @@ def _idle_mean(idle: list[IdleBreakdown]) -> RegionIdle:
 
 
 _FIRST_OPS = 500  # ops listed in order from a region's first instance, GPU and CPU alike
+
+
+def _top_cpu_ops(trace: Trace, insts: list[Instance]) -> list[tuple[int, int]]:
+    """The 15 CPU op names (ids) most recorded in these instances, with their counts: as a
+    Counter updated instance by instance with each instance's names in id order gives them (ties
+    in the order a name first appears so)."""
+    cpu = list(map(attrgetter("cpu_ops"), insts))
+    if not cpu:
+        return []
+    sizes = np.fromiter(map(len, cpu), np.int64, count=len(cpu))
+    names = trace.name[np.concatenate(cpu)].astype(np.int64)
+    # (instance, name) pairs in that order, and how often each is recorded
+    pair, count = np.unique(
+        np.repeat(np.arange(sizes.size), sizes) * len(trace.names) + names, return_counts=True
+    )
+    return [(a, int(b)) for a, b in top_sums(pair % len(trace.names), count.astype(np.float64), 15)]
 
 
 def _most_common(parts: list[np.ndarray], k: int) -> list[tuple[int, int]]:
