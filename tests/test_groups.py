@@ -65,7 +65,7 @@ def test_enclosing_before_is_the_nearest_range_around_within_the_window(seed: in
             -1,
         )
         want.append(j)
-    assert enclosing_before(s, e, first, q, 7).tolist() == want
+    assert enclosing_before(s, e, q, first[q], 7).tolist() == want
 
 
 _MODULES = "nn.Module|Attention|attention|ProfilerStep"  # nested instances, many of them

@@ -85,18 +85,18 @@ def held(
     return (groups[pg] == p_group) & (j >= 0) & (g[jc] == p_group) & (reach[jc] >= p_end)
 
 
-def enclosing_before(start: F64, end: F64, first: I64, q: I64, window: int) -> I64:
+def enclosing_before(start: F64, end: F64, q: I64, first: I64, window: int) -> I64:
     """Per query position q, the nearest earlier position j (at most `window` back, and not
-    before first[q], where q's group begins) whose range holds q's: start[j] <= start[q] and
+    before its first, where q's group begins) whose range holds q's: start[j] <= start[q] and
     end[j] >= end[q]; -1 for none. In ranges sorted by start, the longer first at one start, that
     is the innermost op around q's."""
     out = np.full(q.size, -1, np.int64)
     back = np.arange(1, window + 1, dtype=np.int64)
     for a in range(0, q.size, _CHUNK):  # a pass per 2048 queries bounds the memory
-        qq = q[a : a + _CHUNK]
+        qq, lo = q[a : a + _CHUNK], first[a : a + _CHUNK]
         j = qq[:, None] - back[None, :]
         jc = np.maximum(j, 0)
-        ok = (j >= first[qq][:, None]) & (start[jc] <= start[qq][:, None]) & (end[jc] >= end[qq][:, None])
+        ok = (j >= lo[:, None]) & (start[jc] <= start[qq][:, None]) & (end[jc] >= end[qq][:, None])
         hit = ok.argmax(1)
         out[a : a + _CHUNK] = np.where(ok.any(1), j[np.arange(qq.size), hit], -1)
     return out

@@ -148,12 +148,10 @@ def is_downcast(trace: Trace, r: int) -> bool:
 @dataclass
 class _Ops:
     """A region's CPU ops as columns: instance after instance, each in nesting order (by start,
-    the longer first), with per position its instance, its instance's first position and its
-    thread, start, end and name id."""
+    the longer first), with per position its instance, thread, start, end and name id."""
 
     rows: I64
     seg: I64
-    first: I64
     lane: np.ndarray
     ts: F64
     end: F64
@@ -170,14 +168,12 @@ class _Ops:
         rows = rows[nesting_order(trace.ts[rows], trace.dur[rows], seg)]
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         ts = trace.ts[rows]
-        return cls(
-            rows, seg, starts[seg], trace.lane[rows], ts, ts + trace.dur[rows], trace.name[rows], starts
-        )
+        return cls(rows, seg, trace.lane[rows], ts, ts + trace.dur[rows], trace.name[rows], starts)
 
     def parent(self, q: I64) -> I64:
         """Per position, the innermost op of its instance around it among the 255 before it
         (position; -1 for none)."""
-        return enclosing_before(self.ts, self.end, self.first, q, _PARENT_WINDOW)
+        return enclosing_before(self.ts, self.end, q, self.starts[self.seg[q]], _PARENT_WINDOW)
 
     def lane_group(self, p: np.ndarray) -> I64:
         """A group id per position for its (instance, thread)."""
