@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from attnprof.trace.model import unique
 
-__all__ = ["enclosing_before", "group_cummax", "held", "held_pairs", "ranges", "runs"]
+__all__ = ["enclosing_before", "group_cummax", "held", "held_pairs", "outermost", "ranges", "runs"]
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -39,6 +39,17 @@ def group_cummax(values: F64, group: np.ndarray) -> F64:
     # a later run's keys are above every earlier run's, so one running maximum restarts per run
     key = run * distinct.size + rank.reshape(-1)
     return distinct[np.maximum.accumulate(key) - run * distinct.size]
+
+
+def outermost(start: F64, end: F64, group: np.ndarray) -> npt.NDArray[np.bool_]:
+    """Per range (in start order within each group, groups adjacent), whether it starts after
+    the furthest end of the earlier ranges of its group: the first of a call, not one nested in
+    (or starting inside) an earlier one. end may be another span's end per range (a fused op's
+    whole call)."""
+    out = np.ones(start.size, bool)
+    if start.size > 1:
+        out[1:] = (start[1:] > group_cummax(end, group)[:-1]) | (group[1:] != group[:-1])
+    return out
 
 
 def held(

@@ -172,18 +172,18 @@ class RowMap(Mapping[int, V], Generic[V]):
 def value_ids(
     m: Mapping[int, V], rows: npt.NDArray[np.integer[Any]]
 ) -> tuple[npt.NDArray[np.int64], list[V]]:
-    """Per row, an index into the returned distinct values (-1: the row has none): by one binary
-    search for a RowMap (the loader's), row by row for a plain mapping (a replay's merged one)."""
-    if isinstance(m, RowMap):
-        if not m.rows.size:
-            return np.full(rows.size, -1, np.int64), m.distinct
-        pos = np.minimum(np.searchsorted(m.rows, rows), m.rows.size - 1)
-        return np.where(m.rows[pos] == rows, m.idx[pos].astype(np.int64), -1), m.distinct
+    """Per row, an index into the returned distinct values (-1: the row has none), by one binary
+    search over the map's columns (row_columns)."""
     keys, idx, values = row_columns(m)
+    return ids_at(keys, idx, rows), values
+
+
+def ids_at(keys: I64, idx: npt.NDArray[np.signedinteger[Any]], rows: npt.NDArray[np.integer[Any]]) -> I64:
+    """Per row, idx at its place in keys (ascending), -1 where keys lacks it."""
     if not keys.size:
-        return np.full(rows.size, -1, np.int64), values
+        return np.full(rows.size, -1, np.int64)
     pos = np.minimum(np.searchsorted(keys, rows), keys.size - 1)
-    return np.where(keys[pos] == rows, idx[pos], -1).astype(np.int64), values
+    return np.where(keys[pos] == rows, idx[pos], -1).astype(np.int64)
 
 
 def row_columns(m: Mapping[int, V]) -> tuple[I64, npt.NDArray[np.signedinteger[Any]], list[V]]:

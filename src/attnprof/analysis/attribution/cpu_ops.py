@@ -29,8 +29,8 @@ import numpy.typing as npt
 
 from attnprof.analysis.attribution.cpu_groups import GEMM_OPS, MASK_BUILDERS
 from attnprof.analysis.attribution.regions import Region, backward_ops, backward_pairs, inside
-from attnprof.trace.groups import enclosing_before, group_cummax, held, runs
-from attnprof.trace.model import Trace, nesting_order, row_columns, unique, value_ids
+from attnprof.trace.groups import enclosing_before, held, outermost, runs
+from attnprof.trace.model import Trace, ids_at, nesting_order, row_columns, unique, value_ids
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -288,10 +288,7 @@ def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
     # where) is part of the same mask build: the outermost ones only
     m = where(_MASK_OPS)
     if m.size:
-        reach = group_cummax(ops.end[m], ops.seg[m])
-        outermost = np.ones(m.size, bool)
-        outermost[1:] = (ops.ts[m][1:] > reach[:-1]) | (ops.seg[m][1:] != ops.seg[m][:-1])
-        ev.mask_ops = _counted(names, nm[m[outermost]])
+        ev.mask_ops = _counted(names, nm[m[outermost(ops.ts[m], ops.end[m], ops.seg[m])]])
         ev.mask_instances = int(unique(ops.seg[where(("aten::tril", "aten::triu"))]).size)
     if "aten::_safe_softmax" in ids:
         ev.safe_softmax = int((nm == ids["aten::_safe_softmax"]).sum())
@@ -310,10 +307,7 @@ def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
             )
             # a fused op that starts inside the call of an earlier one (a fused op nested in
             # another) is part of that call, not a second
-            reach = group_cummax(ops.end[outer], ops.seg[f])
-            new = np.ones(f.size, bool)
-            new[1:] = (ops.ts[f][1:] > reach[:-1]) | (ops.seg[f][1:] != ops.seg[f][:-1])
-            ev.fused_calls = int(new.sum())
+            ev.fused_calls = int(outermost(ops.ts[f], ops.end[outer], ops.seg[f]).sum())
 
     # unfused attention: a GEMM, a softmax, a GEMM within 24 ops, in one instance; nested softmax
     # ops (_safe_softmax > softmax > _softmax) count once: those that start inside the previous
@@ -321,11 +315,8 @@ def cpu_evidence(trace: Trace, region: Region) -> CpuEvidence:
     s = where(_SOFTMAX_OPS)
     gemm = np.isin(nm, _name_ids(names, _GEMM_OPS))
     if s.size and gemm.any():
-        reach = group_cummax(ops.end[s], ops.seg[s])
-        inner = np.zeros(s.size, bool)
-        inner[1:] = (ops.ts[s][1:] <= reach[:-1]) & (ops.seg[s][1:] == ops.seg[s][:-1])
         is_soft = np.zeros(nm.size, bool)
-        is_soft[s[~inner]] = True
+        is_soft[s[outermost(ops.ts[s], ops.end[s], ops.seg[s])]] = True
         ev.unfused_sequences = count_gemm_softmax_gemm(gemm, is_soft, window=24, starts=ops.starts)
     return ev
 
@@ -389,10 +380,7 @@ class _Shapes:
 
     def ids(self, rows: np.ndarray) -> I64:
         """Per row, its shapes' id; -1: none recorded."""
-        if not self.keys.size:
-            return np.full(rows.size, -1, np.int64)
-        pos = np.minimum(np.searchsorted(self.keys, rows), self.keys.size - 1)
-        return np.where(self.keys[pos] == rows, self.idx[pos], -1).astype(np.int64)
+        return ids_at(self.keys, self.idx, rows)
 
     def first(self, v: int) -> list[int] | None:
         """The first input's shape of shapes v (None for v -1, or no such shape)."""
@@ -440,9 +428,7 @@ def _lane_chains(
     # a softmax that starts inside an earlier one (_safe_softmax > softmax > _softmax) is part
     # of that call; each call's shape is its own, else a nested softmax op's (those from it on
     # that start by its end)
-    kept = np.ones(sp.size, bool)
-    kept[1:] = s_ts[1:] > np.maximum.accumulate(s_end)[:-1]
-    j = np.flatnonzero(kept)
+    j = np.flatnonzero(outermost(s_ts, s_end, np.zeros(sp.size, np.int64)))
     e = np.searchsorted(s_ts, s_end[j], "right")  # its nested softmaxes: sp[j:e]
     sid = shapes.ids(lo[sp])
     has = shapes.any(sid)
